@@ -1,0 +1,91 @@
+"""The plain records that cross the boundary between ``evals`` and ``monitor``.
+
+They are dataclasses rather than model instances so that the client, the statistics and the
+demo vendor can be used and tested without Django. ``monitor`` copies them into rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Protocol = Literal["openai", "anthropic"]
+
+# Error classes of a failed sample (DESIGN.md: never dropped, always classified).
+ERROR_CLASSES = (
+    "connect",  # DNS, refused, TLS: the request never reached an HTTP server
+    "timeout",  # connect/read/overall deadline passed
+    "http_status",  # a non-2xx answer other than 429
+    "rate_limited",  # HTTP 429 (Retry-After kept); counted apart in availability
+    "malformed_stream",  # not SSE, not JSON, an HTML page, a JSON error body in a 200
+    "stream_incomplete",  # the connection ended before the end-of-stream marker
+    "body_too_large",  # the response grew past the endpoint's byte limit
+    "protocol",  # anything else the client could not interpret
+)
+
+
+@dataclass(frozen=True)
+class EndpointSpec:
+    """Where and how to send requests. ``api_key`` is resolved by the caller from the
+    environment variable named on the endpoint and is never persisted."""
+
+    name: str
+    protocol: Protocol
+    base_url: str
+    model: str
+    api_key: str | None = None
+    timeout_s: float = 120.0
+    max_body_bytes: int = 4_000_000
+    extra_body: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """One request of a case: the same object is sent to both tiers."""
+
+    messages: list[dict[str, str]]
+    max_tokens: int = 256
+    temperature: float = 0.0
+    seed: int | None = None
+    logprobs: bool = False
+    top_logprobs: int = 0
+
+
+@dataclass
+class TimingRecord:
+    """One request's full record (a *sample* in the glossary), times in milliseconds from t0.
+
+    t0 is ``time.perf_counter()`` just before the request is sent (DESIGN.md definitions).
+    """
+
+    ok: bool
+    error_class: str | None = None
+    error_message: str = ""
+    http_status: int | None = None
+    retry_after_s: float | None = None
+    started_at: float = 0.0  # wall clock (time.time()) at t0, for the timeline
+    connect_ms: float | None = None  # until the TCP/TLS connection was ready (trace events)
+    headers_ms: float | None = None  # until response headers were read
+    ttfb_ms: float | None = None  # first response body byte
+    ttft_ms: float | None = None  # first token-bearing SSE event
+    e2e_ms: float | None = None  # last token-bearing SSE event
+    tpot_ms: float | None = None  # (E2E - TTFT) / (output tokens - 1)
+    chunk_gaps_ms: list[float] = field(default_factory=list)  # between token-bearing events
+    chunk_tokens: list[int] = field(default_factory=list)  # estimated tokens per such event
+    text: str = ""
+    reasoning_text: str = ""
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None  # server's usage.completion_tokens
+    estimated_tokens: int | None = None  # our tokenizer estimate over the whole text
+    cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens
+    model_id: str = ""
+    system_fingerprint: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+    logprobs: list[dict[str, Any]] | None = None  # per token: token, logprob, top_logprobs
+    server_timings: dict[str, Any] | None = None  # llama.cpp's ``timings`` object if sent
+
+    @property
+    def output_tokens(self) -> int | None:
+        """Server count when reported, else our estimate (DESIGN.md: usage first)."""
+        return self.completion_tokens if self.completion_tokens is not None else self.estimated_tokens
