@@ -89,3 +89,47 @@ class TimingRecord:
     def output_tokens(self) -> int | None:
         """Server count when reported, else our estimate (DESIGN.md: usage first)."""
         return self.completion_tokens if self.completion_tokens is not None else self.estimated_tokens
+
+
+@dataclass(frozen=True)
+class CaseSpec:
+    """One case of a suite, as shipped in ``evals.suites`` or read from a config file.
+
+    ``scenario`` names the speed scenario (see ``evals.suites.SCENARIOS``); ``unit_tests`` is
+    plain Python (asserts, or ``def test_*`` functions) run against the generated code in the
+    sandbox; ``constraints`` are verifiable checks on the text. ``reference_solution`` and
+    ``weak_solution`` exist only for built-in coding cases: the simulated demo vendor answers
+    with them (a distilled model fails the hard ones), never the real tiers.
+    """
+
+    key: str
+    messages: list[dict[str, str]]
+    category: str = "general"  # general | long_tail | coding | constraints
+    scenario: str = "mid"
+    max_tokens: int = 256
+    difficulty: str = "easy"  # easy | hard (long-tail, where distilled models lose)
+    unit_tests: str = ""
+    entry_point: str = ""
+    constraints: list[dict[str, Any]] = field(default_factory=list)
+    reference_solution: str = ""
+    weak_solution: str = ""
+
+
+@dataclass(frozen=True)
+class SuiteSpec:
+    name: str
+    version: int
+    description: str
+    cases: list[CaseSpec]
+
+
+@dataclass(frozen=True)
+class SandboxResult:
+    """Outcome of running generated code against a case's unit tests."""
+
+    passed: bool
+    n_tests: int = 0
+    n_failed: int = 0
+    error_class: str | None = None  # syntax | timeout | memory | crash | no_code | sandbox
+    output: str = ""  # truncated stdout+stderr, for the samples table
+    duration_ms: float = 0.0
