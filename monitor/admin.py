@@ -1,0 +1,70 @@
+"""Admin: where teams add endpoints, pairs, suites, alert rules and channels by hand.
+
+Schedules are django-celery-beat's PeriodicTask rows, in the admin under "Periodic tasks".
+"""
+
+from django.contrib import admin
+
+from monitor import models
+
+
+@admin.register(models.Endpoint)
+class EndpointAdmin(admin.ModelAdmin):
+    list_display = ("name", "protocol", "base_url", "model", "api_key_env", "simulated")
+    search_fields = ("name", "model", "base_url")
+
+
+class CaseInline(admin.TabularInline):
+    model = models.Case
+    extra = 0
+    fields = ("key", "category", "scenario", "difficulty", "max_tokens")
+
+
+@admin.register(models.Suite)
+class SuiteAdmin(admin.ModelAdmin):
+    list_display = ("name", "version", "description")
+    inlines = [CaseInline]
+
+
+@admin.register(models.Case)
+class CaseAdmin(admin.ModelAdmin):
+    list_display = ("key", "suite", "category", "scenario", "difficulty")
+    list_filter = ("suite", "category", "scenario")
+
+
+@admin.register(models.Pair)
+class PairAdmin(admin.ModelAdmin):
+    list_display = ("name", "fast", "base", "suite", "claimed_speedup", "active")
+
+
+@admin.register(models.Run)
+class RunAdmin(admin.ModelAdmin):
+    list_display = ("id", "pair", "kind", "trigger", "status", "completed", "planned", "created_at")
+    list_filter = ("status", "kind", "pair")
+    readonly_fields = ("summary",)
+
+
+@admin.register(models.Sample)
+class SampleAdmin(admin.ModelAdmin):
+    list_display = ("id", "run", "tier", "case", "ok", "error_class", "ttft_ms", "e2e_ms")
+    list_filter = ("tier", "ok", "error_class")
+
+
+@admin.register(models.Channel)
+class ChannelAdmin(admin.ModelAdmin):
+    list_display = ("name", "kind", "target", "disabled", "last_error")
+
+
+@admin.register(models.AlertRule)
+class AlertRuleAdmin(admin.ModelAdmin):
+    list_display = ("name", "pair", "metric", "tier", "op", "threshold", "last_k", "min_n", "enabled")
+
+
+@admin.register(models.Alert)
+class AlertAdmin(admin.ModelAdmin):
+    list_display = ("id", "rule", "pair", "opened_at", "resolved_at", "message")
+
+
+@admin.register(models.Notification)
+class NotificationAdmin(admin.ModelAdmin):
+    list_display = ("id", "channel", "subject", "ok", "error", "created_at")

@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class MonitorConfig(AppConfig):
+    name = "monitor"
+    default_auto_field = "django.db.models.BigAutoField"
+    verbose_name = "tierwatch"

@@ -1,0 +1,267 @@
+"""Storage for the glossary of DESIGN.md: endpoint, pair, suite, case, run, sample; plus the
+alerting rows (rule, channel, alert, notification).
+
+Rows hold data, not behaviour: workflows live in ``monitor.services`` and reads in
+``monitor.selectors`` (STYLE.md). API keys are never stored: an endpoint names the environment
+variable that holds its key.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from django.core.exceptions import ValidationError
+from django.db import models
+
+ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+
+
+def validate_env_name(value: str) -> None:
+    if value and not ENV_NAME.match(value):
+        raise ValidationError(
+            f"{value!r} is not an environment variable name (A-Z, 0-9, _); "
+            "store the NAME of the variable holding the key, never the key itself"
+        )
+
+
+class Endpoint(models.Model):
+    """One API target: protocol, base URL, model name and the env var holding its key."""
+
+    PROTOCOLS = [("openai", "OpenAI chat completions"), ("anthropic", "Anthropic messages")]
+
+    name = models.SlugField(max_length=80, unique=True)
+    protocol = models.CharField(max_length=16, choices=PROTOCOLS, default="openai")
+    base_url = models.URLField(max_length=300, help_text="e.g. https://api.vendor.com/v1")
+    model = models.CharField(max_length=200)
+    api_key_env = models.CharField(
+        max_length=100, blank=True, validators=[validate_env_name],
+        help_text="Name of the environment variable that holds the API key (never the key).",
+    )
+    max_concurrency = models.PositiveSmallIntegerField(default=4)
+    timeout_s = models.FloatField(default=120.0)
+    context_window = models.PositiveIntegerField(null=True, blank=True)
+    extra_body = models.JSONField(default=dict, blank=True)
+    simulated = models.BooleanField(default=False, help_text="Served by the simulated demo vendor.")
+    notes = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name + (" (simulated)" if self.simulated else "")
+
+    def api_key(self) -> str | None:
+        """Read at request time, so a rotated key needs no database change."""
+        return os.environ.get(self.api_key_env) if self.api_key_env else None
+
+
+class Suite(models.Model):
+    name = models.SlugField(max_length=80)
+    version = models.PositiveIntegerField(default=1)
+    description = models.TextField(blank=True)
+
+    class Meta:
+        unique_together = [("name", "version")]
+        ordering = ["name", "-version"]
+
+    def __str__(self) -> str:
+        return f"{self.name} v{self.version}"
+
+
+class Case(models.Model):
+    suite = models.ForeignKey(Suite, on_delete=models.CASCADE, related_name="cases")
+    key = models.SlugField(max_length=120)
+    category = models.CharField(max_length=32, default="general")
+    scenario = models.CharField(max_length=32, default="mid")
+    difficulty = models.CharField(max_length=16, default="easy")
+    messages = models.JSONField()
+    max_tokens = models.PositiveIntegerField(default=256)
+    unit_tests = models.TextField(blank=True)
+    entry_point = models.CharField(max_length=100, blank=True)
+    constraints = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        unique_together = [("suite", "key")]
+        ordering = ["suite", "key"]
+
+    def __str__(self) -> str:
+        return f"{self.suite}:{self.key}"
+
+
+class Pair(models.Model):
+    """A fast endpoint and a base endpoint that a vendor says serve the same model."""
+
+    name = models.SlugField(max_length=80, unique=True)
+    fast = models.ForeignKey(Endpoint, on_delete=models.PROTECT, related_name="pairs_as_fast")
+    base = models.ForeignKey(Endpoint, on_delete=models.PROTECT, related_name="pairs_as_base")
+    suite = models.ForeignKey(Suite, on_delete=models.PROTECT, related_name="pairs")
+    claimed_speedup = models.FloatField(null=True, blank=True, help_text="Vendor's claim, e.g. 6")
+    repeat = models.PositiveSmallIntegerField(default=1, help_text="Repetitions per case per tier")
+    cases_per_run = models.PositiveIntegerField(null=True, blank=True)
+    slo_ttft_ms = models.FloatField(null=True, blank=True)
+    slo_e2e_ms = models.FloatField(null=True, blank=True)
+    active = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Run(models.Model):
+    """One execution of a suite against a pair; its summary is computed from stored samples."""
+
+    KINDS = [("probe", "probe (temperature 0)"), ("audit", "audit (temperature 1)")]
+    STATUSES = [("queued", "queued"), ("running", "running"), ("done", "done"), ("failed", "failed")]
+
+    pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="runs")
+    suite = models.ForeignKey(Suite, on_delete=models.PROTECT, related_name="runs")
+    kind = models.CharField(max_length=16, choices=KINDS, default="probe")
+    trigger = models.CharField(max_length=16, default="manual")  # manual | scheduled
+    status = models.CharField(max_length=16, choices=STATUSES, default="queued", db_index=True)
+    seed = models.BigIntegerField(default=0)
+    temperature = models.FloatField(default=0.0)
+    repeat = models.PositiveSmallIntegerField(default=1)
+    planned = models.PositiveIntegerField(default=0)
+    completed = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    summary = models.JSONField(default=dict, blank=True)
+    verdict = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["pair", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} of {self.pair} ({self.status})"
+
+    @property
+    def progress_percent(self) -> int:
+        return int(100 * self.completed / self.planned) if self.planned else 0
+
+
+class Sample(models.Model):
+    """One request's full record: timings, token counts, text, errors, provenance."""
+
+    TIERS = [("fast", "fast"), ("base", "base")]
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="samples")
+    case = models.ForeignKey(Case, on_delete=models.PROTECT, related_name="samples")
+    endpoint = models.ForeignKey(Endpoint, on_delete=models.PROTECT, related_name="samples")
+    tier = models.CharField(max_length=8, choices=TIERS)
+    batch = models.PositiveSmallIntegerField(default=0, help_text="independent batch (A-vs-A)")
+    repetition = models.PositiveSmallIntegerField(default=0)
+    seq = models.PositiveIntegerField(default=0, help_text="position in the interleaved plan")
+    started_at = models.DateTimeField(db_index=True)
+    ok = models.BooleanField()
+    error_class = models.CharField(max_length=32, blank=True, db_index=True)
+    error_message = models.TextField(blank=True)
+    http_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    retry_after_s = models.FloatField(null=True, blank=True)
+    connect_ms = models.FloatField(null=True, blank=True)
+    headers_ms = models.FloatField(null=True, blank=True)
+    ttfb_ms = models.FloatField(null=True, blank=True)
+    ttft_ms = models.FloatField(null=True, blank=True)
+    e2e_ms = models.FloatField(null=True, blank=True)
+    tpot_ms = models.FloatField(null=True, blank=True)
+    chunk_gaps_ms = models.JSONField(default=list, blank=True)
+    chunk_tokens = models.JSONField(default=list, blank=True)
+    text = models.TextField(blank=True)
+    reasoning_text = models.TextField(blank=True)
+    finish_reason = models.CharField(max_length=32, blank=True)
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    estimated_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cached_tokens = models.PositiveIntegerField(null=True, blank=True)
+    model_id = models.CharField(max_length=200, blank=True)
+    system_fingerprint = models.CharField(max_length=200, blank=True)
+    headers = models.JSONField(default=dict, blank=True)
+    logprobs = models.JSONField(null=True, blank=True)
+    server_timings = models.JSONField(null=True, blank=True)
+    tests_passed = models.BooleanField(null=True, blank=True)
+    tests_detail = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "seq"]
+        indexes = [models.Index(fields=["run", "tier"]), models.Index(fields=["endpoint", "started_at"])]
+
+    def __str__(self) -> str:
+        return f"sample {self.pk} {self.tier} {self.case.key}"
+
+
+class Channel(models.Model):
+    """Where alerts go. A Slack webhook URL is a secret: the channel names its env var."""
+
+    KINDS = [("email", "email"), ("slack", "Slack incoming webhook")]
+
+    name = models.SlugField(max_length=80, unique=True)
+    kind = models.CharField(max_length=16, choices=KINDS)
+    target = models.CharField(
+        max_length=500,
+        help_text="email: comma-separated addresses; slack: NAME of the env var with the webhook URL",
+    )
+    disabled = models.BooleanField(default=False)
+    last_error = models.TextField(blank=True)
+    consecutive_failures = models.PositiveIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.name}"
+
+
+class AlertRule(models.Model):
+    """Threshold on a run metric over the last K runs, evaluated only with at least min_n."""
+
+    OPS = [("gt", ">"), ("lt", "<")]
+    TIERS = [("fast", "fast"), ("base", "base"), ("pair", "pair")]
+
+    name = models.SlugField(max_length=80, unique=True)
+    pair = models.ForeignKey(Pair, null=True, blank=True, on_delete=models.CASCADE,
+                             help_text="empty: every pair")
+    metric = models.CharField(max_length=40)
+    tier = models.CharField(max_length=8, choices=TIERS, default="fast")
+    op = models.CharField(max_length=2, choices=OPS, default="gt")
+    threshold = models.FloatField()
+    last_k = models.PositiveSmallIntegerField(default=3)
+    min_n = models.PositiveIntegerField(default=5)
+    channels = models.ManyToManyField(Channel, blank=True)
+    enabled = models.BooleanField(default=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Alert(models.Model):
+    rule = models.ForeignKey(AlertRule, on_delete=models.CASCADE, related_name="alerts")
+    pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="alerts")
+    run = models.ForeignKey(Run, null=True, on_delete=models.SET_NULL, related_name="alerts")
+    opened_at = models.DateTimeField(auto_now_add=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    message = models.TextField()
+    value = models.FloatField(null=True)
+
+    class Meta:
+        ordering = ["-opened_at"]
+
+    @property
+    def is_open(self) -> bool:
+        return self.resolved_at is None
+
+
+class Notification(models.Model):
+    """Every delivery attempt of an alert to a channel, with its error (healthchecks' model)."""
+
+    alert = models.ForeignKey(Alert, null=True, on_delete=models.CASCADE, related_name="notifications")
+    channel = models.ForeignKey(Channel, on_delete=models.CASCADE, related_name="notifications")
+    created_at = models.DateTimeField(auto_now_add=True)
+    subject = models.CharField(max_length=300)
+    ok = models.BooleanField(default=False)
+    error = models.TextField(blank=True)
+    permanent = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["-created_at"]

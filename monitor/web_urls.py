@@ -1,0 +1,3 @@
+"""The pages' URLs (filled in by the pages work)."""
+
+urlpatterns: list = []
