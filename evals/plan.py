@@ -1,0 +1,89 @@
+"""Plan and execute a run: cases × tiers × repetitions, interleaved in seeded random order.
+
+Why interleave: load on a vendor changes over minutes. Sending all fast requests and then all
+base requests would attribute that change to the tier; a shuffled, shared order spreads it over
+both alike. The seed makes the order reproducible from the run's record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+import httpx
+
+from evals.client import make_client, stream_chat
+from evals.records import ChatRequest, EndpointSpec, TimingRecord
+
+
+@dataclass(frozen=True)
+class PlannedRequest:
+    seq: int
+    case_key: str
+    tier: str  # "fast" | "base"
+    repetition: int
+    batch: int = 0  # independent batches of one tier, for the base-vs-base noise floor
+
+
+def plan_run(
+    case_keys: Sequence[str],
+    *,
+    repeat: int,
+    seed: int,
+    tiers: Sequence[tuple[str, int]] = (("fast", 0), ("base", 0)),
+) -> list[PlannedRequest]:
+    """Every (case, tier, batch, repetition) once, shuffled with ``random.Random(seed)``."""
+    items = [
+        (case_key, tier, rep, batch)
+        for case_key in case_keys
+        for tier, batch in tiers
+        for rep in range(repeat)
+    ]
+    random.Random(seed).shuffle(items)
+    return [
+        PlannedRequest(seq=i, case_key=c, tier=t, repetition=r, batch=b)
+        for i, (c, t, r, b) in enumerate(items)
+    ]
+
+
+OnRecord = Callable[[PlannedRequest, TimingRecord], Awaitable[None]]
+BuildRequest = Callable[[PlannedRequest], ChatRequest]
+
+
+async def execute_plan(
+    plan: Sequence[PlannedRequest],
+    *,
+    endpoints: dict[str, EndpointSpec],
+    build_request: BuildRequest,
+    concurrency: dict[str, int],
+    on_record: OnRecord,
+    client: httpx.AsyncClient | None = None,
+) -> int:
+    """Send every planned request, at most ``concurrency[tier]`` at once per endpoint.
+
+    Requests start in plan order (asyncio's semaphore wakes waiters first-in first-out) and
+    ``on_record`` receives each record as soon as it completes, so a crash mid-run loses
+    nothing already measured. A request that fails is a failed record, never an exception.
+    Returns the number of records handed to ``on_record``.
+    """
+    limits = {tier: asyncio.Semaphore(max(1, concurrency.get(tier, 1))) for tier in endpoints}
+    own_client = client is None
+    http = client or make_client()
+    done = 0
+
+    async def one(item: PlannedRequest) -> None:
+        nonlocal done
+        async with limits[item.tier]:
+            record = await stream_chat(http, endpoints[item.tier], build_request(item))
+        await on_record(item, record)
+        done += 1
+
+    try:
+        tasks = [asyncio.create_task(one(item)) for item in plan]
+        await asyncio.gather(*tasks)
+    finally:
+        if own_client:
+            await http.aclose()
+    return done

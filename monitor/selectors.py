@@ -1,0 +1,115 @@
+"""The reads that pages, reports and commands share (STYLE.md: selectors).
+
+Pages read each run's stored ``summary`` (SUMMARY.md) and never the samples to draw charts, so
+a pair page costs a bounded number of queries however many samples the runs hold.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
+from django.shortcuts import get_object_or_404
+
+from monitor.models import Alert, Pair, Run, Sample
+
+# Fields a chart or a runs list needs; the rest of a run stays in the database.
+RUN_LIST_FIELDS = (
+    "id", "pair_id", "kind", "trigger", "status", "planned", "completed",
+    "created_at", "started_at", "finished_at", "summary", "verdict", "error",
+)
+# Sample fields too large for a table of hundreds of rows; the sample page loads them.
+SAMPLE_HEAVY_FIELDS = (
+    "text", "reasoning_text", "chunk_gaps_ms", "chunk_tokens", "headers", "logprobs",
+    "server_timings", "tests_detail", "error_message",
+)
+MAX_SAMPLES_SHOWN = 2000
+
+
+@dataclass
+class PairOverview:
+    """One row of the pairs overview: the pair, its newest run and its newest finished run.
+
+    Two runs because the newest is often still running and has no summary yet; the numbers
+    come from the newest run that finished.
+    """
+
+    pair: Pair
+    last_run: Run | None
+    last_done: Run | None
+    open_alerts: int
+
+    @property
+    def simulated(self) -> bool:
+        return self.pair.fast.simulated or self.pair.base.simulated
+
+
+def get_pair_for_user(user, name: str) -> Pair:
+    """The named pair or a 404. Every signed-in user sees every pair (no per-team ownership
+    yet); the user argument is where that check will go."""
+    return get_object_or_404(Pair.objects.select_related("fast", "base", "suite"), name=name)
+
+
+def pairs_overview() -> list[PairOverview]:
+    """Every pair with its newest run, newest finished run and open alerts: three queries."""
+    newest = Run.objects.filter(pair=OuterRef("pk")).order_by("-created_at", "-id")
+    pairs = list(
+        Pair.objects.select_related("fast", "base")
+        .annotate(
+            n_open_alerts=Count("alerts", filter=Q(alerts__resolved_at__isnull=True)),
+            last_run_id=Subquery(newest.values("id")[:1]),
+            last_done_id=Subquery(newest.filter(status="done").values("id")[:1]),
+        )
+        .order_by("name")
+    )
+    ids = {p.last_run_id for p in pairs} | {p.last_done_id for p in pairs}
+    runs = Run.objects.only(*RUN_LIST_FIELDS).in_bulk([i for i in ids if i is not None])
+    return [
+        PairOverview(
+            pair=p,
+            last_run=runs.get(p.last_run_id),
+            last_done=runs.get(p.last_done_id),
+            open_alerts=p.n_open_alerts,
+        )
+        for p in pairs
+    ]
+
+
+def pair_runs(pair: Pair, limit: int = 50) -> list[Run]:
+    """The pair's newest runs, newest first, without their samples."""
+    return list(
+        Run.objects.filter(pair=pair).only(*RUN_LIST_FIELDS).order_by("-created_at", "-id")[:limit]
+    )
+
+
+def run_with_samples(run_id: int) -> tuple[Run, list[Sample]]:
+    """A run (404 if missing) and its samples in plan order, heavy text fields deferred."""
+    run = get_object_or_404(
+        Run.objects.select_related("pair", "pair__fast", "pair__base", "suite"), pk=run_id
+    )
+    samples = list(
+        run.samples.select_related("case")
+        .defer(*SAMPLE_HEAVY_FIELDS, "case__messages", "case__unit_tests", "case__constraints")
+        .order_by("seq", "id")[:MAX_SAMPLES_SHOWN]
+    )
+    return run, samples
+
+
+def get_sample(sample_id: int) -> Sample:
+    """One sample with everything, for its own page (404 if missing)."""
+    return get_object_or_404(
+        Sample.objects.select_related("run", "run__pair", "case", "endpoint"), pk=sample_id
+    )
+
+
+def open_alerts(pair: Pair | None = None, limit: int = 100) -> QuerySet[Alert]:
+    """Unresolved alerts, newest first; of one pair when given."""
+    qs = Alert.objects.filter(resolved_at__isnull=True).select_related("rule", "pair", "run")
+    if pair is not None:
+        qs = qs.filter(pair=pair)
+    return qs.order_by("-opened_at")[:limit]
+
+
+def has_active_run(runs: list[Run]) -> bool:
+    """Whether a page showing these runs should keep polling."""
+    return any(r.status in ("queued", "running") for r in runs)

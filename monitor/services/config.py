@@ -1,0 +1,309 @@
+"""``apply_config``: endpoints, suites, pairs, schedules, channels and alert rules from YAML.
+
+Config-as-code for teams that keep it in git. All or nothing: the whole file is validated and
+applied in one transaction, and any mistake is reported as ``file:line: path.field: problem``
+with nothing written. Applying the same file twice changes nothing (rows are keyed by name).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from evals.suites import BUILTIN_SUITES
+from monitor.models import AlertRule, Channel, Endpoint, Pair, Suite
+from monitor.services.schedules import ensure_probe_schedule
+from monitor.services.suites import save_suite, sync_builtin_suite
+
+SECTIONS = ("endpoints", "suites", "pairs", "channels", "alert_rules")
+FIELDS = {
+    "endpoints": {"name", "protocol", "base_url", "model", "api_key_env", "max_concurrency",
+                  "timeout_s", "context_window", "extra_body", "notes"},
+    "suites": {"name", "builtin", "version", "description", "cases"},
+    "pairs": {"name", "fast", "base", "suite", "claimed_speedup", "repeat", "cases_per_run",
+              "slo_ttft_ms", "slo_e2e_ms", "active", "schedule"},
+    "channels": {"name", "kind", "target"},
+    "alert_rules": {"name", "pair", "metric", "tier", "op", "threshold", "last_k", "min_n",
+                    "channels", "enabled"},
+}
+CASE_FIELDS = {"key", "messages", "category", "scenario", "max_tokens", "difficulty",
+               "unit_tests", "entry_point", "constraints"}
+DURATION = re.compile(r"^(\d+)\s*([smhd])$")
+UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+class ConfigError(ValueError):
+    """Every problem found, one per line, each with file, line and field."""
+
+
+@dataclass
+class Located:
+    """A YAML value with the line it came from, so errors can point at it."""
+
+    value: Any
+    line: int
+
+
+def _locate(node: yaml.Node) -> Any:
+    if isinstance(node, yaml.MappingNode):
+        return Located({k.value: _locate(v) for k, v in node.value}, node.start_mark.line + 1)
+    if isinstance(node, yaml.SequenceNode):
+        return Located([_locate(v) for v in node.value], node.start_mark.line + 1)
+    return Located(yaml.safe_load(yaml.serialize(node)), node.start_mark.line + 1)
+
+
+def _plain(item: Any) -> Any:
+    if isinstance(item, Located):
+        item = item.value
+    if isinstance(item, dict):
+        return {k: _plain(v) for k, v in item.items()}
+    if isinstance(item, list):
+        return [_plain(v) for v in item]
+    return item
+
+
+def parse_duration(text: Any) -> int:
+    match = DURATION.match(str(text).strip())
+    if not match:
+        raise ValueError(f"{text!r} is not a duration like 30s, 15m, 6h or 1d")
+    return int(match.group(1)) * UNITS[match.group(2)]
+
+
+class _Applier:
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.errors: list[str] = []
+
+    def error(self, line: int, path: str, message: str) -> None:
+        self.errors.append(f"{self.source}:{line}: {path}: {message}")
+
+    def items(self, root: dict[str, Located], section: str) -> list[tuple[str, Located]]:
+        if section not in root:
+            return []
+        seq = root[section]
+        if not isinstance(seq.value, list):
+            self.error(seq.line, section, "must be a list")
+            return []
+        out = []
+        for i, item in enumerate(seq.value):
+            path = f"{section}[{i}]"
+            if not isinstance(item.value, dict):
+                self.error(item.line, path, "must be a mapping")
+                continue
+            if "api_key" in item.value:
+                self.error(item.value["api_key"].line, f"{path}.api_key",
+                           "keys are never stored: set api_key_env to the variable's NAME")
+                continue
+            unknown = set(item.value) - FIELDS[section]
+            for key in sorted(unknown):
+                self.error(item.value[key].line, f"{path}.{key}",
+                           f"unknown field (allowed: {', '.join(sorted(FIELDS[section]))})")
+            if "name" not in item.value:
+                self.error(item.line, f"{path}.name", "required")
+                continue
+            if not unknown:
+                out.append((path, item))
+        return out
+
+    def save(self, obj: Any, item: Located, path: str, exclude: tuple[str, ...] = ()) -> bool:
+        try:
+            obj.full_clean(exclude=list(exclude), validate_unique=False)
+        except ValidationError as exc:
+            for field, messages in exc.message_dict.items():
+                located = item.value.get(field, item)
+                self.error(located.line, f"{path}.{field}", "; ".join(messages))
+            return False
+        obj.save()
+        return True
+
+    def lookup(self, model: Any, name: Located, path: str, what: str) -> Any:
+        obj = model.objects.filter(name=name.value).first()
+        if obj is None:
+            self.error(name.line, path, f"no {what} named {name.value!r}")
+        return obj
+
+
+def apply_config_text(text: str, *, source: str = "<config>") -> dict[str, int]:
+    """Validate and apply; raises ConfigError listing every problem, with nothing applied."""
+    try:
+        node = yaml.compose(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark else 0
+        raise ConfigError(f"{source}:{line}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    if node is None:
+        raise ConfigError(f"{source}:1: the file is empty")
+    root = _locate(node)
+    if not isinstance(root.value, dict):
+        raise ConfigError(f"{source}:{root.line}: the top level must be a mapping of {SECTIONS}")
+    applier = _Applier(source)
+    for key in sorted(set(root.value) - set(SECTIONS)):
+        applier.error(root.value[key].line, key, f"unknown section (allowed: {', '.join(SECTIONS)})")
+    counts = {s: 0 for s in SECTIONS}
+    try:
+        with transaction.atomic():
+            _apply_all(applier, root.value, counts)
+            if applier.errors:
+                raise ConfigError("\n".join(applier.errors))
+    except ConfigError:
+        raise
+    return counts
+
+
+def _apply_all(a: _Applier, root: dict[str, Located], counts: dict[str, int]) -> None:
+    for path, item in a.items(root, "endpoints"):
+        data = _plain(item)
+        obj = Endpoint.objects.filter(name=data["name"]).first() or Endpoint(name=data["name"])
+        for field, value in data.items():
+            setattr(obj, field, value)
+        counts["endpoints"] += a.save(obj, item, path)
+    for path, item in a.items(root, "suites"):
+        counts["suites"] += _apply_suite(a, path, item)
+    for path, item in a.items(root, "pairs"):
+        counts["pairs"] += _apply_pair(a, path, item)
+    for path, item in a.items(root, "channels"):
+        data = _plain(item)
+        obj = Channel.objects.filter(name=data["name"]).first() or Channel(name=data["name"])
+        for field, value in data.items():
+            setattr(obj, field, value)
+        counts["channels"] += a.save(obj, item, path)
+    for path, item in a.items(root, "alert_rules"):
+        counts["alert_rules"] += _apply_rule(a, path, item)
+
+
+def _apply_suite(a: _Applier, path: str, item: Located) -> bool:
+    data = item.value
+    if "builtin" in data:
+        name = data["builtin"].value
+        if name not in BUILTIN_SUITES:
+            a.error(data["builtin"].line, f"{path}.builtin",
+                    f"no built-in suite {name!r} (have: {', '.join(sorted(BUILTIN_SUITES))})")
+            return False
+        sync_builtin_suite(name=name)
+        return True
+    from evals.records import CaseSpec, SuiteSpec
+
+    cases_node = data.get("cases")
+    if cases_node is None or not isinstance(cases_node.value, list) or not cases_node.value:
+        a.error(item.line, f"{path}.cases", "a suite needs `builtin: NAME` or a non-empty list of cases")
+        return False
+    specs = []
+    for j, case in enumerate(cases_node.value):
+        cpath = f"{path}.cases[{j}]"
+        if not isinstance(case.value, dict):
+            a.error(case.line, cpath, "must be a mapping")
+            continue
+        bad = set(case.value) - CASE_FIELDS
+        for key in sorted(bad):
+            a.error(case.value[key].line, f"{cpath}.{key}", f"unknown field (allowed: {', '.join(sorted(CASE_FIELDS))})")
+        for required in ("key", "messages"):
+            if required not in case.value:
+                a.error(case.line, f"{cpath}.{required}", "required")
+                bad.add(required)
+        messages = _plain(case.value.get("messages"))
+        if messages is not None and not (
+            isinstance(messages, list) and messages
+            and all(isinstance(m, dict) and {"role", "content"} <= set(m) for m in messages)
+        ):
+            a.error(case.value["messages"].line, f"{cpath}.messages",
+                    "must be a list of {role, content} mappings")
+            bad.add("messages")
+        if not bad:
+            specs.append(CaseSpec(**_plain(case)))
+    if len(specs) != len(cases_node.value):
+        return False
+    save_suite(spec=SuiteSpec(name=data["name"].value, version=int(_plain(data.get("version", Located(1, 0)))),
+                              description=_plain(data.get("description", Located("", 0))), cases=specs))
+    return True
+
+
+def _suite_named(a: _Applier, node: Located, path: str) -> Suite | None:
+    name, _, version = str(node.value).partition("@")
+    qs = Suite.objects.filter(name=name)
+    if version:
+        qs = qs.filter(version=int(version))
+    suite = qs.order_by("-version").first()
+    if suite is None and name in BUILTIN_SUITES and not version:
+        suite = sync_builtin_suite(name=name)
+    if suite is None:
+        a.error(node.line, path, f"no suite named {node.value!r} (define it under suites: or use a built-in)")
+    return suite
+
+
+def _apply_pair(a: _Applier, path: str, item: Located) -> bool:
+    data = item.value
+    refs = {}
+    for field, model in (("fast", Endpoint), ("base", Endpoint)):
+        if field not in data:
+            a.error(item.line, f"{path}.{field}", "required (an endpoint name)")
+            return False
+        refs[field] = a.lookup(model, data[field], f"{path}.{field}", "endpoint")
+    if "suite" not in data:
+        a.error(item.line, f"{path}.suite", "required (a suite name)")
+        return False
+    refs["suite"] = _suite_named(a, data["suite"], f"{path}.suite")
+    if None in refs.values():
+        return False
+    plain = _plain(item)
+    schedule = plain.pop("schedule", None)
+    obj = Pair.objects.filter(name=plain["name"]).first() or Pair(name=plain["name"])
+    for field, value in {**plain, **refs}.items():
+        setattr(obj, field, value)
+    if not a.save(obj, item, path):
+        return False
+    if schedule is not None:
+        spath = f"{path}.schedule"
+        sline = data["schedule"].line
+        if not isinstance(schedule, dict) or not set(schedule) <= {"every", "audit_every"}:
+            a.error(sline, spath, "must be a mapping with `every` and optionally `audit_every`")
+            return False
+        for key, kind in (("every", "probe"), ("audit_every", "audit")):
+            if key in schedule:
+                try:
+                    seconds = parse_duration(schedule[key])
+                except ValueError as exc:
+                    a.error(data["schedule"].value[key].line, f"{spath}.{key}", str(exc))
+                    return False
+                ensure_probe_schedule(pair_name=obj.name, every_s=seconds, kind=kind)
+    return True
+
+
+def _apply_rule(a: _Applier, path: str, item: Located) -> bool:
+    data = item.value
+    plain = _plain(item)
+    channel_names = plain.pop("channels", []) or []
+    pair = None
+    if plain.get("pair"):
+        pair = a.lookup(Pair, data["pair"], f"{path}.pair", "pair")
+        if pair is None:
+            return False
+    plain["pair"] = pair
+    channels = []
+    for k, cname in enumerate(channel_names):
+        channel = Channel.objects.filter(name=cname).first()
+        if channel is None:
+            a.error(data["channels"].value[k].line, f"{path}.channels[{k}]", f"no channel named {cname!r}")
+            return False
+        channels.append(channel)
+    obj = AlertRule.objects.filter(name=plain["name"]).first() or AlertRule(name=plain["name"])
+    for field, value in plain.items():
+        setattr(obj, field, value)
+    if not a.save(obj, item, path):
+        return False
+    obj.channels.set(channels)
+    return True
+
+
+def apply_config_file(path: str | Path) -> dict[str, int]:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    return apply_config_text(text, source=str(path))

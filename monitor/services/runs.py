@@ -1,0 +1,189 @@
+"""Runs: plan, execute, store every sample as it completes, summarise from stored samples.
+
+The summary is always recomputed from the rows in the database, never from memory, so a page,
+a report and a re-summarise after a crash all agree (the contract is in ``summarise_run``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from datetime import UTC, datetime
+
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections, transaction
+from django.utils import timezone
+
+from evals.plan import PlannedRequest, execute_plan, plan_run
+from evals.records import ChatRequest, EndpointSpec, TimingRecord
+from evals.sandbox import extract_code, run_unit_tests
+from evals.suites import fill_nonce
+from monitor.models import Case, Endpoint, Pair, Run, Sample
+from monitor.services.summary import summarise_samples
+
+log = logging.getLogger(__name__)
+
+AUDIT_SAMPLES_PER_PROMPT = 10
+AUDIT_TEMPERATURE = 1.0
+
+
+def endpoint_spec(endpoint: Endpoint) -> EndpointSpec:
+    """The key is read from the environment now and lives only in memory."""
+    return EndpointSpec(
+        name=endpoint.name,
+        protocol=endpoint.protocol,  # type: ignore[arg-type]
+        base_url=endpoint.base_url.rstrip("/"),
+        model=endpoint.model,
+        api_key=endpoint.api_key(),
+        timeout_s=endpoint.timeout_s,
+        extra_body=dict(endpoint.extra_body or {}),
+    )
+
+
+def create_run(
+    *, pair: Pair, kind: str = "probe", trigger: str = "manual",
+    repeat: int | None = None, seed: int | None = None,
+) -> Run:
+    if kind == "audit":
+        repeat = repeat or AUDIT_SAMPLES_PER_PROMPT
+        temperature = AUDIT_TEMPERATURE
+    else:
+        repeat = repeat or pair.repeat
+        temperature = 0.0
+    return Run.objects.create(
+        pair=pair, suite=pair.suite, kind=kind, trigger=trigger, repeat=repeat,
+        temperature=temperature, seed=seed if seed is not None else random.randrange(2**31),
+    )
+
+
+def enqueue_run(*, pair: Pair, kind: str = "probe", trigger: str = "manual") -> Run:
+    """Create the run now; the worker picks it up once the transaction has committed."""
+    from monitor.tasks import execute_run_task
+
+    run = create_run(pair=pair, kind=kind, trigger=trigger)
+    transaction.on_commit(lambda: execute_run_task.delay(run.id))
+    return run
+
+
+def select_cases(run: Run, limit: int | None) -> list[Case]:
+    cases = list(run.suite.cases.order_by("key"))
+    if limit and limit < len(cases):
+        cases = sorted(random.Random(run.seed).sample(cases, limit), key=lambda c: c.key)
+    return cases
+
+
+def run_tiers(run: Run) -> tuple[tuple[str, int], ...]:
+    """An audit sends base twice in independent batches: the base-vs-base noise floor."""
+    if run.kind == "audit":
+        return (("fast", 0), ("base", 0), ("base", 1))
+    return (("fast", 0), ("base", 0))
+
+
+def claim_run(run_id: int) -> bool:
+    """Only one worker executes a run, even if the task is delivered twice (acks_late)."""
+    return bool(
+        Run.objects.filter(id=run_id, status="queued").update(
+            status="running", started_at=timezone.now()
+        )
+    )
+
+
+def execute_run(*, run_id: int, cases_limit: int | None = None) -> Run:
+    if not claim_run(run_id):
+        log.info("run %s is not queued; skipping", run_id)
+        return Run.objects.get(id=run_id)
+    run = Run.objects.select_related("pair__fast", "pair__base", "suite").get(id=run_id)
+    try:
+        cases = select_cases(run, cases_limit or run.pair.cases_per_run)
+        plan = plan_run([c.key for c in cases], repeat=run.repeat, seed=run.seed,
+                        tiers=run_tiers(run))
+        Run.objects.filter(id=run.id).update(planned=len(plan))
+        asyncio.run(_execute(run, {c.key: c for c in cases}, plan))
+        close_old_connections()
+        summarise_run(run_id=run.id)
+        Run.objects.filter(id=run.id).update(status="done", finished_at=timezone.now())
+    except Exception as exc:  # the run is marked failed with its reason; samples stay
+        log.exception("run %s failed", run.id)
+        Run.objects.filter(id=run.id).update(
+            status="failed", finished_at=timezone.now(), error=f"{type(exc).__name__}: {exc}"
+        )
+    return Run.objects.get(id=run.id)
+
+
+async def _execute(run: Run, cases: dict[str, Case], plan: list[PlannedRequest]) -> None:
+    pair = run.pair
+    tier_endpoint = {"fast": pair.fast, "base": pair.base}
+    specs = {tier: endpoint_spec(ep) for tier, ep in tier_endpoint.items()}
+
+    def build_request(item: PlannedRequest) -> ChatRequest:
+        case = cases[item.case_key]
+        return ChatRequest(
+            messages=fill_nonce(case.messages, f"{run.id}-{item.seq}"),
+            max_tokens=case.max_tokens,
+            temperature=run.temperature,
+            seed=None if run.temperature > 0 else 0,
+        )
+
+    @sync_to_async(thread_sensitive=True)
+    def save(item: PlannedRequest, record: TimingRecord) -> None:
+        save_sample(run=run, case=cases[item.case_key], endpoint=tier_endpoint[item.tier],
+                    item=item, record=record)
+
+    async def on_record(item: PlannedRequest, record: TimingRecord) -> None:
+        await save(item, record)
+
+    await execute_plan(
+        plan,
+        endpoints=specs,
+        build_request=build_request,
+        concurrency={t: ep.max_concurrency for t, ep in tier_endpoint.items()},
+        on_record=on_record,
+    )
+    await sync_to_async(close_old_connections, thread_sensitive=True)()
+
+
+def save_sample(
+    *, run: Run, case: Case, endpoint: Endpoint, item: PlannedRequest, record: TimingRecord
+) -> Sample:
+    """One row per request, failed or not; unit tests run here, inside the sandbox."""
+    tests_passed, tests_detail = None, None
+    if case.unit_tests and run.kind == "probe":
+        if record.ok:
+            result = run_unit_tests(extract_code(record.text), case.unit_tests)
+            tests_passed = result.passed
+            tests_detail = {
+                "n_tests": result.n_tests, "n_failed": result.n_failed,
+                "error_class": result.error_class, "output": result.output[-2000:],
+                "duration_ms": result.duration_ms,
+            }
+        else:
+            tests_passed = False
+            tests_detail = {"error_class": "request_failed", "output": record.error_class or ""}
+    sample = Sample.objects.create(
+        run=run, case=case, endpoint=endpoint, tier=item.tier, batch=item.batch,
+        repetition=item.repetition, seq=item.seq,
+        started_at=datetime.fromtimestamp(record.started_at or datetime.now().timestamp(), tz=UTC),
+        ok=record.ok, error_class=record.error_class or "", error_message=record.error_message,
+        http_status=record.http_status, retry_after_s=record.retry_after_s,
+        connect_ms=record.connect_ms, headers_ms=record.headers_ms, ttfb_ms=record.ttfb_ms,
+        ttft_ms=record.ttft_ms, e2e_ms=record.e2e_ms, tpot_ms=record.tpot_ms,
+        chunk_gaps_ms=record.chunk_gaps_ms, chunk_tokens=record.chunk_tokens,
+        text=record.text, reasoning_text=record.reasoning_text,
+        finish_reason=record.finish_reason or "", prompt_tokens=record.prompt_tokens,
+        completion_tokens=record.completion_tokens, estimated_tokens=record.estimated_tokens,
+        cached_tokens=record.cached_tokens, model_id=record.model_id,
+        system_fingerprint=record.system_fingerprint, headers=record.headers,
+        logprobs=record.logprobs, server_timings=record.server_timings,
+        tests_passed=tests_passed, tests_detail=tests_detail,
+    )
+    Run.objects.filter(id=run.id).update(completed=Sample.objects.filter(run_id=run.id).count())
+    return sample
+
+
+def summarise_run(*, run_id: int) -> dict:
+    run = Run.objects.get(id=run_id)
+    samples = list(run.samples.select_related("case").order_by("seq"))
+    summary = summarise_samples(samples)
+    Run.objects.filter(id=run_id).update(summary=summary)
+    return summary

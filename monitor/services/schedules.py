@@ -1,0 +1,42 @@
+"""Beat schedules as django-celery-beat rows, created in code and editable in the admin.
+
+``ensure_*`` functions are idempotent: names are stable (``probe:<pair>``), so applying a config
+twice updates the rows instead of adding new ones.
+"""
+
+from __future__ import annotations
+
+import json
+
+from django_celery_beat.models import CrontabSchedule, IntervalSchedule, PeriodicTask
+
+
+def ensure_interval_task(*, name: str, task: str, every_s: int, args: list, enabled: bool = True) -> PeriodicTask:
+    interval, _ = IntervalSchedule.objects.get_or_create(every=every_s, period=IntervalSchedule.SECONDS)
+    row, _ = PeriodicTask.objects.update_or_create(
+        name=name,
+        defaults={"task": task, "interval": interval, "crontab": None, "args": json.dumps(args),
+                  "enabled": enabled},
+    )
+    return row
+
+
+def ensure_probe_schedule(*, pair_name: str, every_s: int, kind: str = "probe",
+                          enabled: bool = True) -> PeriodicTask:
+    return ensure_interval_task(
+        name=f"{kind}:{pair_name}", task="monitor.tasks.probe_pair_task",
+        every_s=every_s, args=[pair_name, kind], enabled=enabled,
+    )
+
+
+def ensure_weekly_report_schedule() -> PeriodicTask:
+    """Mondays 07:00 UTC: the previous ISO week's SLA report, by email."""
+    crontab, _ = CrontabSchedule.objects.get_or_create(
+        minute="0", hour="7", day_of_week="1", day_of_month="*", month_of_year="*", timezone="UTC"
+    )
+    row, _ = PeriodicTask.objects.update_or_create(
+        name="sla-report:weekly",
+        defaults={"task": "monitor.tasks.weekly_report_task", "crontab": crontab,
+                  "interval": None, "args": "[]"},
+    )
+    return row

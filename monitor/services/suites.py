@@ -1,0 +1,37 @@
+"""Suites in the database from the built-in ones in ``evals.suites`` (idempotent)."""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from evals.records import CaseSpec, SuiteSpec
+from evals.suites import get_suite
+from monitor.models import Case, Suite
+
+
+def case_fields(spec: CaseSpec) -> dict:
+    """The Case columns of a spec; reference solutions stay in ``evals`` (demo vendor only)."""
+    return {
+        "category": spec.category,
+        "scenario": spec.scenario,
+        "difficulty": spec.difficulty,
+        "messages": spec.messages,
+        "max_tokens": spec.max_tokens,
+        "unit_tests": spec.unit_tests,
+        "entry_point": spec.entry_point,
+        "constraints": spec.constraints,
+    }
+
+
+@transaction.atomic
+def save_suite(*, spec: SuiteSpec) -> Suite:
+    suite, _ = Suite.objects.update_or_create(
+        name=spec.name, version=spec.version, defaults={"description": spec.description}
+    )
+    for case in spec.cases:
+        Case.objects.update_or_create(suite=suite, key=case.key, defaults=case_fields(case))
+    return suite
+
+
+def sync_builtin_suite(*, name: str) -> Suite:
+    return save_suite(spec=get_suite(name))

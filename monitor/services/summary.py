@@ -1,0 +1,127 @@
+"""A run's summary (the JSON contract the pages, alerts and reports read), from samples.
+
+Shape, per tier: n, n_ok, errors by class, 429s apart, availability, TTFT/E2E/TPOT percentiles
+with n, decode speed, token counts (server vs estimate), unit-test pass rate, model ids and
+fingerprints; then similarity fast-vs-base beside base-vs-base (the noise floor), speed-ups
+(how many times faster the fast tier is, ratio of medians) and the same per scenario.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from statistics import median
+from typing import Any
+
+from django.conf import settings
+
+from evals.latency import percentiles
+from evals.similarity import compare_pairs
+
+TOKEN_MISMATCH = 0.10  # DESIGN.md: flag a >10% difference between server and estimated counts
+
+
+def _values(samples: Iterable[Any], field: str) -> list[float]:
+    return [getattr(s, field) for s in samples if s.ok and getattr(s, field) is not None]
+
+
+def timing_block(samples: Sequence[Any], min_n: int) -> dict[str, Any]:
+    return {
+        name: percentiles(_values(samples, name), min_n=min_n)
+        for name in ("ttft_ms", "e2e_ms", "tpot_ms")
+    }
+
+
+def tier_block(samples: Sequence[Any], min_n: int) -> dict[str, Any]:
+    errors = Counter(s.error_class for s in samples if not s.ok)
+    rate_limited = errors.get("rate_limited", 0)
+    counted = len(samples) - rate_limited
+    n_ok = sum(1 for s in samples if s.ok)
+    tested = [s.tests_passed for s in samples if s.tests_passed is not None]
+    mismatch = sum(
+        1 for s in samples
+        if s.ok and s.completion_tokens and s.estimated_tokens is not None
+        and abs(s.estimated_tokens - s.completion_tokens) > TOKEN_MISMATCH * s.completion_tokens
+    )
+    block = timing_block(samples, min_n)
+    tpot_p50 = block["tpot_ms"].get("p50")
+    return {
+        "n": len(samples),
+        "n_ok": n_ok,
+        "errors": dict(errors),
+        "rate_limited": rate_limited,
+        "availability": (n_ok / counted) if counted else None,
+        **block,
+        "decode_tps_p50": (1000.0 / tpot_p50) if tpot_p50 else None,
+        "tokens_server": sum(s.completion_tokens or 0 for s in samples if s.ok),
+        "tokens_estimated": sum(s.estimated_tokens or 0 for s in samples if s.ok),
+        "token_mismatch": mismatch,
+        "pass_rate": (sum(tested) / len(tested)) if tested else None,
+        "n_tested": len(tested),
+        "model_ids": sorted({s.model_id for s in samples if s.model_id}),
+        "fingerprints": sorted({s.system_fingerprint for s in samples if s.system_fingerprint}),
+    }
+
+
+def text_pairs(samples: Sequence[Any]) -> dict[str, list[tuple[str, str]]]:
+    """Fast-vs-base pairs the same (case, repetition); base-vs-base pairs independent draws:
+    batch 0 with batch 1 (audits) or repetition 0 with repetition 1 (probes with repeat ≥ 2)."""
+    texts: dict[tuple[str, int, int], dict[int, str]] = defaultdict(dict)
+    for s in samples:
+        if s.ok:
+            texts[(s.tier, s.batch, s.case_id)][s.repetition] = s.text
+    fast_base, base_base = [], []
+    for (tier, batch, case_id), reps in texts.items():
+        if tier != "base" or batch != 0:
+            continue
+        fast = texts.get(("fast", 0, case_id), {})
+        fast_base += [(fast[r], text) for r, text in reps.items() if r in fast]
+        other = texts.get(("base", 1, case_id))
+        if other:
+            base_base += [(text, other[r]) for r, text in reps.items() if r in other]
+        elif 0 in reps and 1 in reps:
+            base_base.append((reps[0], reps[1]))
+    return {"fast_vs_base": fast_base, "base_vs_base": base_base}
+
+
+def similarity_block(pairs: list[tuple[str, str]]) -> dict[str, Any] | None:
+    if not pairs:
+        return None
+    full = compare_pairs(pairs)
+    keys = ("n", "mean_ratio", "median_ratio", "exact_rate", "first_div_p50")
+    return {k: full.get(k) for k in keys}
+
+
+def _ratio(numerator: list[float], denominator: list[float]) -> float | None:
+    if not numerator or not denominator or median(denominator) == 0:
+        return None
+    return median(numerator) / median(denominator)
+
+
+def speedup_block(fast: Sequence[Any], base: Sequence[Any]) -> dict[str, float | None]:
+    """How many times faster the fast tier is: base/fast for times, i.e. ratio of medians."""
+    return {
+        "ttft": _ratio(_values(base, "ttft_ms"), _values(fast, "ttft_ms")),
+        "e2e": _ratio(_values(base, "e2e_ms"), _values(fast, "e2e_ms")),
+        "decode": _ratio(_values(base, "tpot_ms"), _values(fast, "tpot_ms")),
+    }
+
+
+def summarise_samples(samples: Sequence[Any], *, min_n: int | None = None) -> dict[str, Any]:
+    min_n = settings.TIERWATCH_MIN_N if min_n is None else min_n
+    by_tier = {t: [s for s in samples if s.tier == t] for t in ("fast", "base")}
+    by_scenario: dict[str, dict[str, Any]] = {}
+    for scenario in sorted({s.case.scenario for s in samples}):
+        group = {t: [s for s in by_tier[t] if s.case.scenario == scenario] for t in by_tier}
+        by_scenario[scenario] = {
+            **{t: timing_block(group[t], min_n) for t in group},
+            "speedup": speedup_block(group["fast"], group["base"]),
+        }
+    pairs = text_pairs(samples)
+    return {
+        "min_n": min_n,
+        "tiers": {t: tier_block(by_tier[t], min_n) for t in by_tier},
+        "similarity": {name: similarity_block(p) for name, p in pairs.items()},
+        "speedup": speedup_block(by_tier["fast"], by_tier["base"]),
+        "by_scenario": by_scenario,
+    }
