@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from django.conf import settings
 from django.core.mail import EmailMultiAlternatives
+from django.template.loader import render_to_string
 
 if TYPE_CHECKING:
     from monitor.models import Channel
@@ -28,6 +29,15 @@ logger = logging.getLogger(__name__)
 
 ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 SHORT_TOKEN = re.compile(r"^[a-z_]{1,60}$")  # Slack's error bodies: "no_service", "invalid_token"
+
+
+def render_email(name: str, context: dict[str, Any]) -> tuple[str, str, str]:
+    """(subject, text, html) from the triplet ``emails/<name>-subject.txt``, ``-body.txt``,
+    ``-body.html`` (healthchecks' ``hc/lib/emails.py``). The subject is one line."""
+    subject = " ".join(render_to_string(f"emails/{name}-subject.txt", context).split())
+    text = render_to_string(f"emails/{name}-body.txt", context).strip() + "\n"
+    html = render_to_string(f"emails/{name}-body.html", context)
+    return subject, text, html
 
 
 class TransportError(Exception):
