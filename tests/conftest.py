@@ -1,0 +1,59 @@
+"""Shared fixtures: the simulated demo vendor in its own process, and the real-services switch.
+
+The vendor runs as a separate process (as it does for users), so its timing never competes
+with the client under test for one event loop.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_process(args: list[str], health_url: str, env: dict | None = None,
+                  timeout_s: float = 30) -> subprocess.Popen:
+    proc = subprocess.Popen(args, cwd=ROOT, env={**os.environ, **(env or {})},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{args} exited early:\n{proc.stdout.read() if proc.stdout else ''}")
+        try:
+            if httpx.get(health_url, timeout=1).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError(f"{args} did not become healthy at {health_url}")
+
+
+@pytest.fixture(scope="session")
+def demo_vendor_url() -> Iterator[str]:
+    """Base URL (…/v1) of the simulated vendor, with delays shrunk so tests stay fast."""
+    port = free_port()
+    proc = start_process(
+        [sys.executable, "-m", "evals.demo_vendor", "--port", str(port), "--time-scale", "0.05"],
+        f"http://127.0.0.1:{port}/health",
+    )
+    yield f"http://127.0.0.1:{port}/v1"
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def real_services() -> bool:
+    return bool(os.environ.get("DATABASE_URL")) and bool(os.environ.get("REDIS_URL"))
