@@ -80,7 +80,8 @@ class HttpTransport(Transport):
         try:
             response = httpx.post(url, json=payload, timeout=self.timeout_s)
         except httpx.TimeoutException:
-            raise TransportError(f"the webhook did not answer within {self.timeout_s:g} s") from None
+            message = f"the webhook did not answer within {self.timeout_s:g} s"
+            raise TransportError(message) from None
         except httpx.UnsupportedProtocol:
             raise TransportError("the webhook URL is not http(s)", permanent=True) from None
         except httpx.HTTPError as e:

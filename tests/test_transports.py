@@ -1,0 +1,194 @@
+"""Transports against real local servers: aiosmtpd for email, http.server for Slack."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from email import message_from_bytes
+from email.policy import default as default_policy
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from aiosmtpd.controller import Controller
+
+from monitor.models import Channel
+from monitor.transports import Email, Slack, TransportError, transport_for
+
+WEBHOOK_ENV = "TIERWATCH_TEST_SLACK_WEBHOOK"
+
+
+def free_port() -> int:
+    # aiosmtpd 1.4 cannot start on port 0 (it probes its own port), so pick one first.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Inbox:
+    """aiosmtpd handler that keeps every message and can refuse some recipients."""
+
+    def __init__(self) -> None:
+        self.messages: list = []
+        self.refuse: set[str] = set()
+
+    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
+        if address in self.refuse:
+            return "550 5.1.1 no such user"
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
+    async def handle_DATA(self, server, session, envelope):
+        parsed = message_from_bytes(envelope.content, policy=default_policy)
+        self.messages.append((envelope.rcpt_tos, parsed))
+        return "250 OK"
+
+
+@pytest.fixture
+def smtp(settings):
+    inbox = Inbox()
+    controller = Controller(inbox, hostname="127.0.0.1", port=free_port())
+    controller.start()
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", controller.port
+    settings.EMAIL_USE_TLS, settings.EMAIL_HOST_USER = False, ""
+    yield inbox
+    controller.stop()
+
+
+class Receiver:
+    """A Slack-like webhook: answers the scripted statuses in order (then 200), keeps JSON."""
+
+    def __init__(self) -> None:
+        self.statuses: list[int] = []
+        self.posted: list[dict] = []
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                receiver.posted.append(json.loads(body))
+                status = receiver.statuses.pop(0) if receiver.statuses else 200
+                reply = b"ok" if status == 200 else b"no_service"
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/services/T0/B0/secret-token"
+
+
+@pytest.fixture
+def slack(monkeypatch):
+    receiver = Receiver()
+    thread = threading.Thread(target=receiver.server.serve_forever, daemon=True)
+    thread.start()
+    monkeypatch.setenv(WEBHOOK_ENV, receiver.url)
+    yield receiver
+    receiver.server.shutdown()
+    receiver.server.server_close()
+
+
+def slack_channel() -> Channel:
+    return Channel(name="ops-slack", kind="slack", target=WEBHOOK_ENV)
+
+
+def test_it_sends_email_with_text_and_html(smtp):
+    channel = Channel(name="ops", kind="email", target="a@example.com, b@example.com")
+    Email(channel).notify("Subject line", "plain body", "<p>html body</p>")
+    (rcpts, message), = smtp.messages
+    assert sorted(rcpts) == ["a@example.com", "b@example.com"]
+    assert message["Subject"] == "Subject line"
+    assert message.get_body(("plain",)).get_content().strip() == "plain body"
+    assert "<p>html body</p>" in message.get_body(("html",)).get_content()
+
+
+def test_it_handles_refused_recipient_as_permanent(smtp):
+    smtp.refuse.add("gone@example.com")
+    channel = Channel(name="ops", kind="email", target="gone@example.com")
+    with pytest.raises(TransportError) as info:
+        Email(channel).notify("s", "t")
+    assert info.value.permanent
+    assert "gone@example.com" in info.value.message
+
+
+def test_it_handles_unreachable_smtp_as_transient(settings):
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", free_port()  # nobody listens
+    with pytest.raises(TransportError) as info:
+        Email(Channel(name="ops", kind="email", target="a@example.com")).notify("s", "t")
+    assert not info.value.permanent
+
+
+def test_it_handles_empty_address_list():
+    with pytest.raises(TransportError) as info:
+        Email(Channel(name="ops", kind="email", target=" , ")).notify("s", "t")
+    assert info.value.permanent
+
+
+def test_it_posts_text_and_blocks_to_slack(slack):
+    Slack(slack_channel()).notify("Subject", "the *text*")
+    (payload,) = slack.posted
+    assert payload["text"] == "Subject\nthe *text*"
+    assert payload["blocks"][0]["text"]["text"] == "Subject"
+    assert payload["blocks"][1]["text"] == {"type": "mrkdwn", "text": "the *text*"}
+
+
+def test_it_retries_once_after_500(slack):
+    slack.statuses = [500]
+    Slack(slack_channel()).notify("s", "t")
+    assert len(slack.posted) == 2
+
+
+def test_it_gives_up_after_two_500s_as_transient(slack):
+    slack.statuses = [500, 503, 200]
+    with pytest.raises(TransportError) as info:
+        Slack(slack_channel()).notify("s", "t")
+    assert not info.value.permanent
+    assert "HTTP 503" in info.value.message
+    assert len(slack.posted) == 2
+
+
+def test_it_handles_404_as_permanent_without_retry(slack):
+    slack.statuses = [404]
+    with pytest.raises(TransportError) as info:
+        Slack(slack_channel()).notify("s", "t")
+    assert info.value.permanent
+    assert info.value.message == "the webhook answered HTTP 404 (no_service)"
+    assert len(slack.posted) == 1
+
+
+def test_it_handles_missing_env_var(monkeypatch):
+    monkeypatch.delenv(WEBHOOK_ENV, raising=False)
+    with pytest.raises(TransportError) as info:
+        Slack(slack_channel()).notify("s", "t")
+    assert info.value.permanent
+    assert WEBHOOK_ENV in info.value.message
+    assert "http" not in info.value.message
+
+
+def test_it_never_echoes_a_url_pasted_as_target():
+    url = "https://hooks.slack.com/services/T0/B0/secret-token"
+    with pytest.raises(TransportError) as info:
+        Slack(Channel(name="x", kind="slack", target=url)).notify("s", "t")
+    assert info.value.permanent
+    assert "secret-token" not in info.value.message and "hooks" not in info.value.message
+
+
+def test_it_handles_connection_refused_without_the_url(monkeypatch):
+    monkeypatch.setenv(WEBHOOK_ENV, f"http://127.0.0.1:{free_port()}/secret-token")
+    with pytest.raises(TransportError) as info:
+        Slack(slack_channel()).notify("s", "t")
+    assert not info.value.permanent
+    assert "secret-token" not in info.value.message and "127.0.0.1" not in info.value.message
+
+
+def test_it_picks_the_transport_by_kind():
+    assert isinstance(transport_for(Channel(kind="email", target="a@b.c")), Email)
+    assert isinstance(transport_for(slack_channel()), Slack)
+    with pytest.raises(TransportError):
+        transport_for(Channel(kind="pager", target="x"))
