@@ -89,10 +89,11 @@ def claim_run(run_id: int) -> bool:
     )
 
 
-def execute_run(*, run_id: int, cases_limit: int | None = None) -> Run:
+def execute_run(*, run_id: int, cases_limit: int | None = None) -> Run | None:
+    """Execute a queued run; ``None`` when it no longer exists (a stale redelivered task)."""
     if not claim_run(run_id):
-        log.info("run %s is not queued; skipping", run_id)
-        return Run.objects.get(id=run_id)
+        log.info("run %s is not queued (or gone); skipping", run_id)
+        return Run.objects.filter(id=run_id).first()
     run = Run.objects.select_related("pair__fast", "pair__base", "suite").get(id=run_id)
     try:
         cases = select_cases(run, cases_limit or run.pair.cases_per_run)
