@@ -1,0 +1,272 @@
+"""Rule evaluation over stored runs, and delivery into a real SMTP server and Slack receiver."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from email import message_from_bytes
+from email.policy import default as default_policy
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from aiosmtpd.controller import Controller
+
+from monitor.models import Alert, AlertRule, Channel, Endpoint, Notification, Pair, Run, Suite
+from monitor.services.alerts import evaluate_after_run, notify
+
+WEBHOOK_ENV = "TIERWATCH_TEST_ALERTS_WEBHOOK"
+
+
+def timing(value: float | None, n: int) -> dict:
+    return {"n": n, "p50": value, "p90": value, "p95": value, "p99": value}
+
+
+def summary(*, ttft: float | None = 300.0, n: int = 20, similarity: float = 0.98) -> dict:
+    tier = {"n": n, "n_ok": n, "errors": {}, "rate_limited": 0, "availability": 1.0,
+            "ttft_ms": timing(ttft, n), "e2e_ms": timing(900.0, n), "tpot_ms": timing(9.0, n),
+            "pass_rate": 1.0, "n_tested": n}
+    return {"min_n": 5, "tiers": {"fast": tier, "base": dict(tier)},
+            "similarity": {"fast_vs_base": {"n": n, "mean_ratio": similarity}},
+            "speedup": {"ttft": 2.0, "e2e": 1.5, "decode": 1.2}}
+
+
+@pytest.fixture
+def pair(db) -> Pair:
+    fast = Endpoint.objects.create(name="demo-fast", base_url="http://x/v1", model="m",
+                                   simulated=True)
+    base = Endpoint.objects.create(name="demo-base", base_url="http://x/v1", model="m",
+                                   simulated=True)
+    suite = Suite.objects.create(name="smoke")
+    return Pair.objects.create(name="demo", fast=fast, base=base, suite=suite)
+
+
+@pytest.fixture
+def rule(pair) -> AlertRule:
+    return AlertRule.objects.create(name="fast-ttft", pair=pair, metric="ttft_p95", tier="fast",
+                                    op="gt", threshold=500.0, last_k=3, min_n=5)
+
+
+def add_run(pair: Pair, status: str = "done", **kwargs) -> Run:
+    return Run.objects.create(pair=pair, suite=pair.suite, status=status,
+                              summary=summary(**kwargs))
+
+
+def test_it_opens_one_alert_when_the_mean_over_k_runs_breaches(pair, rule):
+    add_run(pair, ttft=400)
+    add_run(pair, ttft=600)
+    run = add_run(pair, ttft=700)  # mean of the three: 566.7 ms > 500 ms
+    (alert,) = evaluate_after_run(run_id=run.id)
+    assert alert.rule == rule and alert.pair == pair and alert.run == run and alert.is_open
+    assert alert.value == pytest.approx(1700 / 3)
+
+
+def test_it_ignores_runs_outside_the_last_k(pair, rule):
+    for _ in range(3):
+        add_run(pair, ttft=5000)
+    for _ in range(3):
+        run = add_run(pair, ttft=300)
+    assert evaluate_after_run(run_id=run.id) == []
+
+
+def test_it_skips_runs_below_min_n(pair, rule):
+    add_run(pair, ttft=300, n=20)
+    run = add_run(pair, ttft=9000, n=4)  # too few samples to count
+    assert evaluate_after_run(run_id=run.id) == []
+    assert not Alert.objects.exists()
+
+
+def test_it_does_not_evaluate_when_no_run_has_min_n(pair, rule):
+    run = add_run(pair, ttft=9000, n=3)
+    assert evaluate_after_run(run_id=run.id) == []
+
+
+def test_it_opens_no_duplicate_on_re_evaluation(pair, rule):
+    run = add_run(pair, ttft=900)
+    assert len(evaluate_after_run(run_id=run.id)) == 1
+    assert evaluate_after_run(run_id=run.id) == []
+    later = add_run(pair, ttft=950)
+    assert evaluate_after_run(run_id=later.id) == []
+    assert Alert.objects.count() == 1
+
+
+def test_it_resolves_when_back_under_the_threshold(pair, rule):
+    opened = evaluate_after_run(run_id=add_run(pair, ttft=900).id)[0]
+    for _ in range(2):
+        add_run(pair, ttft=100)
+    run = add_run(pair, ttft=100)  # last 3 runs: all 100 ms
+    (resolved,) = evaluate_after_run(run_id=run.id)
+    assert resolved.pk == opened.pk and not resolved.is_open
+    assert "Resolved: fast TTFT P95 is back to 100 ms" in resolved.message
+    assert evaluate_after_run(run_id=run.id) == []  # already resolved: nothing new
+
+
+def test_it_ignores_runs_not_done(pair, rule):
+    run = add_run(pair, status="failed", ttft=9000)
+    assert evaluate_after_run(run_id=run.id) == []
+
+
+def test_it_applies_rules_without_a_pair_and_not_other_pairs_rules(pair, rule):
+    other = Pair.objects.create(name="other", fast=pair.fast, base=pair.base, suite=pair.suite)
+    AlertRule.objects.create(name="any-similarity", metric="similarity", tier="pair", op="lt",
+                             threshold=0.9, min_n=5)
+    run = add_run(other, ttft=9000, similarity=0.5)
+    (alert,) = evaluate_after_run(run_id=run.id)
+    assert alert.rule.name == "any-similarity" and alert.pair == other
+
+
+def test_it_writes_a_message_with_metric_value_n_threshold_pair_link(pair, rule, settings):
+    settings.SITE_URL = "https://tw.example.com/"
+    add_run(pair, ttft=600, n=20)
+    run = add_run(pair, ttft=800, n=10)
+    (alert,) = evaluate_after_run(run_id=run.id)
+    assert alert.message == (
+        "fast TTFT P95 is 700 ms (mean of 2 runs, n = 30), above the threshold of 500 ms, "
+        "on pair demo (simulated). https://tw.example.com/pairs/demo/"
+    )
+
+
+def test_it_skips_a_rule_with_an_unknown_metric(pair):
+    AlertRule.objects.create(name="bad", pair=pair, metric="vibes", tier="fast", threshold=0)
+    assert evaluate_after_run(run_id=add_run(pair).id) == []
+
+
+# Delivery -------------------------------------------------------------------------------------
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Inbox:
+    def __init__(self) -> None:
+        self.messages: list[bytes] = []
+
+    async def handle_DATA(self, server, session, envelope):
+        self.messages.append(envelope.content)
+        return "250 OK"
+
+
+@pytest.fixture
+def smtp(settings):
+    inbox = Inbox()
+    controller = Controller(inbox, hostname="127.0.0.1", port=free_port())
+    controller.start()
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", controller.port
+    settings.EMAIL_USE_TLS = False
+    yield inbox
+    controller.stop()
+
+
+@pytest.fixture
+def slack(monkeypatch):
+    statuses: list[int] = []
+    posted: list[dict] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            posted.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(statuses.pop(0) if statuses else 200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}/hook/secret-token"
+    monkeypatch.setenv(WEBHOOK_ENV, url)
+    yield statuses, posted
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def alert(pair, rule) -> Alert:
+    return evaluate_after_run(run_id=add_run(pair, ttft=900).id)[0]
+
+
+def with_channel(rule: AlertRule, **fields) -> Channel:
+    channel = Channel.objects.create(**fields)
+    rule.channels.add(channel)
+    return channel
+
+
+def test_it_delivers_to_email_and_slack(alert, rule, smtp, slack, settings):
+    statuses, posted = slack
+    statuses.append(500)  # transient, retried once inside the transport
+    with_channel(rule, name="mail", kind="email", target="ops@example.com")
+    with_channel(rule, name="chat", kind="slack", target=WEBHOOK_ENV)
+    results = notify(alert_id=alert.id)
+    assert [n.ok for n in results] == [True, True]
+    assert len(posted) == 2 and "fast TTFT P95" in posted[1]["text"]
+    (raw,) = smtp.messages
+    message = message_from_bytes(raw, policy=default_policy)
+    assert message["Subject"] == "[tierwatch] ALERT demo (simulated): fast TTFT P95 900 ms > 500 ms"
+    text = message.get_body(("plain",)).get_content()
+    assert "fast TTFT P95 is 900 ms (mean of 1 run, n = 20)" in text
+    assert f"{settings.SITE_URL}/pairs/demo/" in text
+    assert "<a href=" in message.get_body(("html",)).get_content()
+
+
+def test_it_records_a_permanent_failure_on_404(alert, rule, slack):
+    statuses, _ = slack
+    statuses.append(404)
+    channel = with_channel(rule, name="chat", kind="slack", target=WEBHOOK_ENV)
+    (result,) = notify(alert_id=alert.id)
+    assert not result.ok and result.permanent and "HTTP 404" in result.error
+    channel.refresh_from_db()
+    assert channel.last_error == result.error and channel.consecutive_failures == 1
+    assert Notification.objects.get().error == result.error
+
+
+def test_it_records_a_missing_env_var_without_any_url(alert, rule, monkeypatch):
+    monkeypatch.delenv(WEBHOOK_ENV, raising=False)
+    channel = with_channel(rule, name="chat", kind="slack", target=WEBHOOK_ENV)
+    (result,) = notify(alert_id=alert.id)
+    assert result.permanent and WEBHOOK_ENV in result.error and "http" not in result.error
+    channel.refresh_from_db()
+    assert WEBHOOK_ENV in channel.last_error
+
+
+def test_it_disables_a_channel_after_five_permanent_failures(alert, rule, monkeypatch):
+    monkeypatch.delenv(WEBHOOK_ENV, raising=False)
+    channel = with_channel(rule, name="chat", kind="slack", target=WEBHOOK_ENV)
+    for attempt in range(1, 6):
+        assert len(notify(alert_id=alert.id)) == 1
+        channel.refresh_from_db()
+        assert channel.disabled == (attempt == 5)
+    assert notify(alert_id=alert.id) == []  # disabled: no more attempts
+    assert channel.notifications.count() == 5
+
+
+def test_it_resets_failures_after_a_success(alert, rule, slack, monkeypatch):
+    channel = with_channel(rule, name="chat", kind="slack", target=WEBHOOK_ENV,
+                           last_error="old", consecutive_failures=3)
+    (result,) = notify(alert_id=alert.id)
+    assert result.ok
+    channel.refresh_from_db()
+    assert channel.last_error == "" and channel.consecutive_failures == 0
+
+
+def test_it_does_not_send_the_same_message_twice(alert, rule, slack):
+    _, posted = slack
+    with_channel(rule, name="chat", kind="slack", target=WEBHOOK_ENV)
+    notify(alert_id=alert.id)
+    assert notify(alert_id=alert.id) == []
+    assert len(posted) == 1
+
+
+def test_it_announces_the_resolution(alert, pair, rule, slack):
+    _, posted = slack
+    with_channel(rule, name="chat", kind="slack", target=WEBHOOK_ENV)
+    notify(alert_id=alert.id)
+    for _ in range(3):
+        run = add_run(pair, ttft=100)
+    (resolved,) = evaluate_after_run(run_id=run.id)
+    (result,) = notify(alert_id=resolved.id)
+    assert result.ok and result.subject == "[tierwatch] Resolved demo (simulated): fast TTFT P95"
+    assert "back to 100 ms" in posted[-1]["text"]
