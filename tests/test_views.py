@@ -1,0 +1,263 @@
+"""The browser pages, through Django's test client, with rows built by the ORM.
+
+Runs carry summaries in the shape of SUMMARY.md; the pages must show them (never recompute),
+hide percentiles below the minimum n, label simulated endpoints and load no remote script.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from monitor.models import Alert, AlertRule, Case, Endpoint, Pair, Run, Sample, Suite
+
+pytestmark = pytest.mark.django_db
+
+
+def stat(n: int, p50: float | None, p95: float | None) -> dict:
+    return {"n": n, "p50": p50, "p90": p95, "p95": p95, "p99": p95}
+
+
+def tier(n: int, ttft: tuple[float, float], e2e: tuple[float, float], pass_rate: float) -> dict:
+    ok = n if n >= 5 else n
+    return {
+        "n": n, "n_ok": ok, "errors": {"timeout": 1} if n > 5 else {}, "rate_limited": 0,
+        "availability": 1.0,
+        "ttft_ms": stat(n, *ttft) if n >= 5 else stat(n, None, None),
+        "e2e_ms": stat(n, *e2e) if n >= 5 else stat(n, None, None),
+        "tpot_ms": stat(n, 12.5, 20.0) if n >= 5 else stat(n, None, None),
+        "decode_tps_p50": 80.0, "tokens_server": 1234, "tokens_estimated": 1200,
+        "token_mismatch": 0, "pass_rate": pass_rate, "n_tested": 4,
+        "model_ids": ["demo-model"], "fingerprints": ["fp_sim"],
+    }
+
+
+def summary(n: int = 20, fast_ttft: float = 111.0, base_ttft: float = 555.0) -> dict:
+    return {
+        "min_n": 5,
+        "tiers": {
+            "fast": tier(n, (fast_ttft, 2 * fast_ttft), (900.0, 1400.0), 0.75),
+            "base": tier(n, (base_ttft, 987.0), (3000.0, 4321.0), 1.0),
+        },
+        "similarity": {
+            "fast_vs_base": {"n": n, "mean_ratio": 0.912, "median_ratio": 0.95,
+                             "exact_rate": 0.4, "first_div_p50": 140.0},
+            "base_vs_base": {"n": n, "mean_ratio": 0.987, "median_ratio": 1.0,
+                             "exact_rate": 0.8, "first_div_p50": None},
+        },
+        "speedup": {"ttft": base_ttft / fast_ttft, "e2e": 3.33, "decode": 2.0},
+        "by_scenario": {"short-long": {"fast": {"ttft_ms": stat(n, 100.0, 150.0)},
+                                       "base": {"ttft_ms": stat(n, 500.0, 700.0)}}},
+    }
+
+
+@pytest.fixture
+def pair(db) -> Pair:
+    suite = Suite.objects.create(name="smoke")
+    Case.objects.create(suite=suite, key="hello", messages=[{"role": "user", "content": "hi"}])
+    fast = Endpoint.objects.create(name="demo-fast", base_url="http://127.0.0.1:9/v1",
+                                   model="demo-fast", simulated=True)
+    base = Endpoint.objects.create(name="demo-base", base_url="http://127.0.0.1:9/v1",
+                                   model="demo-base", simulated=True)
+    return Pair.objects.create(name="demo", fast=fast, base=base, suite=suite, claimed_speedup=6)
+
+
+def make_run(pair: Pair, *, minutes_ago: int, status: str = "done", **kw) -> Run:
+    run = Run.objects.create(pair=pair, suite=pair.suite, status=status, planned=40,
+                             completed=40 if status == "done" else 7,
+                             summary=kw.pop("summary", summary() if status == "done" else {}), **kw)
+    when = timezone.now() - timedelta(minutes=minutes_ago)
+    Run.objects.filter(pk=run.pk).update(created_at=when, finished_at=when)
+    run.refresh_from_db()
+    return run
+
+
+@pytest.fixture
+def runs(pair: Pair) -> list[Run]:
+    return [
+        make_run(pair, minutes_ago=30, summary=summary(fast_ttft=120.0)),
+        make_run(pair, minutes_ago=20, summary=summary(n=3)),  # below min n
+        make_run(pair, minutes_ago=10, summary=summary(fast_ttft=111.0)),
+    ]
+
+
+def figures(html: str) -> dict[str, dict]:
+    found = re.findall(r'<script type="application/json" id="([\w-]+)-data">(.*?)</script>',
+                       html, re.S)
+    return {cid: json.loads(body) for cid, body in found}
+
+
+def test_it_requires_login(client, pair):
+    for url in ("/", "/pairs/demo/", "/metrics/"):
+        response = client.get(url)
+        assert response.status_code == 302
+        assert response["Location"].startswith("/accounts/login/")
+
+
+def test_it_serves_the_login_form(client):
+    response = client.get("/accounts/login/")
+    assert response.status_code == 200
+    assert b'name="username"' in response.content and b'name="password"' in response.content
+
+
+def test_it_lists_the_pair_with_numbers_from_the_newest_summary(admin_client, runs):
+    html = admin_client.get("/").content.decode()
+    assert '<a class="strong" href="/pairs/demo/">demo</a>' in html
+    assert "simulated" in html
+    assert "111 ms (n=20)" not in html  # P95 of fast, not P50
+    assert "222 ms (n=20)" in html  # fast TTFT P95 of the newest run
+    assert "987 ms (n=20)" in html  # base TTFT P95
+    assert "5.00×" in html  # TTFT speed-up 555 / 111
+    assert "91.2% (n=20)" in html and "98.7% (n=20)" in html  # similarity and noise floor
+    assert "75.0% (n=4)" in html and "100.0% (n=4)" in html  # pass rate per tier
+    assert 'hx-trigger="every 5s"' in html
+
+
+def test_it_counts_open_alerts_only(admin_client, runs, pair):
+    rule = AlertRule.objects.create(name="slow", metric="ttft_p95", threshold=100)
+    Alert.objects.create(rule=rule, pair=pair, message="open one", value=222)
+    Alert.objects.create(rule=rule, pair=pair, message="closed", resolved_at=timezone.now())
+    html = admin_client.get("/").content.decode()
+    assert 'href="/pairs/demo/#alerts">1</a>' in html
+    page = admin_client.get("/pairs/demo/").content.decode()
+    assert "open one" in page and "closed" not in page
+
+
+def test_it_handles_htmx_with_the_partial_only(admin_client, runs):
+    response = admin_client.get("/", headers={"HX-Request": "true"})
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "<html" not in html and "<nav" not in html
+    assert html.lstrip().startswith('<div id="pairs-table"')
+    assert "222 ms (n=20)" in html
+
+
+def test_it_shows_n_too_small_below_min_n(admin_client, pair):
+    make_run(pair, minutes_ago=1, summary=summary(n=3))
+    html = admin_client.get("/").content.decode()
+    assert "n too small (n=3)" in html
+    run = Run.objects.get()
+    assert "n too small (n=3)" in admin_client.get(f"/runs/{run.pk}/").content.decode()
+
+
+def test_it_draws_the_pair_charts_with_titles_axes_and_n(admin_client, runs):
+    html = admin_client.get("/pairs/demo/").content.decode()
+    figs = figures(html)
+    assert set(figs) == {"chart-ttft", "chart-e2e", "chart-similarity", "chart-pass-rate"}
+    for cid in figs:
+        assert f'id="{cid}" data-plotly-figure="{cid}-data"' in html
+    ttft = figs["chart-ttft"]["layout"]
+    assert ttft["yaxis"]["title"]["text"] == "TTFT (ms)"
+    assert ttft["xaxis"]["title"]["text"] == "run time (UTC)"
+    assert "n = 20" in ttft["title"]["text"] and "simulated" in ttft["title"]["text"]
+    assert "below min n left out" in ttft["title"]["text"]
+    assert figs["chart-e2e"]["layout"]["yaxis"]["title"]["text"] == "E2E (ms)"
+    assert figs["chart-similarity"]["layout"]["yaxis"]["title"]["text"].endswith("(%)")
+    assert figs["chart-pass-rate"]["layout"]["yaxis"]["title"]["text"] == "pass rate (%)"
+    names = [t["name"] for t in figs["chart-ttft"]["data"]]
+    assert "fast P50" in names and "base P95 (band: P50–P95)" in names
+    fast_p95 = next(t for t in figs["chart-ttft"]["data"] if t["name"].startswith("fast P95"))
+    assert fast_p95["y"] == [240.0, None, 222.0]  # the n=3 run is a gap, not a number
+    sim = {t["name"]: t["y"] for t in figs["chart-similarity"]["data"]}
+    assert sim["base vs base (noise floor)"][0] == pytest.approx(98.7)
+
+
+def test_it_polls_the_pair_page_only_while_a_run_is_active(admin_client, runs, pair):
+    assert 'hx-trigger="every 10s"' not in admin_client.get("/pairs/demo/").content.decode()
+    make_run(pair, minutes_ago=0, status="running")
+    html = admin_client.get("/pairs/demo/", headers={"HX-Request": "true"}).content.decode()
+    assert html.lstrip().startswith('<div id="pair-live"') and 'hx-trigger="every 10s"' in html
+    assert "<html" not in html
+
+
+def test_it_says_so_when_no_run_has_finished(admin_client, pair):
+    html = admin_client.get("/pairs/demo/").content.decode()
+    assert "No finished probe runs yet" in html and "application/json" not in html
+
+
+def test_it_404s_on_unknown_pair_and_run(admin_client, pair):
+    assert admin_client.get("/pairs/nope/").status_code == 404
+    assert admin_client.get("/runs/999999/").status_code == 404
+
+
+def test_it_lists_the_samples_of_a_run(admin_client, runs, pair):
+    run = runs[-1]
+    case = pair.suite.cases.get()
+    Sample.objects.create(run=run, case=case, endpoint=pair.fast, tier="fast", seq=0,
+                          started_at=timezone.now(), ok=True, ttft_ms=101.4, e2e_ms=900.2,
+                          tpot_ms=12.25, completion_tokens=64, estimated_tokens=66,
+                          finish_reason="stop", model_id="demo-fast-1",
+                          system_fingerprint="fp_sim_fast", tests_passed=True, text="SECRET TEXT")
+    Sample.objects.create(run=run, case=case, endpoint=pair.base, tier="base", seq=1,
+                          started_at=timezone.now(), ok=False, error_class="timeout")
+    html = admin_client.get(f"/runs/{run.pk}/").content.decode()
+    assert "demo-fast-1" in html and "fp_sim_fast" in html and ">timeout<" in html
+    assert ">101<" in html and ">900<" in html and "64 / 66" in html
+    assert "SECRET TEXT" not in html  # texts load on demand
+    assert "222 ms (n=20)" in html and "timeout: 1" in html  # the summary table
+    sample = Sample.objects.get(seq=0)
+    row = admin_client.get(f"/samples/{sample.pk}/", headers={"HX-Request": "true"})
+    assert row.content.decode().lstrip().startswith('<tr class="sample-text">')
+    assert "SECRET TEXT" in row.content.decode()
+    assert "SECRET TEXT" in admin_client.get(f"/samples/{sample.pk}/").content.decode()
+
+
+def test_it_polls_progress_while_a_run_runs(admin_client, pair):
+    run = make_run(pair, minutes_ago=0, status="running")
+    html = admin_client.get(f"/runs/{run.pk}/", headers={"HX-Request": "true"}).content.decode()
+    assert html.lstrip().startswith('<div id="run-live"') and 'hx-trigger="every 3s"' in html
+    assert '<progress max="40" value="7">' in html and "7 / 40 requests (17%)" in html
+    done = make_run(pair, minutes_ago=0)
+    assert "hx-trigger" not in admin_client.get(f"/runs/{done.pk}/").content.decode()
+
+
+def test_it_states_the_metric_definitions(admin_client):
+    html = admin_client.get("/metrics/").content.decode()
+    for phrase in (
+        "monotonic clock just before the request is sent",
+        "first SSE event carrying a generated token on any channel",
+        "last token-bearing event − t0",
+        "usage.completion_tokens",
+        "(E2E − TTFT) / (output tokens − 1)",
+        "1 / TPOT",
+        "Successes / requests in a window; 429s",
+        "meeting every SLO, errors in the denominator",
+        "none is shown below a minimum n",
+        "system_fingerprint",
+        "Indel",
+        "First divergence",
+        "Null calibration",
+        "Timing fidelity",
+    ):
+        assert phrase in html, phrase
+    assert 'class="placeholder"' in html
+
+
+def test_it_loads_no_script_or_style_from_the_network(admin_client, runs):
+    for url in ("/", "/pairs/demo/", f"/runs/{runs[-1].pk}/", "/metrics/"):
+        html = admin_client.get(url).content.decode()
+        assert "cdn" not in html.lower(), url
+        assert not re.search(r'(src|href)="(https?:)?//', html), url
+    pair_html = admin_client.get("/pairs/demo/").content.decode()
+    assert 'src="/static/js/plotly.min.js"' in pair_html
+    assert 'src="/static/js/htmx.min.js"' in pair_html
+
+
+def test_it_puts_the_csrf_token_in_htmx_headers(admin_client, runs):
+    html = admin_client.get("/pairs/demo/").content.decode()
+    assert re.search(r"<body hx-headers='\{\"X-CSRFToken\": \"\w+\"\}'>", html)
+
+
+def test_it_queues_a_manual_probe(admin_client, pair):
+    pytest.importorskip("monitor.services.runs")  # the skip names the import error
+    response = admin_client.post("/pairs/demo/probe/", headers={"HX-Request": "true"})
+    run = Run.objects.get(pair=pair)
+    assert run.trigger == "manual" and run.status == "queued"
+    html = response.content.decode()
+    assert f"Run <a href=\"/runs/{run.pk}/\">#{run.pk}</a> queued." in html
+    assert 'hx-trigger="every 10s"' in html  # the page polls until the run finishes
+    assert admin_client.get("/pairs/demo/probe/").status_code == 405
