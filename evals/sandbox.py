@@ -2,7 +2,8 @@
 
 Why a sandbox: the code comes from a vendor's model, so it is treated like code from a
 stranger. It never runs in this process, never sees our environment (API keys live there), and
-runs under CPU, memory, file-size, open-file and process limits plus a wall-clock deadline.
+runs under CPU, memory, file-size, open-file and process rlimits (set by our runner before any
+generated code runs) plus a wall-clock deadline that kills the whole process group.
 
 Two isolation levels, chosen once per process by :func:`isolation`:
 
@@ -32,7 +33,6 @@ import json
 import logging
 import os
 import re
-import resource
 import secrets
 import shutil
 import signal
@@ -86,19 +86,21 @@ def extract_code(text: str) -> str:
 
 # The runner executes inside the sandbox with the standard library only.
 _RUNNER = r"""
-import ast, json, os, sys, traceback, types
+import ast, json, os, resource, sys, traceback, types
 
 def main():
+    settings = json.loads(sys.argv[1])
     nonce = sys.stdin.readline().strip()
     with open("solution.py", encoding="utf-8") as f:
         source = f.read()
     with open("tests.py", encoding="utf-8") as f:
         tests = f.read()
-    if len(sys.argv) > 1:  # drop root before any generated code runs
-        uid = int(sys.argv[1])
+    for name, (soft, hard) in settings["rlimits"].items():
+        resource.setrlimit(getattr(resource, name), (soft, hard))
+    if settings["drop_to"] is not None:  # drop root before any generated code runs
         os.setgroups([])
-        os.setgid(uid)
-        os.setuid(uid)
+        os.setgid(settings["drop_to"])
+        os.setuid(settings["drop_to"])
     result = {"n_tests": 0, "n_failed": 0, "error": None, "failures": []}
 
     def report():
@@ -168,7 +170,7 @@ def _interpreter() -> str:
     return str(Path(sys.base_prefix) / "bin" / "python3")
 
 
-def _bwrap_args(host_dir: Path, drop_to: int | None) -> list[str]:
+def _bwrap_args(host_dir: Path, runner_args: list[str]) -> list[str]:
     """bwrap command line: what the sandbox sees, nothing more (see the module docstring)."""
     bwrap = shutil.which("bwrap") or "/usr/bin/bwrap"
     if os.geteuid() == 0:
@@ -198,10 +200,7 @@ def _bwrap_args(host_dir: Path, drop_to: int | None) -> list[str]:
     args += ["--perms", "01777", "--size", str(WORKDIR_BYTES), "--tmpfs", WORKDIR]
     for name in ("solution.py", "tests.py", "runner.py"):
         args += ["--ro-bind", str(host_dir / name), f"{WORKDIR}/{name}"]
-    args += ["--chdir", WORKDIR, _interpreter(), "-I", "runner.py"]
-    if drop_to is not None:
-        args.append(str(drop_to))
-    return args
+    return [*args, "--chdir", WORKDIR, *runner_args]
 
 
 def _processes_of(uid: int) -> int:
@@ -217,19 +216,24 @@ def _processes_of(uid: int) -> int:
     return count
 
 
-def _limits(memory_mb: int, cpu_s: int, nproc: int):
-    """preexec_fn setting the rlimits in the child, before bwrap or python starts."""
+def _runner_settings(memory_mb: int, cpu_s: int, nproc: int, drop_to: int | None) -> str:
+    """Limits the runner sets on itself before the generated code runs (inherited by any child).
 
-    def apply() -> None:
-        mem = memory_mb * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
-        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (WORKDIR_BYTES, WORKDIR_BYTES))
-        resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-
-    return apply
+    Set by the runner rather than in a ``preexec_fn``: the caller may be a threaded or async
+    worker, where Python documents ``preexec_fn`` as unsafe. The effect is the same, since no
+    generated code runs before they are in place. The CPU hard limit is one second above the
+    soft one, so code that ignores SIGXCPU is killed.
+    """
+    mem = memory_mb * 1024 * 1024
+    rlimits = {
+        "RLIMIT_AS": (mem, mem),
+        "RLIMIT_CPU": (cpu_s, cpu_s + 1),
+        "RLIMIT_NPROC": (nproc, nproc),
+        "RLIMIT_FSIZE": (WORKDIR_BYTES, WORKDIR_BYTES),
+        "RLIMIT_NOFILE": (64, 64),
+        "RLIMIT_CORE": (0, 0),
+    }
+    return json.dumps({"rlimits": rlimits, "drop_to": drop_to})
 
 
 class _Capture(threading.Thread):
@@ -269,14 +273,15 @@ def _spawn(
         drop_to = NOBODY
     owner = NOBODY if drop_to is not None else os.geteuid()
     nproc = max_procs + _processes_of(owner)
+    runner = [_interpreter(), "-I", "runner.py", _runner_settings(memory_mb, cpu_s, nproc, drop_to)]
     if mode == "bubblewrap":
-        args, cwd = _bwrap_args(host_dir, drop_to), str(host_dir)
+        args, cwd = _bwrap_args(host_dir, runner), str(host_dir)
     else:
         work = host_dir / "work"
         work.mkdir()
         for name in ("solution.py", "tests.py", "runner.py"):
             shutil.copy(host_dir / name, work / name)
-        args, cwd = [_interpreter(), "-I", "runner.py"], str(work)
+        args, cwd = runner, str(work)
     proc = subprocess.Popen(
         args,
         cwd=cwd,
@@ -285,7 +290,6 @@ def _spawn(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
-        preexec_fn=_limits(memory_mb, cpu_s, nproc),
     )
     out, err = _Capture(proc.stdout), _Capture(proc.stderr)
     out.start()
