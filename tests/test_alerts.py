@@ -1,21 +1,13 @@
 """Rule evaluation over stored runs, and delivery into a real SMTP server and Slack receiver."""
+# ruff: noqa: F811  (pytest fixtures imported from test_transports are used as arguments)
 
 from __future__ import annotations
 
-import json
-import socket
-import threading
-from email import message_from_bytes
-from email.policy import default as default_policy
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import pytest
-from aiosmtpd.controller import Controller
 
 from monitor.models import Alert, AlertRule, Channel, Endpoint, Notification, Pair, Run, Suite
 from monitor.services.alerts import evaluate_after_run, notify
-
-WEBHOOK_ENV = "TIERWATCH_TEST_ALERTS_WEBHOOK"
+from tests.test_transports import WEBHOOK_ENV, slack, smtp  # noqa: F401
 
 
 def timing(value: float | None, n: int) -> dict:
@@ -133,57 +125,6 @@ def test_it_skips_a_rule_with_an_unknown_metric(pair):
 
 # Delivery -------------------------------------------------------------------------------------
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Inbox:
-    def __init__(self) -> None:
-        self.messages: list[bytes] = []
-
-    async def handle_DATA(self, server, session, envelope):
-        self.messages.append(envelope.content)
-        return "250 OK"
-
-
-@pytest.fixture
-def smtp(settings):
-    inbox = Inbox()
-    controller = Controller(inbox, hostname="127.0.0.1", port=free_port())
-    controller.start()
-    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
-    settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", controller.port
-    settings.EMAIL_USE_TLS = False
-    yield inbox
-    controller.stop()
-
-
-@pytest.fixture
-def slack(monkeypatch):
-    statuses: list[int] = []
-    posted: list[dict] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            posted.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-            self.send_response(statuses.pop(0) if statuses else 200)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, *args) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_port}/hook/secret-token"
-    monkeypatch.setenv(WEBHOOK_ENV, url)
-    yield statuses, posted
-    server.shutdown()
-    server.server_close()
-
-
 @pytest.fixture
 def alert(pair, rule) -> Alert:
     return evaluate_after_run(run_id=add_run(pair, ttft=900).id)[0]
@@ -196,15 +137,13 @@ def with_channel(rule: AlertRule, **fields) -> Channel:
 
 
 def test_it_delivers_to_email_and_slack(alert, rule, smtp, slack, settings):
-    statuses, posted = slack
-    statuses.append(500)  # transient, retried once inside the transport
+    slack.statuses.append(500)  # transient, retried once inside the transport
     with_channel(rule, name="mail", kind="email", target="ops@example.com")
     with_channel(rule, name="chat", kind="slack", target=WEBHOOK_ENV)
     results = notify(alert_id=alert.id)
     assert [n.ok for n in results] == [True, True]
-    assert len(posted) == 2 and "fast TTFT P95" in posted[1]["text"]
-    (raw,) = smtp.messages
-    message = message_from_bytes(raw, policy=default_policy)
+    assert len(slack.posted) == 2 and "fast TTFT P95" in slack.posted[1]["text"]
+    ((_, message),) = smtp.messages
     assert message["Subject"] == "[tierwatch] ALERT demo (simulated): fast TTFT P95 900 ms > 500 ms"
     text = message.get_body(("plain",)).get_content()
     assert "fast TTFT P95 is 900 ms (mean of 1 run, n = 20)" in text
@@ -213,8 +152,7 @@ def test_it_delivers_to_email_and_slack(alert, rule, smtp, slack, settings):
 
 
 def test_it_records_a_permanent_failure_on_404(alert, rule, slack):
-    statuses, _ = slack
-    statuses.append(404)
+    slack.statuses.append(404)
     channel = with_channel(rule, name="chat", kind="slack", target=WEBHOOK_ENV)
     (result,) = notify(alert_id=alert.id)
     assert not result.ok and result.permanent and "HTTP 404" in result.error
@@ -253,15 +191,13 @@ def test_it_resets_failures_after_a_success(alert, rule, slack, monkeypatch):
 
 
 def test_it_does_not_send_the_same_message_twice(alert, rule, slack):
-    _, posted = slack
     with_channel(rule, name="chat", kind="slack", target=WEBHOOK_ENV)
     notify(alert_id=alert.id)
     assert notify(alert_id=alert.id) == []
-    assert len(posted) == 1
+    assert len(slack.posted) == 1
 
 
 def test_it_announces_the_resolution(alert, pair, rule, slack):
-    _, posted = slack
     with_channel(rule, name="chat", kind="slack", target=WEBHOOK_ENV)
     notify(alert_id=alert.id)
     for _ in range(3):
@@ -269,4 +205,4 @@ def test_it_announces_the_resolution(alert, pair, rule, slack):
     (resolved,) = evaluate_after_run(run_id=run.id)
     (result,) = notify(alert_id=resolved.id)
     assert result.ok and result.subject == "[tierwatch] Resolved demo (simulated): fast TTFT P95"
-    assert "back to 100 ms" in posted[-1]["text"]
+    assert "back to 100 ms" in slack.posted[-1]["text"]
