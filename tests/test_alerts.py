@@ -4,9 +4,22 @@
 from __future__ import annotations
 
 import pytest
+from django.utils import timezone
 
-from monitor.models import Alert, AlertRule, Channel, Endpoint, Notification, Pair, Run, Suite
+from monitor.models import (
+    Alert,
+    AlertRule,
+    Case,
+    Channel,
+    Endpoint,
+    Notification,
+    Pair,
+    Run,
+    Sample,
+    Suite,
+)
 from monitor.services.alerts import evaluate_after_run, notify
+from monitor.services.summary import summarise_samples
 from tests.test_transports import WEBHOOK_ENV, slack, smtp  # noqa: F401
 
 
@@ -121,6 +134,33 @@ def test_it_writes_a_message_with_metric_value_n_threshold_pair_link(pair, rule,
 def test_it_skips_a_rule_with_an_unknown_metric(pair):
     AlertRule.objects.create(name="bad", pair=pair, metric="vibes", tier="fast", threshold=0)
     assert evaluate_after_run(run_id=add_run(pair).id) == []
+
+
+def test_it_reads_the_summary_that_runs_write(pair):
+    """The contract end to end: samples -> the runs' summariser -> every rule metric read."""
+    case = Case.objects.create(suite=pair.suite, key="c", messages=[])
+    run = Run.objects.create(pair=pair, suite=pair.suite, status="done")
+    for i in range(6):
+        for tier, endpoint, ttft in (("fast", pair.fast, 800.0), ("base", pair.base, 1600.0)):
+            Sample.objects.create(run=run, case=case, endpoint=endpoint, tier=tier, repetition=i,
+                                  started_at=timezone.now(), ok=True, ttft_ms=ttft,
+                                  e2e_ms=2 * ttft, tpot_ms=10.0, text="same text",
+                                  tests_passed=True)
+    samples = list(run.samples.select_related("case"))
+    Run.objects.filter(pk=run.pk).update(summary=summarise_samples(samples, min_n=5))
+    for metric, tier, threshold in [("ttft_p95", "fast", 500), ("e2e_p50", "base", 3000),
+                                    ("tpot_p50", "fast", 5), ("availability", "fast", 1.01),
+                                    ("pass_rate", "base", 1.01), ("error_rate", "fast", -1),
+                                    ("similarity", "pair", 1.01), ("speedup_ttft", "pair", 2.5)]:
+        op = "lt" if threshold in (1.01, 2.5) else "gt"
+        AlertRule.objects.create(name=f"r-{metric}", pair=pair, metric=metric, tier=tier, op=op,
+                                 threshold=threshold)
+    opened = evaluate_after_run(run_id=run.id)
+    assert sorted(a.rule.metric for a in opened) == sorted(
+        ["ttft_p95", "e2e_p50", "tpot_p50", "availability", "pass_rate", "error_rate",
+         "similarity", "speedup_ttft"])
+    speedup = next(a for a in opened if a.rule.metric == "speedup_ttft")
+    assert speedup.value == pytest.approx(2.0) and "n = 6" in speedup.message
 
 
 # Delivery -------------------------------------------------------------------------------------
