@@ -1,0 +1,80 @@
+"""evals.latency: percentiles with a minimum n, availability, goodput, tier summaries."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from evals.latency import MIN_N, availability, goodput, percentiles, summarise_tier
+from evals.records import TimingRecord
+
+
+def test_it_interpolates_percentiles_linearly():
+    out = percentiles([1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
+    assert out["n"] == 10 and out["too_small"] is False
+    # type 7: position (n − 1)·q = 9·0.9 = 8.1 → 9 + 0.1·(10 − 9)
+    assert out["p50"] == pytest.approx(5.5)
+    assert out["p90"] == pytest.approx(9.1)
+    assert out["p99"] == pytest.approx(9.91)
+
+
+def test_it_withholds_percentiles_below_min_n():
+    out = percentiles([10.0] * (MIN_N - 1))
+    assert out == {
+        "n": MIN_N - 1,
+        "too_small": True,
+        "p50": None,
+        "p90": None,
+        "p95": None,
+        "p99": None,
+    }
+
+
+def test_it_skips_missing_values_when_counting_n():
+    out = percentiles([None, 1.0, float("nan"), 2.0, 3.0, 4.0, 5.0], qs=(50,))
+    assert out == {"n": 5, "too_small": False, "p50": 3.0}
+
+
+def test_it_counts_rate_limits_apart_in_availability():
+    out = availability(n_ok=80, n_total=100, n_rate_limited=10)
+    assert out["availability"] == 0.8
+    assert out["rate_limited_share"] == 0.1
+    assert out["availability_excl_rate_limited"] == pytest.approx(80 / 90)
+    assert availability(0, 0, 0)["availability"] is None
+
+
+def test_it_counts_errors_and_missing_values_against_goodput():
+    slo = {"ttft_ms": 500, "e2e_ms": 2000}
+    records = [
+        {"ok": True, "ttft_ms": 100, "e2e_ms": 1000},  # meets both
+        {"ok": True, "ttft_ms": 600, "e2e_ms": 1000},  # TTFT too slow
+        {"ok": True, "ttft_ms": 100, "e2e_ms": None},  # cannot be shown to meet E2E
+        {"ok": False, "ttft_ms": None, "e2e_ms": None},  # error: in the denominator
+    ]
+    assert goodput(records, slo) == 0.25
+    assert goodput([], slo) is None
+
+
+def test_it_summarises_a_tier_from_records_and_dicts():
+    ok = [
+        TimingRecord(
+            ok=True,
+            ttft_ms=100.0 + i,
+            e2e_ms=1000.0 + i,
+            tpot_ms=10.0,
+            completion_tokens=100,
+            estimated_tokens=100 if i else 120,
+        )
+        for i in range(6)
+    ]
+    failed = [
+        {"ok": False, "error_class": "rate_limited"},
+        {"ok": False, "error_class": "timeout"},
+        SimpleNamespace(ok=False, error_class="rate_limited", ttft_ms=None),
+    ]
+    out = summarise_tier(ok + failed)
+    assert (out["n"], out["n_ok"], out["rate_limited"]) == (9, 6, 2)
+    assert out["errors"] == {"rate_limited": 2, "timeout": 1}
+    assert out["ttft_ms"]["n"] == 6 and out["ttft_ms"]["p50"] == pytest.approx(102.5)
+    assert out["decode_tok_s_p50"] == pytest.approx(100.0)
+    assert out["token_count_flags"] == 1  # 120 vs 100 is a 20% difference
+    assert out["availability"] == pytest.approx(6 / 9)
