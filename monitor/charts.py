@@ -66,9 +66,11 @@ def _layout(fig: go.Figure, title: str, subtitle: str, y_title: str, **yaxis: An
     fig.update_layout(
         title={"text": f"{title}<br><sup>{subtitle}</sup>", "x": 0.01, "xanchor": "left"},
         height=HEIGHT_PX,
-        margin={"l": 70, "r": 20, "t": 70, "b": 90},
+        margin={"l": 70, "r": 20, "t": 70, "b": 60},
         hovermode="x unified",
-        legend={"orientation": "h", "yanchor": "top", "y": -0.22, "x": 0},
+        # Legend at the right: below the plot it collides with the axis title on narrow charts.
+        legend={"orientation": "v", "x": 1.02, "xanchor": "left", "y": 1, "yanchor": "top",
+                "traceorder": "grouped"},
         template="plotly_white",
         font={"family": "system-ui, sans-serif", "size": 13},
         xaxis={"title": {"text": "run time (UTC)"}},
@@ -101,14 +103,14 @@ def latency_figure(runs: Sequence[Run], metric: str, label: str, *, note: str = 
             hovertemplate=f"{tier} P50 %{{y:.0f}} ms (n=%{{customdata}})<extra></extra>",
         ))
         fig.add_trace(go.Scatter(
-            x=xs, y=p95, name=f"{tier} P95 (band: P50–P95)", legendgroup=tier, mode="lines",
+            x=xs, y=p95, name=f"{tier} P95", legendgroup=tier, mode="lines",
             line={"color": colour, "width": 1, "dash": "dot"}, fill="tonexty",
             fillcolor=TIER_BANDS[tier], customdata=n_col,
             hovertemplate=f"{tier} P95 %{{y:.0f}} ms (n=%{{customdata}})<extra></extra>",
         ))
-    subtitle = f"successful requests per tier per run: {_n_range(ns)}"
+    subtitle = f"solid P50, dotted P95, band between · {_n_range(ns)} successes per tier per run"
     if hidden:
-        subtitle += f"; {hidden} tier-runs below min n left out"
+        subtitle += f" · {hidden} tier-runs below min n left out"
     _layout(fig, f"{label} per run: P50 and P95 per tier{note}", subtitle, f"{label} (ms)",
             rangemode="tozero")
     return fig
@@ -123,7 +125,7 @@ def similarity_figure(runs: Sequence[Run], *, note: str = "") -> go.Figure:
     """
     fig = go.Figure()
     ns: list[int] = []
-    labels = {"fast_vs_base": "fast vs base", "base_vs_base": "base vs base (noise floor)"}
+    labels = {"fast_vs_base": "fast vs base", "base_vs_base": "base vs base<br>(noise floor)"}
     for key, name in labels.items():
         xs, ys, n_col = [], [], []
         for run in runs:
@@ -139,10 +141,11 @@ def similarity_figure(runs: Sequence[Run], *, note: str = "") -> go.Figure:
             x=xs, y=ys, name=name, mode="lines+markers", customdata=n_col,
             line={"color": SIM_COLOURS[key], "width": 2,
                   "dash": "dash" if key == "base_vs_base" else "solid"},
-            hovertemplate=f"{name} %{{y:.1f}}% (n=%{{customdata}} text pairs)<extra></extra>",
+            hovertemplate=f"{name.replace('<br>', ' ')} %{{y:.1f}}%"
+                          " (n=%{customdata} text pairs)<extra></extra>",
         ))
     _layout(fig, f"Text similarity per run (temperature 0){note}",
-            f"mean Indel similarity over text pairs per run: {_n_range(ns)}; 100% = identical",
+            f"mean over {_n_range(ns)} text pairs per run · 100% = identical",
             "mean Indel similarity (%)", range=[0, 102])
     return fig
 
@@ -167,7 +170,7 @@ def pass_rate_figure(runs: Sequence[Run], *, note: str = "") -> go.Figure:
             hovertemplate=f"{tier} %{{y:.0f}}% passed (n=%{{customdata}} tested)<extra></extra>",
         ))
     _layout(fig, f"Unit-test pass rate per run{note}",
-            f"generated code run against the case's tests: {_n_range(ns)} tested per tier",
+            f"generated code against the case's tests · {_n_range(ns)} tested per tier per run",
             "pass rate (%)", range=[0, 105])
     return fig
 
@@ -183,7 +186,7 @@ def pair_charts(runs: Sequence[Run], *, simulated: bool = False) -> list[Chart]:
     )
     if not done:
         return []
-    note = " (simulated)" if simulated else ""
+    note = " · simulated" if simulated else ""
     figures = [
         ("chart-ttft", "Time to first token (TTFT)",
          latency_figure(done, "ttft_ms", "TTFT", note=note)),

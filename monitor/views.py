@@ -163,7 +163,9 @@ def overview_row(item: selectors.PairOverview) -> dict[str, Any]:
 
 def _page(request: HttpRequest, template: str, partial: str, context: dict[str, Any]):
     """The full page, or only its partial for htmx (one template serves both)."""
-    name = f"{template}#{partial}" if request.htmx else template
+    # A history-restore request wants the whole page back, not the fragment.
+    fragment = request.htmx and not request.htmx.history_restore_request
+    name = f"{template}#{partial}" if fragment else template
     return render(request, name, context)
 
 
