@@ -98,7 +98,7 @@ def test_it_names_unknown_references_and_fields():
 @pytest.mark.django_db
 def test_it_reports_bad_yaml_and_bad_durations(tmp_path):
     with pytest.raises(ConfigError, match=r"t.yaml:2: not valid YAML"):
-        apply_config_text("endpoints:\n  - name: [\n", source="t.yaml")
+        apply_config_text("endpoints:\n\t- name: x\n", source="t.yaml")
     with pytest.raises(ConfigError, match=r"pairs\[0\].schedule.every: .*not a duration"):
         apply_config_text(GOOD.replace("every: 15m", "every: often"), source="t.yaml")
     assert Endpoint.objects.count() == 0
@@ -113,3 +113,10 @@ def test_the_command_applies_a_file_and_fails_with_the_message(tmp_path, capsys)
     path.write_text(GOOD.replace("model: acme-large-turbo", "model: ''"))
     with pytest.raises(CommandError, match=r"team.yaml:\d+: endpoints\[0\].model"):
         call_command("apply_config", str(path))
+
+
+@pytest.mark.django_db
+def test_it_rejects_an_alert_rule_with_an_unknown_metric():
+    with pytest.raises(ConfigError, match=r"t.yaml:34: alert_rules\[0\].metric: unknown metric"):
+        apply_config_text(GOOD.replace("metric: ttft_p95", "metric: ttft_p42"), source="t.yaml")
+    assert AlertRule.objects.count() == 0

@@ -18,6 +18,7 @@ from django.db import transaction
 
 from evals.suites import BUILTIN_SUITES
 from monitor.models import AlertRule, Channel, Endpoint, Pair, Suite
+from monitor.services.alerts import check_rule
 from monitor.services.schedules import ensure_probe_schedule
 from monitor.services.suites import save_suite, sync_builtin_suite
 
@@ -294,6 +295,11 @@ def _apply_rule(a: _Applier, path: str, item: Located) -> bool:
     obj = AlertRule.objects.filter(name=plain["name"]).first() or AlertRule(name=plain["name"])
     for field, value in plain.items():
         setattr(obj, field, value)
+    try:
+        check_rule(obj)
+    except ValueError as exc:
+        a.error(data.get("metric", item).line, f"{path}.metric", str(exc))
+        return False
     if not a.save(obj, item, path):
         return False
     obj.channels.set(channels)
