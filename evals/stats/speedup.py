@@ -87,7 +87,8 @@ def paired_ratio_ci(
         return RatioCI(None, None, None, 0, "none", confidence, "no complete pair")
     estimate = float(func(num, den))
     if n < min_n:
-        return RatioCI(estimate, None, None, n, "none", confidence, f"n too small ({n} < {min_n})")
+        note = f"n too small: {n} pairs, need {min_n}"
+        return RatioCI(estimate, None, None, n, "none", confidence, note)
 
     def run(how: str) -> tuple[float, float]:
         with warnings.catch_warnings():
@@ -123,7 +124,7 @@ def claim_check(ci: RatioCI, claimed: float) -> str:
     """
     head = f"claimed {claimed:g}x"
     if ci.estimate is None or ci.low is None or ci.high is None:
-        return f"{head}: cannot tell ({ci.note or 'no interval'}; n = {ci.n})"
+        return f"{head}: cannot tell ({ci.note or 'no interval'})"
     measured = f"{ci.estimate:.1f}x [{ci.low:.1f}, {ci.high:.1f}]"
     if ci.high < claimed:
         return f"{head}: does not hold ({measured})"
