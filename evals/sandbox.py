@@ -153,7 +153,10 @@ def main():
             continue
         result["n_tests"] += 1
         try:
-            fn()
+            value = fn()
+            if isinstance(value, types.CoroutineType):
+                import asyncio
+                asyncio.run(value)
         except BaseException as exc:
             fail(name, exc)
     report()
@@ -408,8 +411,10 @@ def run_unit_tests(
 ) -> SandboxResult:
     """Run ``code`` then ``tests`` (plain asserts, or ``def test_*`` functions) in the sandbox.
 
-    Each top-level assert and each test function counts as one test; a failing setup statement
-    counts as a failed test. ``passed`` means at least one test ran and none failed.
+    Each top-level assert and each test function (no arguments; ``async def`` is awaited) counts
+    as one test; a failing setup statement counts as a failed test. The code sees the standard
+    library only (``python -I``), as ``solution`` and as the globals of the tests.
+    ``passed`` means at least one test ran and none failed.
     ``error_class``: ``no_code`` (nothing to run), ``syntax``, ``crash`` (the code raised or
     the process died), ``memory``, ``timeout`` (wall clock or CPU limit), ``sandbox`` (bwrap
     itself failed). ``mode`` forces an isolation level; default :func:`isolation`.

@@ -60,6 +60,12 @@ def test_it_runs_tests_that_import_the_solution_module():
     assert result.passed and result.n_tests == 1
 
 
+def test_it_awaits_async_test_functions():
+    tests = "async def test_async():\n    assert inc(1) == 3\n"
+    result = run_unit_tests("def inc(x):\n    return x + 1\n", tests)
+    assert (result.passed, result.n_tests, result.n_failed) == (False, 1, 1)
+
+
 def test_it_classifies_a_syntax_error():
     result = run_unit_tests("def inc(x) return x", TESTS)
     assert (result.passed, result.error_class) == (False, "syntax")
