@@ -17,14 +17,21 @@ def substituted(rng, ref: np.ndarray, rate: float, n: int) -> list[str]:
     return ["".join(row) for row in arr]
 
 
-def two_tiers(seed, rate_a, rate_b, prompts=10, k=5, length=100, counts_b=None):
+def tiers(seed, rates, prompts=10, k=5, length=100, counts=None):
+    """One {prompt: texts} dict per rate, all around the same per-prompt reference texts;
+    ``counts[t][p]`` overrides k for tier t and prompt p."""
     rng = np.random.default_rng(seed)
     refs = [rng.choice(ALPHABET, length) for _ in range(prompts)]
-    a = {p: substituted(rng, refs[p], rate_a, k) for p in range(prompts)}
-    b = {
-        p: substituted(rng, refs[p], rate_b, (counts_b or [k] * prompts)[p]) for p in range(prompts)
-    }
-    return a, b
+    counts = counts or [[k] * prompts for _ in rates]
+    return [
+        {p: substituted(rng, refs[p], rate, n[p]) for p in range(prompts)}
+        for rate, n in zip(rates, counts, strict=True)
+    ]
+
+
+def two_tiers(seed, rate_a, rate_b, prompts=10, k=5, length=100, counts_b=None):
+    counts = [[k] * prompts, counts_b or [k] * prompts]
+    return tiers(seed, (rate_a, rate_b), prompts, k, length, counts)
 
 
 def test_it_pads_and_truncates_to_l_characters():

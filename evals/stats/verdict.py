@@ -175,12 +175,14 @@ def _insufficient(
     for tier, c in tiers.items():
         if c.requests and c.failed / c.requests > max_failed_share:
             out.append(
-                f"{c.failed / c.requests:.0%} of {tier} requests failed "
-                f"(limit {max_failed_share:.0%})"
+                f"{c.failed / c.requests:.0%} of {tier} requests failed, "
+                f"limit {max_failed_share:.0%}"
             )
         ok = c.requests - c.failed
         if ok and c.empty / ok > max_failed_share:
-            out.append(f"{c.empty / ok:.0%} of {tier} outputs were empty")
+            out.append(
+                f"{c.empty / ok:.0%} of {tier} outputs were empty, limit {max_failed_share:.0%}"
+            )
     for name, cal in calibrations.items():
         tier = name.split("_vs_")[0]
         if cal is None and name == "base_vs_base":
@@ -189,8 +191,8 @@ def _insufficient(
             out.append(f"{name.replace('_', '-')} calibration has no usable prompt")
         elif cal is not None and cal.p_value < alpha:
             out.append(
-                f"the {tier} tier differs from itself ({name.replace('_', '-')} "
-                f"{fmt_p(cal.p_value)}): no stable noise floor"
+                f"the {tier} tier differs from itself: {name.replace('_', '-')} "
+                f"{fmt_p(cal.p_value)}, no stable noise floor"
             )
     return out
 
