@@ -11,6 +11,8 @@ Script (in the request body, e.g. through ``EndpointSpec.extra_body``)::
                 "comment_ms": null,     # an SSE comment (keep-alive) at this time
                 "usage": true, "done": true,
                 "cut_after": null,      # close the connection after this many tokens
+                "error_after": null,    # send {"error": ...} as data after this many tokens
+                "timings": null,        # an object sent with the usage, as llama.cpp does
                 "status": 200, "echo_auth": false}}  # an error answer quoting Authorization
 
 or in the model name: ``scripted:ttft=50,gap=20,n=20``. Times are after the request was read.
@@ -142,6 +144,10 @@ class ScriptedServer:
                 payload = _chunk(rid, model, {"content": f"tok{sent} "}, "stop" if last else None)
                 _write_event(writer, events, "token", payload)
                 sent += 1
+                if script.get("error_after") is not None and sent >= int(script["error_after"]):
+                    err = {"error": {"message": "scripted failure mid-stream", "type": "server"}}
+                    _write_event(writer, events, "error",
+                                 b"data: " + json.dumps(err).encode() + b"\n\n")
                 if cut is not None and sent >= int(cut):
                     await writer.drain()
                     writer.transport.abort()  # no terminating chunk: an incomplete body
@@ -151,6 +157,8 @@ class ScriptedServer:
             usage = {"prompt_tokens": 10, "completion_tokens": sent, "total_tokens": 10 + sent}
             obj = {"id": rid, "object": "chat.completion.chunk", "model": model, "choices": [],
                    "usage": usage}
+            if script.get("timings"):
+                obj["timings"] = script["timings"]
             _write_event(writer, events, "usage", b"data: " + json.dumps(obj).encode() + b"\n\n")
         if script.get("done", True):
             _write_event(writer, events, "done", b"data: [DONE]\n\n")
