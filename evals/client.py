@@ -329,8 +329,9 @@ class _Stream:
     def feed(self, chunk: bytes, now: float) -> None:
         """Take one socket read: every event it completes is stamped ``now``."""
         self.nbytes += len(chunk)
-        if self.nbytes > self.limit:
-            raise _Failure("body_too_large", f"response body exceeded {self.limit} bytes")
+        over = self.nbytes > self.limit
+        if over:  # keep the events that fit under the limit, then stop
+            chunk = chunk[: max(0, len(chunk) - (self.nbytes - self.limit))]
         buf = self.buf + chunk if self.buf else chunk
         if b"\r" in buf:
             buf = buf.replace(b"\r\n", b"\n")
@@ -343,6 +344,8 @@ class _Stream:
                 self._event(buf[start:end], now)
             start = end + 2
         self.buf = buf[start:]
+        if over:
+            raise _Failure("body_too_large", f"response body exceeded {self.limit} bytes")
 
     def _event(self, raw: bytes, now: float) -> None:
         name = ""

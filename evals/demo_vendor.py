@@ -83,6 +83,7 @@ FAULT_MODELS = {
 CACHE_BLOCK = 64  # tokens per prefix-cache block (vLLM-style block hashes)
 CACHE_MIN_TOKENS = 256  # shorter prompts are never cached
 SIMULATED = {"x-tierwatch-simulated": "true"}
+VENDOR: web.AppKey[Vendor] = web.AppKey("vendor")
 
 _TEMPLATES = {
     "base": [
@@ -394,7 +395,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         return _error(404, f"model {body.get('model')!r} not found", "invalid_request_error")
     if body.get("stream"):
         return await _openai_stream(request, tier, body, messages)
-    vendor: Vendor = request.app["vendor"]
+    vendor: Vendor = request.app[VENDOR]
     plan = vendor.plan(tier, messages, int(body.get("max_tokens") or 256),
                        float(body.get("temperature", 1.0)), body.get("seed"))
     await _sleep(plan.queue_s + plan.prefill_s + sum(plan.step_s))
@@ -410,7 +411,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
 
 async def _openai_stream(request: web.Request, tier: Tier, body: dict[str, Any],
                          messages: list[dict[str, Any]], cut: bool = False) -> web.StreamResponse:
-    vendor: Vendor = request.app["vendor"]
+    vendor: Vendor = request.app[VENDOR]
     plan = vendor.plan(tier, messages, int(body.get("max_tokens") or 256),
                        float(body.get("temperature", 1.0)), body.get("seed"))
     vendor.counter += 1
@@ -469,7 +470,7 @@ async def messages_endpoint(request: web.Request) -> web.StreamResponse:
             return await _fault(request, tier, anthropic=True)
     if tier is None:
         return _error(404, f"model {body.get('model')!r} not found", "not_found_error", True)
-    vendor: Vendor = request.app["vendor"]
+    vendor: Vendor = request.app[VENDOR]
     plan = vendor.plan(tier, messages, int(body.get("max_tokens") or 256),
                        float(body.get("temperature", 1.0)), None)
     vendor.counter += 1
@@ -538,7 +539,7 @@ async def _mark_simulated(request: web.Request, response: web.StreamResponse) ->
 def create_app(seed: int = 0, time_scale: float = 1.0) -> web.Application:
     """The demo vendor as an aiohttp application (``time_scale`` 0 removes every delay)."""
     app = web.Application()
-    app["vendor"] = Vendor(seed, time_scale)
+    app[VENDOR] = Vendor(seed, time_scale)
     app.on_response_prepare.append(_mark_simulated)
     app.router.add_get("/health", health)
     app.router.add_get("/v1/models", models)

@@ -1,0 +1,246 @@
+"""evals.client against real local servers: the demo vendor and the scripted server."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from evals import scripted_server
+from evals.client import make_client, parse_retry_after, stream_chat
+from evals.demo_vendor import serve_in_thread
+from evals.records import ERROR_CLASSES, ChatRequest, EndpointSpec, TimingRecord
+
+KEY = "sk-tierwatch-test-0123456789abcdef"
+ASK = ChatRequest(messages=[{"role": "user", "content": "Explain connection pooling in drivers"}],
+                  max_tokens=120)
+
+
+@pytest.fixture(scope="module")
+def vendor() -> Iterator[str]:
+    with serve_in_thread(time_scale=0.0) as url:
+        yield url
+
+
+class ScriptedInThread:
+    """The scripted server on its own loop in a thread; ``log`` reads its write log."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        started = asyncio.run_coroutine_threadsafe(scripted_server.start(), self.loop)
+        self.server, self.port, self.state = started.result(timeout=10)
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+
+    def log(self, request_id: str) -> dict[str, Any]:
+        return self.state.log[request_id]
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.server.close)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def scripted() -> Iterator[ScriptedInThread]:
+    server = ScriptedInThread()
+    yield server
+    server.close()
+
+
+def endpoint(url: str, model: str, protocol: str = "openai", **kw: Any) -> EndpointSpec:
+    return EndpointSpec(name=model, protocol=protocol, base_url=url, model=model, api_key=KEY, **kw)
+
+
+def run(ep: EndpointSpec, request: ChatRequest = ASK, backend: str = "aiohttp",
+        t0: list[float] | None = None) -> TimingRecord:
+    async def go() -> TimingRecord:
+        async with make_client(backend=backend) as client:
+            sink = t0.append if t0 is not None else None
+            return await stream_chat(client, ep, request, on_start=sink)
+
+    return asyncio.run(go())
+
+
+def script(**kw: Any) -> dict[str, Any]:
+    return {"script": {"ttft_ms": 5, "gap_ms": 1, "n_tokens": 6, **kw}}
+
+
+def assert_failed(rec: TimingRecord, error_class: str) -> None:
+    assert not rec.ok and rec.error_class == error_class, (rec.error_class, rec.error_message)
+    assert rec.error_class in ERROR_CLASSES and rec.error_message
+    assert KEY not in rec.error_message and KEY[-6:] not in rec.error_message
+
+
+@pytest.mark.parametrize("backend", ["aiohttp", "httpcore"])
+def test_it_records_a_complete_openai_stream(vendor, backend):
+    rec = run(endpoint(vendor, "demo-base"), backend=backend)
+    assert rec.ok and rec.error_class is None and rec.http_status == 200
+    assert rec.connect_ms is not None and rec.headers_ms is not None
+    assert rec.connect_ms <= rec.headers_ms <= rec.ttfb_ms <= rec.ttft_ms <= rec.e2e_ms
+    assert len(rec.chunk_gaps_ms) == len(rec.chunk_tokens) - 1 >= 1
+    assert rec.completion_tokens == sum(rec.chunk_tokens) == rec.estimated_tokens
+    assert rec.tpot_ms == pytest.approx((rec.e2e_ms - rec.ttft_ms) / (rec.completion_tokens - 1))
+    assert rec.prompt_tokens and rec.prompt_tokens > 0 and rec.cached_tokens == 0
+    assert rec.model_id == "demo-base" and rec.system_fingerprint == "fp_demo_base"
+    assert rec.headers["x-tierwatch-simulated"] == "true" and "x-request-id" in rec.headers
+    assert rec.finish_reason == "stop" and rec.text and rec.started_at > 0
+
+
+def test_it_records_an_anthropic_stream(vendor):
+    rec = run(endpoint(vendor, "demo-fast", "anthropic"))
+    assert rec.ok and rec.model_id == "demo-fast" and rec.finish_reason == "end_turn"
+    assert rec.ttft_ms is not None and rec.ttft_ms <= rec.e2e_ms
+    assert len(rec.chunk_gaps_ms) == len(rec.chunk_tokens) - 1
+    assert rec.completion_tokens == rec.estimated_tokens
+    # bursts (speculative decoding): several tokens per event, estimated per event
+    assert max(rec.chunk_tokens) > 1 and len(rec.chunk_tokens) < rec.completion_tokens
+    assert rec.headers["x-tierwatch-simulated"] == "true" and "request-id" in rec.headers
+
+
+def test_both_protocols_get_the_same_answer_to_the_same_prompt(vendor):
+    openai = run(endpoint(vendor, "demo-base"))
+    assert openai.text == run(endpoint(vendor, "demo-base", "anthropic")).text
+
+
+def test_it_keeps_logprobs_when_asked(vendor):
+    request = ChatRequest(messages=ASK.messages, max_tokens=20, logprobs=True, top_logprobs=2)
+    rec = run(endpoint(vendor, "demo-base"), request)
+    assert rec.ok and rec.logprobs and len(rec.logprobs) == rec.completion_tokens
+    first = rec.logprobs[0]
+    assert first["token"] and first["logprob"] <= 0 and len(first["top_logprobs"]) == 2
+
+
+@pytest.mark.parametrize("protocol", ["openai", "anthropic"])
+@pytest.mark.parametrize("model,error_class", [
+    ("demo-broken-html", "http_status"), ("demo-ratelimit", "rate_limited"),
+    ("demo-garbage", "malformed_stream"), ("demo-truncated", "stream_incomplete"),
+])
+def test_it_handles_each_fault_with_its_class(vendor, protocol, model, error_class):
+    rec = run(endpoint(vendor, model, protocol))
+    assert_failed(rec, error_class)
+    assert rec.headers["x-tierwatch-simulated"] == "true"  # what arrived is kept
+
+
+def test_it_handles_an_html_page_with_status_and_snippet(vendor):
+    rec = run(endpoint(vendor, "demo-broken-html"))
+    assert rec.http_status == 502
+    assert "502" in rec.error_message and "Bad Gateway" in rec.error_message
+
+
+def test_it_keeps_retry_after_of_a_429(vendor):
+    assert run(endpoint(vendor, "demo-ratelimit")).retry_after_s == 2.0
+
+
+def test_it_keeps_the_partial_text_of_a_truncated_stream(vendor):
+    rec = run(endpoint(vendor, "demo-truncated"))
+    full = run(endpoint(vendor, "demo-base"))
+    assert rec.text and full.text.startswith(rec.text) and len(rec.text) < len(full.text)
+    assert rec.ttft_ms is not None and rec.chunk_tokens and rec.model_id == "demo-base"
+
+
+def test_it_handles_a_json_answer_to_a_stream_request(vendor):
+    rec = run(endpoint(vendor, "demo-base", extra_body={"stream": False}))
+    assert_failed(rec, "malformed_stream")
+    assert "application/json" in rec.error_message
+
+
+def test_it_handles_an_unknown_model(vendor):
+    rec = run(endpoint(vendor, "no-such-model"))
+    assert_failed(rec, "http_status")
+    assert rec.http_status == 404
+
+
+def test_it_handles_a_closed_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    assert_failed(run(endpoint(f"http://127.0.0.1:{port}/v1", "demo-base")), "connect")
+
+
+def test_it_handles_an_unresolvable_host():
+    assert_failed(run(endpoint("http://no-such-host.invalid/v1", "demo-base")), "connect")
+
+
+def test_it_times_out_on_the_overall_deadline_despite_keep_alives(vendor):
+    rec = run(endpoint(vendor, "demo-slow", timeout_s=0.5))
+    assert_failed(rec, "timeout")
+    assert rec.headers_ms is not None and rec.ttft_ms is None  # keep-alives are not tokens
+
+
+def test_it_stops_reading_a_body_past_the_byte_limit(vendor):
+    rec = run(endpoint(vendor, "demo-base", max_body_bytes=600))
+    assert_failed(rec, "body_too_large")
+    assert rec.text and rec.ttft_ms is not None
+
+
+def test_role_only_empty_and_comment_events_are_not_tokens(scripted):
+    t0: list[float] = []
+    ep = endpoint(scripted.url, "scripted",
+                  extra_body=script(ttft_ms=40, role_chunk=True, comment_ms=5, empty_chunk_ms=10))
+    rec = run(ep, t0=t0)
+    assert rec.ok and len(rec.chunk_tokens) == 6 and rec.text.startswith("tok0 ")
+    events = scripted.log(rec.headers["x-request-id"])["events"]
+    first_token_ns = next(t for kind, t in events if kind == "token")
+    not_tokens_ns = [t for kind, t in events if kind in ("role", "empty", "comment")]
+    ttft_ns = (t0[0] + rec.ttft_ms / 1000) * 1e9  # same clock: CLOCK_MONOTONIC
+    assert len(not_tokens_ns) == 3 and max(not_tokens_ns) < first_token_ns <= ttft_ns
+
+
+def test_a_trailing_usage_chunk_is_not_the_end(scripted):
+    t0: list[float] = []
+    rec = run(endpoint(scripted.url, "scripted", extra_body=script()), t0=t0)
+    events = scripted.log(rec.headers["x-request-id"])["events"]
+    last_token_ns = [t for kind, t in events if kind == "token"][-1]
+    usage_ns = next(t for kind, t in events if kind == "usage")
+    e2e_ns = (t0[0] + rec.e2e_ms / 1000) * 1e9
+    assert rec.ok and rec.completion_tokens == 6 and last_token_ns <= e2e_ns
+    assert len(rec.chunk_gaps_ms) == 5 and usage_ns >= last_token_ns
+
+
+def test_it_never_puts_the_key_in_an_error_message(scripted):
+    rec = run(endpoint(scripted.url, "scripted", extra_body=script(status=401, echo_auth=True)))
+    assert_failed(rec, "http_status")
+    assert rec.http_status == 401 and "***" in rec.error_message
+    assert "authorization" not in rec.headers and KEY not in repr(rec)
+
+
+def test_it_classifies_an_error_object_inside_the_stream(scripted):
+    rec = run(endpoint(scripted.url, "scripted", extra_body=script(error_after=3)))
+    assert_failed(rec, "malformed_stream")
+    assert "scripted failure" in rec.error_message and rec.text == "tok0 tok1 tok2 "
+
+
+def test_it_classifies_a_cut_connection_and_keeps_the_tokens(scripted):
+    rec = run(endpoint(scripted.url, "scripted", extra_body=script(cut_after=4)))
+    assert_failed(rec, "stream_incomplete")
+    assert len(rec.chunk_tokens) == 4 and rec.e2e_ms is not None
+
+
+def test_it_accepts_a_stream_without_done_that_has_finish_reason_and_usage(scripted):
+    rec = run(endpoint(scripted.url, "scripted", extra_body=script(done=False)))
+    assert rec.ok and rec.finish_reason == "stop" and rec.completion_tokens == 6
+
+
+def test_it_rejects_a_stream_without_done_nor_usage(scripted):
+    rec = run(endpoint(scripted.url, "scripted", extra_body=script(done=False, usage=False)))
+    assert_failed(rec, "stream_incomplete")
+    assert rec.completion_tokens is None and rec.output_tokens == rec.estimated_tokens
+
+
+def test_it_keeps_llama_cpp_timings(scripted):
+    timings = {"prompt_ms": 1.5, "predicted_per_second": 42.0}
+    rec = run(endpoint(scripted.url, "scripted", extra_body=script(timings=timings)))
+    assert rec.ok and rec.server_timings == timings
+
+
+def test_it_reads_retry_after_as_seconds_or_http_date():
+    assert parse_retry_after("2") == 2.0
+    assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # in the past
+    assert parse_retry_after("Fri, 01 Jan 2100 00:00:00 GMT") > 50
+    assert parse_retry_after("soon") is None
