@@ -19,7 +19,7 @@ from monitor.services.suites import sync_builtin_suite
 from tests.conftest import ROOT
 
 
-def test_database_url() -> str:
+def worker_database_url() -> str:
     db = settings.DATABASES["default"]
     if db["ENGINE"].endswith("sqlite3"):
         return f"sqlite:///{db['NAME']}"
@@ -36,7 +36,7 @@ def test_a_scheduled_probe_runs_in_a_real_worker(demo_vendor_url):
                         repeat=1, cases_per_run=3)
     ensure_probe_schedule(pair_name="sched", every_s=3)
     connection.close()  # SQLite: let the worker write without waiting for our connection
-    env = {**os.environ, "DATABASE_URL": test_database_url(), "DJANGO_SETTINGS_MODULE": "monitor.settings"}
+    env = {**os.environ, "DATABASE_URL": worker_database_url(), "DJANGO_SETTINGS_MODULE": "monitor.settings"}
     subprocess.run([sys.executable, "-m", "celery", "-A", "monitor", "purge", "-f"], cwd=ROOT,
                    env=env, check=True, capture_output=True)
     worker = subprocess.Popen(

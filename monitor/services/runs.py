@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import queue
 import random
+import threading
 from datetime import UTC, datetime
 
-from asgiref.sync import sync_to_async
-from django.db import close_old_connections, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from evals.plan import PlannedRequest, execute_plan, plan_run
@@ -21,6 +22,7 @@ from evals.sandbox import extract_code, run_unit_tests
 from evals.suites import fill_nonce
 from monitor.models import Case, Endpoint, Pair, Run, Sample
 from monitor.services.summary import summarise_samples
+from monitor.services.verdict import after_summary, audit_suite
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +54,8 @@ def create_run(
         repeat = repeat or pair.repeat
         temperature = 0.0
     return Run.objects.create(
-        pair=pair, suite=pair.suite, kind=kind, trigger=trigger, repeat=repeat,
+        pair=pair, suite=audit_suite(pair) if kind == "audit" else pair.suite, kind=kind,
+        trigger=trigger, repeat=repeat,
         temperature=temperature, seed=seed if seed is not None else random.randrange(2**31),
     )
 
@@ -67,7 +70,13 @@ def enqueue_run(*, pair: Pair, kind: str = "probe", trigger: str = "manual") -> 
 
 
 def select_cases(run: Run, limit: int | None) -> list[Case]:
-    cases = list(run.suite.cases.order_by("key"))
+    from monitor.services.speed import split_by_context  # skip cases too long for an endpoint
+
+    pair = run.pair
+    cases, skipped = split_by_context(run.suite.cases.order_by("key"), [pair.fast, pair.base])
+    if skipped:  # kept by summarise_run; shown on the speed page
+        run.summary = {**(run.summary or {}), "skipped": skipped}
+        Run.objects.filter(id=run.id).update(summary=run.summary)
     if limit and limit < len(cases):
         cases = sorted(random.Random(run.seed).sample(cases, limit), key=lambda c: c.key)
     return cases
@@ -100,9 +109,9 @@ def execute_run(*, run_id: int, cases_limit: int | None = None) -> Run | None:
         plan = plan_run([c.key for c in cases], repeat=run.repeat, seed=run.seed,
                         tiers=run_tiers(run))
         Run.objects.filter(id=run.id).update(planned=len(plan))
-        asyncio.run(_execute(run, {c.key: c for c in cases}, plan))
-        close_old_connections()
+        _execute(run, {c.key: c for c in cases}, plan)
         summarise_run(run_id=run.id)
+        after_summary(run_id=run.id)  # an audit's verdict; drift of every run
         Run.objects.filter(id=run.id).update(status="done", finished_at=timezone.now())
     except Exception as exc:  # the run is marked failed with its reason; samples stay
         log.exception("run %s failed", run.id)
@@ -112,10 +121,15 @@ def execute_run(*, run_id: int, cases_limit: int | None = None) -> Run | None:
     return Run.objects.get(id=run.id)
 
 
-async def _execute(run: Run, cases: dict[str, Case], plan: list[PlannedRequest]) -> None:
+def _execute(run: Run, cases: dict[str, Case], plan: list[PlannedRequest]) -> None:
+    """The event loop runs in its own thread and only does I/O and timing; every database
+    write happens here, on the caller's thread and connection (and so inside its transaction),
+    as each record arrives through a queue."""
     pair = run.pair
     tier_endpoint = {"fast": pair.fast, "base": pair.base}
     specs = {tier: endpoint_spec(ep) for tier, ep in tier_endpoint.items()}
+    concurrency = {t: ep.max_concurrency for t, ep in tier_endpoint.items()}
+    records: queue.Queue = queue.Queue()
 
     def build_request(item: PlannedRequest) -> ChatRequest:
         case = cases[item.case_key]
@@ -126,22 +140,29 @@ async def _execute(run: Run, cases: dict[str, Case], plan: list[PlannedRequest])
             seed=None if run.temperature > 0 else 0,
         )
 
-    @sync_to_async(thread_sensitive=True)
-    def save(item: PlannedRequest, record: TimingRecord) -> None:
+    async def on_record(item: PlannedRequest, record: TimingRecord) -> None:
+        records.put((item, record))
+
+    def produce() -> None:
+        try:
+            asyncio.run(execute_plan(plan, endpoints=specs, build_request=build_request,
+                                     concurrency=concurrency, on_record=on_record))
+            records.put(_DONE)
+        except BaseException as exc:  # handed to the caller's thread, which raises it
+            records.put(exc)
+
+    loop_thread = threading.Thread(target=produce, name=f"run-{run.id}-loop", daemon=True)
+    loop_thread.start()
+    while (message := records.get()) is not _DONE:
+        if isinstance(message, BaseException):
+            raise message
+        item, record = message
         save_sample(run=run, case=cases[item.case_key], endpoint=tier_endpoint[item.tier],
                     item=item, record=record)
+    loop_thread.join()
 
-    async def on_record(item: PlannedRequest, record: TimingRecord) -> None:
-        await save(item, record)
 
-    await execute_plan(
-        plan,
-        endpoints=specs,
-        build_request=build_request,
-        concurrency={t: ep.max_concurrency for t, ep in tier_endpoint.items()},
-        on_record=on_record,
-    )
-    await sync_to_async(close_old_connections, thread_sensitive=True)()
+_DONE = object()
 
 
 def save_sample(
@@ -185,6 +206,7 @@ def save_sample(
 def summarise_run(*, run_id: int) -> dict:
     run = Run.objects.get(id=run_id)
     samples = list(run.samples.select_related("case").order_by("seq"))
-    summary = summarise_samples(samples)
+    kept = {k: v for k, v in (run.summary or {}).items() if k in ("skipped", "load")}
+    summary = {**summarise_samples(samples), **kept}
     Run.objects.filter(id=run_id).update(summary=summary)
     return summary

@@ -88,8 +88,11 @@ def similarity_block(pairs: list[tuple[str, str]]) -> dict[str, Any] | None:
     if not pairs:
         return None
     full = compare_pairs(pairs)
-    keys = ("n", "mean_ratio", "median_ratio", "exact_rate", "first_div_p50")
-    return {k: full.get(k) for k in keys}
+    return {
+        "n": full["n"], "mean_ratio": full["mean_ratio"], "median_ratio": full["median_ratio"],
+        "exact_rate": full["exact_match_rate"], "prefix_rate": full["prefix_match_rate"],
+        "first_div_p50": full["first_divergence_p50"],
+    }
 
 
 def _ratio(numerator: list[float], denominator: list[float]) -> float | None:
