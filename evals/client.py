@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import functools
 import json
 import ssl
 import time
@@ -105,8 +106,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
     def __init__(self, *, limits: httpx.Limits | None = None,
                  verify: bool | str | ssl.SSLContext = True) -> None:
         self._limits = limits or httpx.Limits()
-        self._ssl = verify if isinstance(verify, ssl.SSLContext) else httpx.create_ssl_context(
-            verify=verify)
+        self._ssl = verify if isinstance(verify, ssl.SSLContext) else _ssl_context(verify)
         self._session: aiohttp.ClientSession | None = None
 
     def _get_session(self) -> aiohttp.ClientSession:
@@ -150,6 +150,12 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
     async def aclose(self) -> None:
         if self._session is not None:
             await self._session.close()
+
+
+@functools.lru_cache(maxsize=8)
+def _ssl_context(verify: bool | str) -> ssl.SSLContext:
+    """httpx's context (certifi's CAs), built once: loading the CA file takes ~50 ms."""
+    return httpx.create_ssl_context(verify=verify)
 
 
 class _TraceCtx:

@@ -142,7 +142,7 @@ def _choose(logits: list[float], temperature: float, rng: random.Random, flip: b
     """Argmax at temperature 0 (the runner-up on a near tie if ``flip``), else a softmax draw."""
     order = sorted(range(len(logits)), key=lambda i: -logits[i])
     if temperature <= 0:
-        if flip and len(order) > 1 and logits[order[0]] - logits[order[1]] < 0.1:
+        if flip and len(order) > 1 and logits[order[0]] - logits[order[1]] < 0.05:
             return order[1]
         return order[0]
     top = logits[order[0]]
@@ -194,8 +194,8 @@ def compose(tier: Tier, messages: list[dict[str, Any]], temperature: float,
                 break
         late = step >= 2
         template = templates[pick(len(templates), step, "t", late)]
-        k = kws[pick(len(kws), step, "k", late)]
-        j = kws[pick(len(kws), step, "j", late)] if len(kws) > 1 else "the rest"
+        k = kws[pick(len(kws), step, "k", False)]
+        j = kws[pick(len(kws), step, "j", False)] if len(kws) > 1 else "the rest"
         if j == k:
             j = "the rest of the system"
         sentences.append(template.format(k=k, K=k[:1].upper() + k[1:], j=j))
