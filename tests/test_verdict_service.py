@@ -1,0 +1,140 @@
+"""monitor.services.verdict: audit runs against the simulated demo vendor over real HTTP.
+
+The demo vendor's distilled tier is another (simulated) model; its fast tier serves the base
+weights on another stack. Small audits (25 prompts × 5 samples per tier, the minimum the
+verdict accepts) keep the file fast at the fixture's time scale.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from monitor.models import Endpoint, Pair, Run, Sample
+from monitor.services.runs import create_run, execute_run
+from monitor.services.suites import sync_builtin_suite
+from monitor.services.verdict import (
+    compute_verdict,
+    drift_track,
+    endpoint_events,
+    logprob_gap,
+    token_at,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def endpoints(demo_vendor_url) -> dict[str, Endpoint]:
+    return {
+        name: Endpoint.objects.create(name=name, base_url=demo_vendor_url, model=name,
+                                      simulated=True, max_concurrency=8)
+        for name in ("demo-base", "demo-fast", "demo-distilled")
+    }
+
+
+def make_pair(endpoints: dict[str, Endpoint], fast: str, suite: str = "smoke") -> Pair:
+    sync_builtin_suite(name="audit")
+    return Pair.objects.create(name=f"{fast}-vs-base", fast=endpoints[fast],
+                               base=endpoints["demo-base"], suite=sync_builtin_suite(name=suite),
+                               repeat=2)
+
+
+def audit(pair: Pair, *, cases: int = 25, repeat: int = 5, seed: int = 3) -> Run:
+    run = create_run(pair=pair, kind="audit", repeat=repeat, seed=seed)
+    run = execute_run(run_id=run.id, cases_limit=cases)
+    assert run.status == "done", run.error
+    return run
+
+
+def test_it_audits_on_the_audit_suite_with_two_base_batches(endpoints):
+    pair = make_pair(endpoints, "demo-fast")
+    run = audit(pair, cases=3, repeat=2)
+    assert run.suite.name == "audit" and run.temperature == 1.0
+    batches = set(Sample.objects.filter(run=run).values_list("tier", "batch"))
+    assert batches == {("fast", 0), ("base", 0), ("base", 1)}
+
+
+def test_it_calls_a_distilled_model_a_different_model(endpoints):
+    run = audit(make_pair(endpoints, "demo-distilled"))
+    v = run.summary["verdict"]
+    assert v["label"] == "different_model", v["sentence"]
+    assert run.verdict == v["sentence"] and run.verdict.startswith("different model")
+    assert v["p_value"] < 0.05
+    fvb, bvb = v["mmd"]["fast_vs_base"], v["mmd"]["base_vs_base"]
+    assert fvb["n_prompts"] == 25 and fvb["n_per_tier"] == [125, 125]
+    assert fvb["statistic"] > bvb["statistic"], "the difference must stand above the floor"
+    assert sum(fvb["null_hist"]["counts"]) == fvb["B"]
+    assert len(fvb["null_hist"]["edges"]) == len(fvb["null_hist"]["counts"]) + 1
+
+
+def test_it_does_not_call_the_same_weights_a_different_model(endpoints):
+    run = audit(make_pair(endpoints, "demo-fast"))
+    v = run.summary["verdict"]
+    assert v["label"] != "different_model", v["sentence"]
+    assert not v["sentence"].startswith("same model")  # never claimed as proven
+    assert v["noise_floor"] is not None and v["min_detectable_effect"] is not None
+
+
+def test_it_is_inconclusive_on_thin_data_and_says_why(endpoints):
+    run = audit(make_pair(endpoints, "demo-distilled"), cases=5, repeat=3)
+    v = run.summary["verdict"]
+    assert v["label"] == "inconclusive"
+    assert "n too small: 5 prompts, need 25" in v["sentence"]
+    assert run.verdict.startswith("inconclusive (")
+
+
+def test_it_uses_the_latest_probe_for_temperature0_and_unit_tests(endpoints):
+    pair = make_pair(endpoints, "demo-distilled", suite="coding")
+    probe = execute_run(run_id=create_run(pair=pair, seed=5).id, cases_limit=4)
+    assert probe.status == "done", probe.error
+    run = audit(pair, cases=5, repeat=2)
+    v = compute_verdict(run_id=run.id)
+    assert v["t0"]["run_id"] == probe.id and v["capability"]["run_id"] == probe.id
+    assert v["t0"]["fast_vs_base"]["n"] == 8 and v["t0"]["base_vs_base"]["n"] == 4
+    assert v["t0"]["divergences"][0]["first_divergence"] is not None
+    cap = v["capability"]
+    assert cap["table"]["n"] == 4 and 0.0 <= cap["table"]["p_value"] <= 1.0
+    assert set(cap["pass_at_1"]) == {"fast", "base"} and "all" in cap["pass_at_1"]["base"]
+    assert any("unit tests on 4 cases" in r for r in v["reasons"])
+
+
+def test_it_tracks_drift_and_endpoint_events(endpoints):
+    pair = make_pair(endpoints, "demo-fast")
+    runs = [execute_run(run_id=create_run(pair=pair, seed=i).id, cases_limit=3)
+            for i in range(6)]
+    track = drift_track(pair=pair, tier="fast", statistic="ttft_p50")
+    assert [p["run_id"] for p in track["points"]] == [r.id for r in runs]
+    assert track["points"][0]["state"] == "calibrating"
+    assert track["points"][-1]["state"] in ("ok", "drift") and track["points"][-1]["z"] is not None
+    last = Run.objects.get(id=runs[-1].id)
+    assert last.summary["drift"]["series"]["ttft_p50:fast"]["runs"] == 6
+    events = endpoint_events(endpoints=[pair.fast, pair.base])
+    models = {(e["endpoint"], e["value"]) for e in events if e["what"] == "model id"}
+    assert models == {("demo-fast", "demo-fast"), ("demo-base", "demo-base")}
+    prints = [e for e in events if e["what"] == "fingerprint"]
+    assert prints and not any(e["change"] for e in prints)
+    assert all(e["run_id"] == runs[0].id for e in events)
+
+
+def test_a_new_fingerprint_is_an_event(endpoints):
+    pair = make_pair(endpoints, "demo-fast")
+    first = execute_run(run_id=create_run(pair=pair, seed=1).id, cases_limit=1)
+    second = execute_run(run_id=create_run(pair=pair, seed=2).id, cases_limit=1)
+    Sample.objects.filter(run=second, tier="fast").update(system_fingerprint="fp_new_stack")
+    events = [e for e in endpoint_events(endpoints=[pair.fast]) if e["what"] == "fingerprint"]
+    assert [(e["value"], e["change"], e["run_id"]) for e in events] == [
+        ("fp_demo_fast", False, first.id), ("fp_new_stack", True, second.id)]
+
+
+def test_it_reads_the_logprob_gap_at_the_first_divergence():
+    base = [{"token": "The", "logprob": -0.1, "top_logprobs": []},
+            {"token": " cat", "logprob": -0.7,
+             "top_logprobs": [{"token": " cat", "logprob": -0.7},
+                              {"token": " dog", "logprob": -0.8}]}]
+    fast = [{"token": "The", "logprob": -0.1, "top_logprobs": []},
+            {"token": " dog", "logprob": -0.6, "top_logprobs": []}]
+    assert token_at(base, 3)["token"] == " cat" and token_at(base, 99)["token"] == " cat"
+    gap = logprob_gap(base, fast, 4)
+    assert gap["base_token"] == " cat" and gap["fast_token"] == " dog"
+    assert gap["gap"] == pytest.approx(0.1) and gap["base_margin"] == pytest.approx(0.1)
+    assert logprob_gap(None, fast, 4) is None
