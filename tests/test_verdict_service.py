@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from monitor.models import Endpoint, Pair, Run, Sample
+from monitor.models import AlertRule, Endpoint, Pair, Run, Sample
+from monitor.services.alerts import evaluate_after_run
 from monitor.services.runs import create_run, execute_run
 from monitor.services.suites import sync_builtin_suite
 from monitor.services.verdict import (
@@ -65,6 +66,10 @@ def test_it_calls_a_distilled_model_a_different_model(endpoints):
     assert fvb["statistic"] > bvb["statistic"], "the difference must stand above the floor"
     assert sum(fvb["null_hist"]["counts"]) == fvb["B"]
     assert len(fvb["null_hist"]["edges"]) == len(fvb["null_hist"]["counts"]) + 1
+    rule = AlertRule.objects.create(name="verdict", metric="verdict_different", tier="pair",
+                                    op="gt", threshold=0.5, last_k=1, min_n=50)
+    [alert] = evaluate_after_run(run_id=run.id)
+    assert alert.rule == rule and alert.value == 1.0 and "different model" in alert.message
 
 
 def test_it_does_not_call_the_same_weights_a_different_model(endpoints):

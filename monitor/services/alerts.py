@@ -24,6 +24,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from monitor.models import Alert, AlertRule, Channel, Notification, Pair, Run
+from monitor.services.verdict import read_verdict_metric
 from monitor.transports import TransportError, render_email, transport_for
 
 logger = logging.getLogger(__name__)
@@ -44,6 +45,8 @@ PAIR_METRICS = {
     "similarity": ("similarity", None, "similarity fast vs base (mean Indel ratio)", ""),
     "speedup_ttft": ("ttft", None, "TTFT speed-up (base / fast)", "x"),
     "speedup_e2e": ("e2e", None, "E2E speed-up (base / fast)", "x"),
+    "verdict_different": ("verdict", None, "audit verdict: different model (1 = yes)", ""),
+    "drift": ("drift", None, "drift of a tracked statistic (1 = yes)", ""),
 }
 
 
@@ -60,6 +63,8 @@ def read_metric(summary: dict[str, Any], metric: str, tier: str) -> Reading | No
     availability, which leaves 429s out of both counts (SUMMARY.md).
     """
     if metric in PAIR_METRICS:
+        if metric in ("verdict_different", "drift"):
+            return read_verdict_metric(summary, metric)
         if metric == "similarity":
             block = (summary.get("similarity") or {}).get("fast_vs_base") or {}
             return Reading(block.get("mean_ratio"), block.get("n") or 0) if block else None

@@ -408,6 +408,25 @@ def after_summary(*, run_id: int) -> None:
     Run.objects.filter(id=run_id).update(summary=summary)
 
 
+def read_verdict_metric(summary: dict[str, Any], metric: str) -> Any:
+    """The alert-rule reading (``alerts.Reading``) of ``verdict_different`` or ``drift`` from
+    one run's summary: 1.0 or 0.0 with its n; None when the run has no verdict (probe runs),
+    an inconclusive one, or no drift series past calibration."""
+    from monitor.services.alerts import Reading
+
+    if metric == "verdict_different":
+        v = summary.get("verdict")
+        if not v or v.get("label") == "inconclusive":
+            return None
+        n = min(((v.get("mmd") or {}).get("fast_vs_base") or {}).get("n_per_tier") or [0])
+        return Reading(1.0 if v["label"] == "different_model" else 0.0, n)
+    d = summary.get("drift") or {}
+    series = d.get("series") or {}
+    if not any(s["state"] != "calibrating" for s in series.values()):
+        return None
+    return Reading(1.0 if d.get("drifting") else 0.0, int(d.get("runs") or 0))
+
+
 # --- model id / fingerprint events ------------------------------------------------------------
 
 
