@@ -40,6 +40,7 @@ def ensure_demo(*, vendor_url: str, probe_every_s: int = 30, audit_every_s: int 
                       "repeat": 2, "slo_ttft_ms": 1500, "slo_e2e_ms": 8000, "active": True},
         )
         ensure_probe_schedule(pair_name=name, every_s=probe_every_s)
+        ensure_probe_schedule(pair_name=name, every_s=audit_every_s, kind="audit")
         pairs.append(pair)
     ensure_weekly_report_schedule()
     channel, _ = Channel.objects.update_or_create(

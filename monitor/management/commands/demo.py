@@ -75,6 +75,8 @@ class Command(BaseCommand):
 
             for pair in pairs:  # data flows at once, not only after the first beat tick
                 execute_run_task.delay(create_run(pair=pair, trigger="manual").id)
+                # a small audit (5 samples per prompt per tier) so a verdict shows in ~2 min
+                execute_run_task.delay(create_run(pair=pair, kind="audit", repeat=5).id)
             start([sys.executable, "-m", "celery", "-A", "monitor", "worker", "--beat",
                    "--pool=threads", "--concurrency=4", "--loglevel=WARNING",
                    "--schedule", str(settings.VAR_DIR / "celerybeat-schedule")])
