@@ -42,6 +42,14 @@ def ensure_demo(*, vendor_url: str, probe_every_s: int = 30, audit_every_s: int 
         ensure_probe_schedule(pair_name=name, every_s=probe_every_s)
         ensure_probe_schedule(pair_name=name, every_s=audit_every_s, kind="audit")
         pairs.append(pair)
+    scenarios, _ = Pair.objects.update_or_create(  # the speed matrix (speed page); no audit:
+        name="demo-fast-vs-base-scenarios",        # the verdict of the same endpoints is shared
+        defaults={"fast": fast, "base": base, "suite": sync_builtin_suite(name="scenarios"),
+                  "claimed_speedup": 4.0, "repeat": 2, "slo_ttft_ms": 1500, "slo_e2e_ms": 8000,
+                  "active": True},
+    )
+    ensure_probe_schedule(pair_name=scenarios.name, every_s=max(60, probe_every_s))
+    pairs.append(scenarios)
     ensure_weekly_report_schedule()
     channel, _ = Channel.objects.update_or_create(
         name="demo-email", defaults={"kind": "email", "target": "team@example.invalid"}

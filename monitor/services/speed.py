@@ -465,7 +465,9 @@ def _sim_line(label: str, stat: dict[str, Any]) -> str:
 
 
 def smaller_model_hint(pair: Pair, runs: Sequence[Run]) -> dict[str, Any]:
-    """Points to the newest audit verdict (Run.summary["verdict"]) and the probes' pass rates."""
+    """Points to the newest audit verdict (``Run.summary["verdict"]``) of the same two endpoints
+    (under any pair: the verdict is about the endpoints, not the suite) and the probes' pass
+    rates."""
     evidence = []
     rates = {}
     for tier in TIERS:
@@ -475,9 +477,10 @@ def smaller_model_hint(pair: Pair, runs: Sequence[Run]) -> dict[str, Any]:
             passed = sum((b.get("pass_rate") or 0) * (b.get("n_tested") or 0) for b in blocks)
             rates[tier] = passed / tested
             evidence.append(f"{tier}: unit tests passed {100 * rates[tier]:.0f}% (n={tested})")
-    audit = next((r for r in Run.objects.filter(pair=pair, kind="audit", status="done")
-                  .order_by("-created_at", "-id")[:20] if (r.summary or {}).get("verdict")),
-                 None)
+    audits = Run.objects.filter(kind="audit", status="done", pair__fast=pair.fast_id,
+                                pair__base=pair.base_id)  # any pair of the same two endpoints
+    audit = next((r for r in audits.order_by("-created_at", "-id")[:20]
+                  if (r.summary or {}).get("verdict")), None)
     if audit is None:
         evidence.append("no audit run with a verdict yet (an audit samples at temperature 1)")
         return _hint("smaller model", "cannot tell", "Run an audit for the verdict.", evidence)
