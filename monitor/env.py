@@ -14,7 +14,8 @@ class EnvError(ValueError):
 
 
 def env_str(name: str, default: str = "") -> str:
-    return os.environ.get(name, default)
+    """An empty value counts as unset, like in the other readers."""
+    return os.environ.get(name) or default
 
 
 def env_bool(name: str, default: bool = False) -> bool:

@@ -45,6 +45,10 @@ def wait_http(url: str, what: str, timeout_s: float = 30) -> None:
     raise CommandError(f"{what} did not answer at {url} within {timeout_s:.0f} s")
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 class Command(BaseCommand):
     help = "Start the demo: simulated vendor, Celery worker with beat, and the web server."
 
@@ -56,6 +60,8 @@ class Command(BaseCommand):
 
     def handle(self, *args, **opts):
         procs: list[subprocess.Popen] = []
+        # SIGTERM (e.g. from `timeout` or a process manager) must stop the children too.
+        signal.signal(signal.SIGTERM, _interrupt)
         env = {**os.environ, "EMAIL_BACKEND": os.environ.get(
             "EMAIL_BACKEND", "django.core.mail.backends.filebased.EmailBackend")}
 
