@@ -7,7 +7,9 @@ skip, unless TIERWATCH_ENGINE_TESTS=1 asks to build it (about 6 minutes on 2 cor
 from __future__ import annotations
 
 import asyncio
+import io
 import os
+import re
 import signal
 import socket
 import statistics
@@ -206,3 +208,31 @@ def test_it_names_missing_build_tools(monkeypatch: pytest.MonkeyPatch, tmp_path:
 def test_it_rejects_unknown_targets() -> None:
     with pytest.raises(EngineError, match="unknown target 'nope'; known: smollm2-f16"):
         vendor.up(["nope"])
+
+
+@engine
+@pytest.mark.django_db
+def test_the_local_vendor_command_registers_endpoints_and_pairs(tmp_path: Path) -> None:
+    from django.core.management import call_command
+
+    from monitor.models import Endpoint, Pair
+
+    state = ["--state", str(tmp_path / "vendor.json")]
+    out = io.StringIO()
+    try:
+        for _ in range(2):  # idempotent: the second run keeps the servers and the rows
+            call_command("local_vendor", "up", "--targets", "smollm2-f16", "smollm2-q4", *state,
+                         stdout=out)
+        urls = {n: s.url for n, s in vendor.status(state=tmp_path / "vendor.json").items()}
+        assert Endpoint.objects.get(name="smollm2-q4").base_url == urls["smollm2-q4"]
+        assert Endpoint.objects.filter(name__startswith="smollm2-").count() == 2
+        pair = Pair.objects.get(name="smollm2-q4-vs-f16")
+        assert (pair.fast.name, pair.base.name, pair.active) == ("smollm2-q4", "smollm2-f16", True)
+        assert list(Pair.objects.values_list("name", flat=True)) == ["smollm2-q4-vs-f16"]
+        call_command("local_vendor", "status", *state, stdout=out)
+        line = r"smollm2-q4 +running +http://127.0.0.1:\d+/v1 +registered"
+        assert re.search(line, out.getvalue())
+    finally:
+        call_command("local_vendor", "down", *state, stdout=out)
+    assert "stopped: smollm2-f16, smollm2-q4; 1 local pair(s) deactivated" in out.getvalue()
+    assert not Pair.objects.get(name="smollm2-q4-vs-f16").active
