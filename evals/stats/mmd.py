@@ -164,7 +164,8 @@ def mmd_test(
     labels = (ranks < n_a[None, :, None]).astype(float)
     null = _statistics(labels, gram0, weights)
 
-    # Float tolerance so the identity permutation always counts as "as extreme".
+    # Float tolerance: a labeling equivalent to the observed one (a reordering within a tier)
+    # gives the same statistic up to rounding and must count as "as extreme".
     tol = 1e-12 * max(1.0, abs(observed))
     p_value = (1.0 + np.count_nonzero(null >= observed - tol)) / (B + 1.0)
     return MMDResult(

@@ -15,7 +15,8 @@ Rules (DESIGN.md "Verdict"), in order:
    the statistic is nearest the different-model rung (i.e. above the geometric mean of the
    largest same-model rung and the different-model rung) or the pass rates differ
    significantly (a numerics-level change should not move unit-test pass rates measurably);
-   otherwise *numerics-scale difference* (quantization, kernels, batching).
+   otherwise *numerics-scale difference* (quantization, kernels, batching). A ladder measured
+   at another L cannot grade; a difference is then treated as a different model, with a reason.
 
 ``min_detectable_effect`` is the (1 − α) quantile of the fast-vs-base permutation null: a
 statistic below it cannot reach p < α in this run, so it is the smallest effect the run could
