@@ -2,14 +2,16 @@
 
 The scripted server (``evals.scripted_server``) runs in its own process and logs, per event, the
 ``perf_counter_ns`` just before it handed the bytes to the kernel. This process streams from it
-with ``stream_chat`` and with a minimal raw-socket asyncio client (the floor of this machine:
-``asyncio.open_connection``, a hand-written request, one timestamp per ``read``). Both processes
-read CLOCK_MONOTONIC, so error = client timestamp - server write timestamp, per event:
+with ``stream_chat`` (default aiohttp-backed transport, and httpx's own httpcore transport for
+comparison) and with a minimal raw-socket asyncio client: the floor of this machine
+(``asyncio.open_connection``, a hand-written request, one timestamp per ``read``). Both processes
+read CLOCK_MONOTONIC, so, per stream:
 
-- TTFT error: client's first-token time - server's write of the first token (always >= 0);
-- gap error: |client gap - server gap| for each pair of consecutive tokens.
+- TTFT error = client's first-token time - server's write of the first token (>= 0);
+- gap error = |client gap - server gap| for each pair of consecutive tokens.
 
-Run: ``.venv/bin/python benchmarks/timing_fidelity.py --write-docs`` (about two minutes).
+Run: ``.venv/bin/python benchmarks/timing_fidelity.py --write-docs`` (about two minutes;
+``--uvloop`` adds a pass with the clients on uvloop; ``--quick`` is a smoke run).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,8 +40,10 @@ from evals.client import make_client, stream_chat  # noqa: E402
 from evals.records import ChatRequest, EndpointSpec  # noqa: E402
 
 SCRIPT = {"ttft_ms": 50, "gap_ms": 20, "n_tokens": 20}
-PLAN = [(1, 60), (50, 200), (100, 200), (200, 400)]  # (concurrent streams, requests)
-QUICK_PLAN = [(1, 15), (50, 100), (200, 200)]
+PLAN = [(1, 40), (50, 200), (100, 200), (200, 400)]  # (concurrent streams, requests)
+QUICK_PLAN = [(1, 10), (50, 100), (200, 200)]
+CLIENTS = ("stream_chat (aiohttp transport)", "stream_chat (httpcore transport)",
+           "raw socket (floor)")
 DOC = ROOT / "docs" / "benchmarks.md"
 
 
@@ -47,12 +52,11 @@ class Errors:
     ttft_ms: list[float] = field(default_factory=list)
     gap_ms: list[float] = field(default_factory=list)
     failed: int = 0
+    cpu_us_per_event: float = float("nan")
 
 
-def start_server(uvloop: bool) -> tuple[subprocess.Popen[str], int]:
+def start_server() -> tuple[subprocess.Popen[str], int]:
     cmd = [sys.executable, "-m", "evals.scripted_server", "--port", "0"]
-    if uvloop:
-        cmd.append("--uvloop")
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline() if proc.stdout else ""
     match = re.match(r"PORT (\d+)", line)
@@ -66,81 +70,84 @@ async def server_log(port: int, ids: list[str]) -> dict[str, dict]:
     out: dict[str, dict] = {}
     async with httpx.AsyncClient(timeout=30) as client:
         for i in range(0, len(ids), 100):
-            batch = ids[i : i + 100]
             resp = await client.get(f"http://127.0.0.1:{port}/log",
-                                    params={"request_id": ",".join(batch)})
-            for entry in resp.json():
-                out[entry["request_id"]] = entry
+                                    params={"request_id": ",".join(ids[i : i + 100])})
+            out.update((e["request_id"], e) for e in resp.json() if e)
     return out
 
 
-def token_ns(entry: dict) -> list[int]:
-    return [t for kind, t in entry["events"] if kind == "token"]
-
-
-def compare(client_s: list[float], server_ns: list[int], errors: Errors) -> None:
-    """Append the TTFT and gap errors of one stream (client times in perf_counter seconds)."""
-    server_s = [t / 1e9 for t in server_ns]
-    if len(client_s) != len(server_s) or not client_s:
+def compare(client_s: list[float], entry: dict | None, errors: Errors) -> None:
+    """Append one stream's TTFT and gap errors (client times in perf_counter seconds)."""
+    server_s = [t / 1e9 for kind, t in (entry or {}).get("events", ()) if kind == "token"]
+    if not client_s or len(client_s) != len(server_s):
         errors.failed += 1
         return
     errors.ttft_ms.append((client_s[0] - server_s[0]) * 1000)
     for i in range(1, len(client_s)):
-        gap_c = client_s[i] - client_s[i - 1]
-        gap_s = server_s[i] - server_s[i - 1]
+        gap_c, gap_s = client_s[i] - client_s[i - 1], server_s[i] - server_s[i - 1]
         errors.gap_ms.append(abs(gap_c - gap_s) * 1000)
 
 
-async def run_httpx(port: int, concurrency: int, n: int) -> Errors:
+Stream = Callable[[], Awaitable[tuple[str, list[float]]]]
+
+
+async def measure_client(port: int, make_stream: Stream, concurrency: int, n: int) -> Errors:
+    """Warm up, then ``n`` streams at most ``concurrency`` at a time; compare with the log."""
+    gate = asyncio.Semaphore(concurrency)
+    results: list[tuple[str, list[float]]] = []
+
+    async def one() -> None:
+        async with gate:
+            results.append(await make_stream())
+
+    await asyncio.gather(*(one() for _ in range(min(concurrency, 20))))
+    results.clear()
+    cpu = time.process_time()
+    await asyncio.gather(*(one() for _ in range(n)))
+    cpu = time.process_time() - cpu
+    log = await server_log(port, [rid for rid, _ in results if rid])
+    errors = Errors()
+    for rid, times in results:
+        compare(times, log.get(rid), errors)
+    events = n * (SCRIPT["n_tokens"] + 3)  # role, tokens, usage, [DONE]
+    errors.cpu_us_per_event = cpu / events * 1e6
+    return errors
+
+
+async def with_stream_chat(port: int, backend: str, concurrency: int, n: int) -> Errors:
     endpoint = EndpointSpec(name="scripted", protocol="openai", model="scripted",
                             base_url=f"http://127.0.0.1:{port}/v1", timeout_s=60,
                             extra_body={"script": SCRIPT})
     request = ChatRequest(messages=[{"role": "user", "content": "count"}], max_tokens=32)
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    gate = asyncio.Semaphore(concurrency)
-    results: list[tuple[float, object]] = []
+    async with make_client(backend=backend, limits=limits) as client:
 
-    async def one(client: httpx.AsyncClient) -> None:
-        async with gate:
+        async def stream() -> tuple[str, list[float]]:
             t0: list[float] = []
             rec = await stream_chat(client, endpoint, request, on_start=t0.append)
-            results.append((t0[0], rec))
+            if not rec.ok or rec.ttft_ms is None:
+                return "", []
+            times = [t0[0] + rec.ttft_ms / 1000]
+            for gap in rec.chunk_gaps_ms:
+                times.append(times[-1] + gap / 1000)
+            return rec.headers.get("x-request-id", ""), times
 
-    async with make_client(limits=limits) as client:
-        await asyncio.gather(*(one(client) for _ in range(min(concurrency, 20))))  # warm-up
-        results.clear()
-        await asyncio.gather(*(one(client) for _ in range(n)))
-    errors = Errors()
-    ids = [r.headers.get("x-request-id", "") for _, r in results if r.ok]  # type: ignore[attr-defined]
-    log = await server_log(port, ids)
-    for t0, rec in results:
-        if not rec.ok or rec.ttft_ms is None:  # type: ignore[attr-defined]
-            errors.failed += 1
-            continue
-        times = [t0 + rec.ttft_ms / 1000]  # type: ignore[attr-defined]
-        for gap in rec.chunk_gaps_ms:  # type: ignore[attr-defined]
-            times.append(times[-1] + gap / 1000)
-        compare(times, token_ns(log[rec.headers["x-request-id"]]), errors)  # type: ignore[attr-defined]
-    return errors
+        return await measure_client(port, stream, concurrency, n)
 
 
 async def raw_stream(port: int, body: bytes) -> tuple[str, list[float]]:
-    """The floor: one perf_counter() per read, events counted by their blank-line ends."""
+    """The floor: one perf_counter() per read, events found by their blank-line ends; the
+    server's event order (role, tokens, usage, [DONE]) says which are tokens."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(
         b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json"
         b"\r\nconnection: close\r\ncontent-length: %d\r\n\r\n%b" % (len(body), body)
     )
     perf = time.perf_counter
-    head = b""
-    in_body = False
+    head, in_body, tail = b"", False, b""
     times: list[float] = []
-    tail = b""
-    while True:
-        data = await reader.read(65536)
+    while data := await reader.read(65536):
         now = perf()
-        if not data:
-            break
         if not in_body:
             head += data
             if b"\r\n\r\n" not in head:
@@ -152,28 +159,31 @@ async def raw_stream(port: int, body: bytes) -> tuple[str, list[float]]:
         tail = joined[-1:]
     writer.close()
     rid = re.search(rb"x-request-id: (\S+)", head)
-    return (rid.group(1).decode() if rid else ""), times
+    n = SCRIPT["n_tokens"]
+    return (rid.group(1).decode() if rid else ""), times[1 : 1 + n] if len(times) >= n + 1 else []
 
 
-async def run_raw(port: int, concurrency: int, n: int) -> Errors:
+async def with_raw_socket(port: int, concurrency: int, n: int) -> Errors:
     body = json.dumps({"model": "scripted", "stream": True, "script": SCRIPT}).encode()
-    gate = asyncio.Semaphore(concurrency)
-    results: list[tuple[str, list[float]]] = []
+    return await measure_client(port, lambda: raw_stream(port, body), concurrency, n)
 
-    async def one() -> None:
-        async with gate:
-            results.append(await raw_stream(port, body))
 
-    await asyncio.gather(*(one() for _ in range(min(concurrency, 20))))
-    results.clear()
-    await asyncio.gather(*(one() for _ in range(n)))
-    log = await server_log(port, [rid for rid, _ in results])
-    errors = Errors()
-    for rid, times in results:
-        kinds = [k for k, _ in log[rid]["events"] if k != "headers"]
-        client_tokens = [t for k, t in zip(kinds, times, strict=False) if k == "token"]
-        compare(client_tokens, token_ns(log[rid]), errors)
-    return errors
+Row = tuple[int, int, dict[str, Errors]]
+
+
+async def measure(port: int, plan: list[tuple[int, int]]) -> list[Row]:
+    rows = []
+    for conc, n in plan:
+        results = {
+            CLIENTS[0]: await with_stream_chat(port, "aiohttp", conc, n),
+            CLIENTS[1]: await with_stream_chat(port, "httpcore", conc, n),
+            CLIENTS[2]: await with_raw_socket(port, conc, n),
+        }
+        rows.append((conc, n, results))
+        print(f"{conc:>4} streams: " + " | ".join(
+            f"{name.split(' (')[-1][:-1]}: TTFT P99 {pct(e.ttft_ms, 99):.2f}, gap P99 "
+            f"{pct(e.gap_ms, 99):.2f} ms" for name, e in results.items()), flush=True)
+    return rows
 
 
 def pct(values: list[float], q: float) -> float:
@@ -193,36 +203,26 @@ def machine() -> str:
             f"Python {platform.python_version()}, httpx {httpx.__version__}")
 
 
-def table(rows: list[tuple[int, int, Errors, Errors]]) -> str:
+def table(rows: list[Row]) -> str:
     out = [
         "| streams | client | requests | TTFT err P50 | TTFT err P99 | gap err P50 | gap err P99"
-        " | P99 ratio to floor (TTFT / gap) |",
-        "|---:|---|---:|---:|---:|---:|---:|---|",
+        " | P99 / floor (TTFT, gap) | CPU µs/event |",
+        "|---:|---|---:|---:|---:|---:|---:|---|---:|",
     ]
-    for conc, n, hx, raw in rows:
-        for name, e in (("stream_chat (httpx)", hx), ("raw socket (floor)", raw)):
+    for conc, n, results in rows:
+        floor = results[CLIENTS[2]]
+        for name, e in results.items():
             ratio = "—"
-            if e is hx:
-                ratio = (f"{pct(hx.ttft_ms, 99) / pct(raw.ttft_ms, 99):.2f}x / "
-                         f"{pct(hx.gap_ms, 99) / pct(raw.gap_ms, 99):.2f}x")
-            fail = f" ({e.failed} failed)" if e.failed else ""
+            if e is not floor:
+                ratio = (f"{pct(e.ttft_ms, 99) / pct(floor.ttft_ms, 99):.1f}x, "
+                         f"{pct(e.gap_ms, 99) / pct(floor.gap_ms, 99):.1f}x")
+            fail = f" ({e.failed} unmatched)" if e.failed else ""
             out.append(
-                f"| {conc} | {name} | {n}{fail} | {pct(e.ttft_ms, 50):.3f} | {pct(e.ttft_ms, 99):.3f}"
-                f" | {pct(e.gap_ms, 50):.3f} | {pct(e.gap_ms, 99):.3f} | {ratio} |"
+                f"| {conc} | {name} | {n}{fail} | {pct(e.ttft_ms, 50):.3f} "
+                f"| {pct(e.ttft_ms, 99):.3f} | {pct(e.gap_ms, 50):.3f} | {pct(e.gap_ms, 99):.3f}"
+                f" | {ratio} | {e.cpu_us_per_event:.0f} |"
             )
     return "\n".join(out)
-
-
-async def measure(port: int, plan: list[tuple[int, int]]) -> list[tuple[int, int, Errors, Errors]]:
-    rows = []
-    for conc, n in plan:
-        hx = await run_httpx(port, conc, n)
-        raw = await run_raw(port, conc, n)
-        rows.append((conc, n, hx, raw))
-        print(f"{conc:>4} streams: httpx TTFT P99 {pct(hx.ttft_ms, 99):.3f} ms, gap P99 "
-              f"{pct(hx.gap_ms, 99):.3f} ms | floor TTFT P99 {pct(raw.ttft_ms, 99):.3f} ms, "
-              f"gap P99 {pct(raw.gap_ms, 99):.3f} ms", flush=True)
-    return rows
 
 
 def write_docs(section: str) -> None:
@@ -236,44 +236,56 @@ def write_docs(section: str) -> None:
     DOC.write_text(text)
 
 
+def run_pass(port: int, plan: list[tuple[int, int]], uvloop: bool) -> list[Row]:
+    if uvloop:
+        import uvloop as uv  # optional: pip install uvloop
+
+        return uv.run(measure(port, plan))
+    return asyncio.run(measure(port, plan))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer requests (a smoke run)")
-    parser.add_argument("--uvloop", action="store_true", help="client and server on uvloop")
+    parser.add_argument("--uvloop", action="store_true", help="add a pass on uvloop")
     parser.add_argument("--write-docs", action="store_true", help="update docs/benchmarks.md")
     args = parser.parse_args()
     plan = QUICK_PLAN if args.quick else PLAN
-    proc, port = start_server(args.uvloop)
+    load_before = os.getloadavg()[0]
+    proc, port = start_server()
     started = time.monotonic()
     try:
+        passes = {"asyncio": run_pass(port, plan, uvloop=False)}
         if args.uvloop:
-            import uvloop
-
-            rows = uvloop.run(measure(port, plan))
-        else:
-            rows = asyncio.run(measure(port, plan))
+            passes["uvloop"] = run_pass(port, plan, uvloop=True)
     finally:
         proc.terminate()
         proc.wait(timeout=10)
     took = time.monotonic() - started
-    result = table(rows)
-    print(result)
-    print(f"took {took:.0f} s")
+    load = f"load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after"
+    tables = {name: table(rows) for name, rows in passes.items()}
+    for name, text in tables.items():
+        print(f"\nclients on {name}:\n{text}")
+    print(f"took {took:.0f} s, {load}")
     if args.write_docs:
         cmd = "benchmarks/timing_fidelity.py" + (" --uvloop" if args.uvloop else "")
-        write_docs(section_text(result, cmd, took))
+        write_docs(section_text(tables, cmd, took, load))
 
 
-def section_text(result: str, cmd: str, took: float) -> str:
-    return (
-        "## Timing fidelity\n\n"
-        f"Command: `.venv/bin/python {cmd} --write-docs` ({took:.0f} s). "
-        f"Date: {dt.date.today().isoformat()}. Machine: {machine()}.\n\n"
-        f"Script per request: first token at {SCRIPT['ttft_ms']} ms, {SCRIPT['n_tokens']} tokens"
-        f" {SCRIPT['gap_ms']} ms apart; server and clients in separate processes on this"
-        " machine; errors in milliseconds against the server's write timestamps"
-        " (CLOCK_MONOTONIC in both processes).\n\n" + result + "\n"
-    )
+def section_text(tables: dict[str, str], cmd: str, took: float, load: str) -> str:
+    parts = [
+        "## Timing fidelity\n",
+        f"Command: `.venv/bin/python {cmd} --write-docs` ({took:.0f} s, {load}). "
+        f"Date: {dt.date.today().isoformat()}. Machine: {machine()}.\n",
+        f"Script per request: first token {SCRIPT['ttft_ms']} ms after the request, "
+        f"{SCRIPT['n_tokens']} tokens {SCRIPT['gap_ms']} ms apart. Server and clients in separate"
+        " processes; errors in milliseconds against the server's write timestamps (both read"
+        " CLOCK_MONOTONIC). TTFT error = client first-token time − server write; gap error ="
+        " |client gap − server gap|. CPU µs/event = client process CPU time / SSE events.\n",
+    ]
+    for name, text in tables.items():
+        parts.append(f"Clients on the {name} event loop (server on asyncio):\n\n{text}\n")
+    return "\n".join(parts)
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ import functools
 import json
 import ssl
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -47,6 +47,8 @@ from evals.records import ChatRequest, EndpointSpec, TimingRecord
 from evals.tokens import estimate_tokens
 
 ANTHROPIC_VERSION = "2023-06-01"
+# Response extension of AiohttpTransport: read body bytes without httpx's iterator layers.
+READ_CHUNK = "tierwatch.read_chunk"
 _DRAIN_AFTER_END_S = 1.0  # read the chunked terminator after [DONE] so the connection is reused
 _SNIPPET = 200  # characters of an error body kept in the message
 _ERROR_BODY_BYTES = 16_384  # at most this much of a non-2xx body is read
@@ -142,9 +144,11 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             raise _httpx_error(exc, request, connecting=True) from exc
         if trace is not None:
             await trace("http11.receive_response_headers.complete", {})
+        stream = _AiohttpStream(resp, request)
         return httpx.Response(
-            resp.status, headers=list(resp.raw_headers), stream=_AiohttpStream(resp, request),
-            extensions={"http_version": b"HTTP/1.1", "reason_phrase": (resp.reason or "").encode()},
+            resp.status, headers=list(resp.raw_headers), stream=stream,
+            extensions={"http_version": b"HTTP/1.1", "reason_phrase": (resp.reason or "").encode(),
+                        READ_CHUNK: stream.read_chunk},
         )
 
     async def aclose(self) -> None:
@@ -182,13 +186,16 @@ class _AiohttpStream(httpx.AsyncByteStream):
     def __init__(self, resp: aiohttp.ClientResponse, request: httpx.Request) -> None:
         self._resp, self._request = resp, request
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        content = self._resp.content
+    async def read_chunk(self) -> bytes:
+        """Whatever body bytes have arrived (waiting for some), b"" at the end."""
         try:
-            while chunk := await content.readany():
-                yield chunk
+            return await self._resp.content.readany()
         except Exception as exc:
             raise _httpx_error(exc, self._request, connecting=False) from exc
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        while chunk := await self.read_chunk():
+            yield chunk
 
     async def aclose(self) -> None:
         self._resp.release()  # back to the pool if the body was read to its end, else closed
@@ -393,38 +400,18 @@ class _Stream:
         self.token_pieces.append(piece)
 
     def _openai(self, obj: dict[str, Any], now: float) -> None:
+        # Written for the common chunk {"choices": [{"delta": {"content": ...}}]}: this runs
+        # once per event while other streams wait, so lookups are kept few.
         rec = self.rec
-        if obj.get("error"):
+        if "error" in obj and obj["error"]:
             raise _Failure("malformed_stream", f"error in stream: {_short_error(obj['error'])}")
-        if obj.get("model"):
+        if not rec.model_id and obj.get("model"):
             rec.model_id = str(obj["model"])
-        if obj.get("system_fingerprint"):
+        if not rec.system_fingerprint and obj.get("system_fingerprint"):
             rec.system_fingerprint = str(obj["system_fingerprint"])
-        generated = ""
         for choice in obj.get("choices") or ():
-            if choice.get("index", 0) != 0:
-                continue  # only the first choice is measured
-            delta = choice.get("delta") or {}
-            content = delta.get("content") or choice.get("text") or ""
-            reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
-            tool = ""
-            for call in delta.get("tool_calls") or ():
-                fn = call.get("function") or {}
-                tool += (fn.get("name") or "") + (fn.get("arguments") or "")
-            if content:
-                self.text_parts.append(content)
-            if reasoning:
-                self.reasoning_parts.append(reasoning)
-            if tool:
-                self.tool_text.append(tool)
-            generated = content + reasoning + tool
-            if choice.get("finish_reason"):
-                rec.finish_reason = str(choice["finish_reason"])
-            lp = choice.get("logprobs")
-            if lp and lp.get("content"):
-                self.logprobs.extend(_logprob_entry(x) for x in lp["content"])
-        if generated:
-            self._token(generated, now)
+            if choice.get("index", 0) == 0:  # only the first choice is measured
+                self._openai_choice(choice, now)
         usage = obj.get("usage")
         if usage:
             self.usage_seen = True
@@ -433,8 +420,33 @@ class _Stream:
             details = usage.get("prompt_tokens_details") or {}
             if details.get("cached_tokens") is not None:
                 rec.cached_tokens = details["cached_tokens"]
-        if isinstance(obj.get("timings"), dict):
+        if "timings" in obj and isinstance(obj["timings"], dict):
             rec.server_timings = obj["timings"]  # llama.cpp server
+
+    def _openai_choice(self, choice: dict[str, Any], now: float) -> None:
+        delta = choice.get("delta") or {}
+        content = delta.get("content") or choice.get("text") or ""
+        if content:
+            self.text_parts.append(content)
+        generated = content
+        if len(delta) > 1 or not content:  # more than {content}: role, reasoning, tools
+            reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
+            tool = ""
+            for call in delta.get("tool_calls") or ():
+                fn = call.get("function") or {}
+                tool += (fn.get("name") or "") + (fn.get("arguments") or "")
+            if reasoning:
+                self.reasoning_parts.append(reasoning)
+            if tool:
+                self.tool_text.append(tool)
+            generated += reasoning + tool
+        if generated:
+            self._token(generated, now)
+        if choice.get("finish_reason"):
+            self.rec.finish_reason = str(choice["finish_reason"])
+        lp = choice.get("logprobs")
+        if lp and lp.get("content"):
+            self.logprobs.extend(_logprob_entry(x) for x in lp["content"])
 
     def _anthropic(self, obj: dict[str, Any], name: str, now: float) -> None:
         rec = self.rec
@@ -576,9 +588,15 @@ async def _exchange(client: httpx.AsyncClient, endpoint: EndpointSpec, request: 
 async def _read_stream(resp: httpx.Response, stream: _Stream, rec: TimingRecord,
                        t0: float) -> None:
     encoded = resp.headers.get("content-encoding", "identity").lower() not in ("", "identity")
-    chunks: AsyncIterator[bytes] = (resp.aiter_bytes() if encoded else resp.aiter_raw()).__aiter__()
+    read: Callable[[], Awaitable[bytes]] | None = resp.extensions.get(READ_CHUNK)
+    if read is None or encoded:  # any other transport: httpx's iterators
+        chunks = (resp.aiter_bytes() if encoded else resp.aiter_raw()).__aiter__()
+
+        def read() -> Awaitable[bytes]:
+            return anext(chunks, b"")
+
     perf = time.perf_counter
-    async for chunk in chunks:
+    while chunk := await read():
         now = perf()
         if rec.ttfb_ms is None:
             rec.ttfb_ms = (now - t0) * 1000.0
@@ -588,10 +606,10 @@ async def _read_stream(resp: httpx.Response, stream: _Stream, rec: TimingRecord,
     else:
         _check_unterminated(stream)
         return
-    # Finished: read the chunked terminator so httpcore can put the connection back in the pool.
+    # Finished: read the chunked terminator so the connection goes back to the pool.
     try:
         async with asyncio.timeout(_DRAIN_AFTER_END_S):
-            async for _ in chunks:
+            while await read():
                 pass
     except (TimeoutError, httpx.HTTPError):
         pass
