@@ -348,23 +348,10 @@ def _audit_value(summary: dict[str, Any], statistic: str, tier: str) -> float | 
     return block.get("statistic")
 
 
-def drift_track(*, pair: Pair, tier: str, statistic: str, until: Run | None = None) -> dict:
-    """The CUSUM path of one statistic over the pair's finished runs, oldest first.
-
-    ``statistic``: ``ttft_p50`` (tier fast|base) or ``similarity`` (tier fast_vs_base|
-    base_vs_base) over probe runs; ``mmd`` (tier fast_vs_base|base_vs_base) over audit runs.
-    Runs without a value (n below the minimum, no verdict) are left out. ``until`` stops the
-    track at that run and counts it even before it is marked done (the snapshot stored with
-    it is taken while the run finishes).
-    """
-    kind, read = ("audit", _audit_value) if statistic == "mmd" else ("probe", _probe_value)
-    done = Q(status="done") | Q(id=until.id) if until is not None else Q(status="done")
-    runs = Run.objects.filter(done, pair=pair, kind=kind)
-    if until is not None:
-        runs = runs.filter(created_at__lte=until.created_at)
-    newest = list(runs.order_by("-created_at", "-id").only(
-        "id", "created_at", "finished_at", "summary")[:DRIFT_RUNS])
-    points = [(r, read(r.summary or {}, statistic, tier)) for r in reversed(newest)]
+def _track(runs: Sequence[Run], statistic: str, tier: str) -> dict[str, Any]:
+    """The CUSUM path over ``runs`` (oldest first); runs without a value are left out."""
+    read = _audit_value if statistic == "mmd" else _probe_value
+    points = [(r, read(r.summary or {}, statistic, tier)) for r in runs]
     points = [(r, v) for r, v in points if v is not None]
     path = cusum_track([v for _, v in points])
     out, changes, previous = [], [], "calibrating"
@@ -374,18 +361,55 @@ def drift_track(*, pair: Pair, tier: str, statistic: str, until: Run | None = No
         if p.state == "drift" and previous != "drift":
             changes.append(r.id)
         previous = p.state
-    return {"statistic": statistic, "tier": tier, "kind": kind, "points": out,
+    return {"statistic": statistic, "tier": tier, "points": out,
             "state": out[-1]["state"] if out else "calibrating", "change_points": changes}
+
+
+def _runs_for_drift(pair: Pair, kind: str, until: Run | None) -> list[Run]:
+    done = Q(status="done") | Q(id=until.id) if until is not None else Q(status="done")
+    runs = Run.objects.filter(done, pair=pair, kind=kind)
+    if until is not None:
+        runs = runs.filter(created_at__lte=until.created_at)
+    newest = runs.order_by("-created_at", "-id").only(
+        "id", "created_at", "finished_at", "summary")[:DRIFT_RUNS]
+    return list(reversed(newest))
+
+
+def drift_tracks(
+    *, pair: Pair, series: Iterable[tuple[str, str]], until: Run | None = None
+) -> dict[str, dict[str, Any]]:
+    """Several tracks, ``"statistic:tier"`` → track, loading each kind's runs once.
+
+    ``statistic``: ``ttft_p50`` (tier fast|base) or ``similarity`` (tier fast_vs_base|
+    base_vs_base) over probe runs; ``mmd`` (tier fast_vs_base|base_vs_base) over audit runs.
+    Runs without a value (n below the minimum, no verdict) are left out. ``until`` stops the
+    tracks at that run and counts it even before it is marked done (the snapshot stored with
+    it is taken while the run finishes).
+    """
+    loaded: dict[str, list[Run]] = {}
+    out = {}
+    for statistic, tier in series:
+        kind = "audit" if statistic == "mmd" else "probe"
+        if kind not in loaded:
+            loaded[kind] = _runs_for_drift(pair, kind, until)
+        out[f"{statistic}:{tier}"] = {**_track(loaded[kind], statistic, tier), "kind": kind}
+    return out
+
+
+def drift_track(*, pair: Pair, tier: str, statistic: str, until: Run | None = None) -> dict:
+    """The CUSUM path of one statistic over the pair's finished runs, oldest first: points
+    (run id, time, value, z, S⁺, S⁻, state), the last state and the change points (runs where
+    the state turned to drift). See :func:`drift_tracks` for the statistics."""
+    return drift_tracks(pair=pair, series=[(statistic, tier)], until=until)[f"{statistic}:{tier}"]
 
 
 def drift_snapshot(*, run: Run) -> dict[str, Any]:
     """The drift state of every tracked series as of ``run`` (stored in its summary)."""
+    tracks = drift_tracks(pair=run.pair, series=DRIFT_SERIES.get(run.kind, ()), until=run)
     series = {}
-    for statistic, tier in DRIFT_SERIES.get(run.kind, ()):
-        track = drift_track(pair=run.pair, tier=tier, statistic=statistic, until=run)
+    for key, track in tracks.items():
         last = track["points"][-1] if track["points"] else {}
-        series[f"{statistic}:{tier}"] = {"state": track["state"], "z": last.get("z"),
-                                         "runs": len(track["points"])}
+        series[key] = {"state": track["state"], "z": last.get("z"), "runs": len(track["points"])}
     drifting = sorted(k for k, v in series.items() if v["state"] == "drift")
     return {"series": series, "drifting": drifting,
             "runs": max((v["runs"] for v in series.values()), default=0)}
