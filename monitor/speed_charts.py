@@ -9,6 +9,7 @@ the minimum n are left out (a gap), as DESIGN.md asks. Colours and JSON embeddin
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import plotly.graph_objects as go
@@ -23,6 +24,13 @@ PART_COLOURS = {"connect": "#999999", "headers": "#E69F00", "prefill": "#56B4E9"
                 "decode": "#009E73"}
 METRIC_COLOURS = {"ttft": "#0072B2", "decode": "#009E73", "e2e": "#D55E00"}
 HEIGHT_PX = 400
+
+
+@dataclass(frozen=True)
+class SpeedChart(Chart):
+    """A chart with the height its div needs (the panels of a per-scenario figure stack)."""
+
+    height: int = HEIGHT_PX
 
 
 def _layout(fig: go.Figure, title: str, subtitle: str, x_title: str, y_title: str,
@@ -59,16 +67,20 @@ def speedup_figure(report: dict[str, Any], note: str) -> go.Figure:
             customdata=ns,
             hovertemplate=f"{label} %{{y:.2f}}x (n=%{{customdata}} pairs)<extra></extra>",
         ))
-    if report.get("claimed"):
-        fig.add_hline(y=report["claimed"], line={"color": "#CC79A7", "dash": "dash"},
-                      annotation_text=f"claimed {report['claimed']:g}x",
-                      annotation_position="top left")
-    fig.add_hline(y=1, line={"color": "#999999", "width": 1})
+    # Reference lines as shapes across the plot, named by legend-only traces: add_hline's own
+    # annotation text lands at 10^y on a log axis, and grouped traces would be offset.
+    claimed = report.get("claimed")
+    for y, name, line in ((claimed, f"claimed {claimed or 0:g}x",
+                           {"color": "#CC79A7", "dash": "dash"}),
+                          (1.0, "1x (no faster)", {"color": "#999999", "width": 1})):
+        if y:
+            fig.add_hline(y=y, line=line)
+            fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=line, name=name))
     n = sum(report["n_pairs"].values())
     _layout(fig, f"Speed-up of the fast tier per scenario{note}",
             f"base/fast, 95% BCa bootstrap interval over paired probes · n = {n} pairs in "
             "all · no interval below min n", "scenario", "times faster (×, log scale)",
-            type="log")
+            type="log", dtick="D2")
     fig.update_layout(scattermode="group")
     return fig
 
@@ -176,7 +188,7 @@ def load_figure(load: dict[str, Any], note: str) -> go.Figure:
 def speed_charts(report: dict[str, Any], runs: Sequence[Run]) -> dict[str, Chart]:
     """The speed page's figures by role: speedup, ttft_bands, e2e_bands, breakdown, load."""
     note = " · simulated" if report.get("simulated") else ""
-    figures: dict[str, tuple[str, go.Figure | None]] = {}
+    figures: dict[str, tuple[str, go.Figure | None]] = {}  # role: (title, figure)
     if report["scenarios"]:
         figures["speedup"] = ("Speed-up per scenario", speedup_figure(report, note))
         figures["breakdown"] = ("Where the time goes", breakdown_figure(report, note))
@@ -187,6 +199,7 @@ def speed_charts(report: dict[str, Any], runs: Sequence[Run]) -> dict[str, Chart
     if report.get("load"):
         figures["load"] = ("Latency under load", load_figure(report["load"], note))
     return {
-        role: Chart(id=f"speed-{role.replace('_', '-')}", title=title, json=figure_json(fig))
+        role: SpeedChart(id=f"speed-{role.replace('_', '-')}", title=title,
+                         json=figure_json(fig), height=int(fig.layout.height or HEIGHT_PX))
         for role, (title, fig) in figures.items() if fig is not None
     }

@@ -20,7 +20,7 @@ SCENARIOS = {"long_cached": 0.2, "short_long_out": 0.5}  # fast/base time ratio 
 
 @pytest.fixture
 def pair() -> Pair:
-    suite = Suite.objects.create(name="scenarios")
+    suite = Suite.objects.create(name="speed-matrix")
     for scenario in SCENARIOS:
         for i in range(2):
             Case.objects.create(suite=suite, key=f"{scenario}-{i}", scenario=scenario,

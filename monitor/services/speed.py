@@ -420,8 +420,13 @@ def divergence_margin(sample: Sample, position: int) -> float | None:
 
 
 def numerics_hint(samples: Sequence[Sample]) -> dict[str, Any]:
-    """Near-identical temperature-0 text that diverges late, beside the base-vs-base floor."""
-    pairs = _texts(samples)
+    """Near-identical temperature-0 text that diverges late, beside the base-vs-base floor.
+
+    Scenarios with a unique prefix per request (long_cold's nonce) are left out: their two
+    samples had different prompts, so their texts may differ for that reason alone.
+    """
+    unique = {name for name, scn in SCENARIOS.items() if scn.prefix == "unique"}
+    pairs = _texts([s for s in samples if s.case.scenario not in unique])
     stats = {k: compare_pairs([(a.text, b.text) for a, b in v]) for k, v in pairs.items()}
     fb, bb = stats["fast_vs_base"], stats["base_vs_base"]
     if not fb["n"]:
