@@ -3,11 +3,9 @@
 Timing follows DESIGN.md exactly. ``t0 = time.perf_counter()`` just before the request is sent;
 every other time is milliseconds after t0 on the same clock:
 
-- ``connect_ms``: the connection was ready — httpcore's trace events
-  ``connection.start_tls.complete`` (HTTPS) or ``connection.connect_tcp.complete`` (HTTP); for
-  a reused keep-alive connection, ``http11.send_request_headers.started`` (pool wait only).
-- ``headers_ms``: response headers parsed (``http11.receive_response_headers.complete``).
-- ``ttfb_ms``: the first body bytes came out of the socket.
+- ``connect_ms``: the connection was ready: TCP (and TLS) done for a new connection, request
+  headers sent for a reused keep-alive one (then it is only the pool wait).
+- ``headers_ms``: response headers parsed. ``ttfb_ms``: the first body bytes were read.
 - ``ttft_ms`` / ``e2e_ms``: the first / last SSE event that carries a generated token on any
   channel (content, reasoning, tool-call name or arguments). Role-only, empty, usage-only,
   keep-alive and comment events do not count.
@@ -16,16 +14,25 @@ every other time is milliseconds after t0 on the same clock:
 - ``tpot_ms = (E2E - TTFT) / (output_tokens - 1)`` when output_tokens >= 2, output tokens being
   ``usage.completion_tokens`` when the server sends it, else our estimate.
 
-An event's timestamp is when the bytes completing it were returned by the socket read. The SSE
-parser is hand-written over raw bytes (``aiter_raw``, ``Accept-Encoding: identity``): one
-``perf_counter()`` per read, then the events of that read are split on blank lines. Measured
-against a raw-socket client in ``benchmarks/timing_fidelity.py`` (docs/benchmarks.md).
+An event's timestamp is when the read that completed it returned. SSE framing is hand-written
+over raw bytes (``Accept-Encoding: identity``): one ``perf_counter()`` per read, events cut on
+blank lines and kept with their time. Their JSON is parsed after the stream, so no event waits
+behind another's parsing to be stamped (error events still end reading at once).
+
+Two wires, one measurement. :func:`make_client` returns a :class:`ProbeClient`, an ordinary
+``httpx.AsyncClient`` whose streams ``stream_chat`` sends through aiohttp; any other httpx
+client is used as it is. Why: httpcore's pool re-scans every connection at each request start
+and end (quadratic in open connections) and each read passes anyio cancel scopes, which cost
+~0.4 ms of CPU per SSE event at 200 concurrent streams and delayed timestamps by 100+ ms;
+aiohttp reads in asyncio protocol callbacks with the llhttp C parser, like the raw-socket floor
+(figures: docs/benchmarks.md, "Timing fidelity", from ``benchmarks/timing_fidelity.py``).
 
 Failures never raise: every one is a record with ``ok=False``, one of ``records.ERROR_CLASSES``,
 a short message with the API key scrubbed, and whatever times and text arrived before it.
 OpenAI streams that end without ``data: [DONE]`` are accepted only if they carried a
 ``finish_reason`` *and* a ``usage`` object (some OpenAI-compatible servers omit ``[DONE]``; a
-stream cut mid-way cannot have both); otherwise they are ``stream_incomplete``.
+stream cut mid-way cannot have both); otherwise they are ``stream_incomplete``. An error inside
+the stream (``malformed_stream``) wins over a later cut or timeout: it is the vendor's cause.
 """
 
 from __future__ import annotations
@@ -36,19 +43,16 @@ import functools
 import json
 import ssl
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import aiohttp
 import httpx
-import yarl
 
 from evals.records import ChatRequest, EndpointSpec, TimingRecord
 from evals.tokens import estimate_tokens
 
 ANTHROPIC_VERSION = "2023-06-01"
-# Response extension of AiohttpTransport: read body bytes without httpx's iterator layers.
-READ_CHUNK = "tierwatch.read_chunk"
 _DRAIN_AFTER_END_S = 1.0  # read the chunked terminator after [DONE] so the connection is reused
 _SNIPPET = 200  # characters of an error body kept in the message
 _ERROR_BODY_BYTES = 16_384  # at most this much of a non-2xx body is read
@@ -62,6 +66,8 @@ KEPT_HEADERS = frozenset(
 )
 KEPT_HEADER_PREFIXES = ("x-ratelimit-", "anthropic-ratelimit-", "x-tierwatch-")
 NEVER_KEPT = frozenset({"authorization", "x-api-key", "set-cookie", "cookie", "api-key"})
+# connect_ms: the first of these marks that is present
+_READY_MARKS = ("tls", "tcp", "headers_sent")
 
 
 class _Failure(Exception):
@@ -70,90 +76,64 @@ class _Failure(Exception):
         self.error_class = error_class
 
 
-def make_client(*, backend: str = "aiohttp", **kw: Any) -> httpx.AsyncClient:
-    """An ``httpx.AsyncClient`` for probing: HTTP/1.1, room for 256 concurrent streams.
+class ProbeClient(httpx.AsyncClient):
+    """An ``httpx.AsyncClient`` (usable for anything) that also owns an aiohttp session which
+    :func:`stream_chat` uses for its streams (why: see the module docstring)."""
 
-    ``backend="aiohttp"`` (default) sends through :class:`AiohttpTransport`; ``"httpcore"`` is
-    httpx's own transport (kept for comparison: see the transport's docstring for why it is not
-    the default). Timeouts are set per request from the endpoint. Keyword arguments go to
-    ``httpx.AsyncClient`` (``limits=``, ``verify=``, ``transport=``...).
-    """
-    limits = kw.setdefault(
-        "limits",
-        httpx.Limits(max_connections=256, max_keepalive_connections=64, keepalive_expiry=30.0),
-    )
-    kw.setdefault("timeout", httpx.Timeout(120.0))
-    kw.setdefault("follow_redirects", False)
-    if backend == "aiohttp" and "transport" not in kw:
-        kw["transport"] = AiohttpTransport(limits=limits, verify=kw.pop("verify", True))
-    elif backend != "aiohttp":
-        kw.setdefault("http1", True)
-        kw.setdefault("http2", False)
-    return httpx.AsyncClient(**kw)
-
-
-class AiohttpTransport(httpx.AsyncBaseTransport):
-    """An httpx transport that sends through aiohttp (HTTP/1.1, keep-alive pool, TLS).
-
-    Why: with httpx's default transport, httpcore's pool re-scans every connection at each
-    request start and end (quadratic in open connections) and each socket read goes through
-    anyio cancel scopes; at 200 concurrent streams that costs ~1 ms of CPU per SSE event and
-    delays timestamps by 100+ ms. aiohttp reads in asyncio protocol callbacks with the llhttp C
-    parser, like the raw-socket floor (figures in docs/benchmarks.md, "Timing fidelity").
-    httpcore's trace events are emulated from aiohttp's TraceConfig so ``connect_ms`` and
-    ``headers_ms`` keep their meaning. Proxies from the environment are httpx's business: it
-    mounts its own transports for them.
-    """
-
-    def __init__(self, *, limits: httpx.Limits | None = None,
-                 verify: bool | str | ssl.SSLContext = True) -> None:
-        self._limits = limits or httpx.Limits()
-        self._ssl = verify if isinstance(verify, ssl.SSLContext) else _ssl_context(verify)
+    def __init__(self, *, limits: httpx.Limits, verify: bool | str | ssl.SSLContext = True,
+                 **kw: Any) -> None:
+        super().__init__(limits=limits, verify=verify, **kw)
+        self._probe_limits = limits
+        self._probe_ssl = verify if isinstance(verify, ssl.SSLContext) else _ssl_context(verify)
         self._session: aiohttp.ClientSession | None = None
 
-    def _get_session(self) -> aiohttp.ClientSession:
+    def aiohttp_session(self) -> aiohttp.ClientSession:
+        """The session, created on first use inside the running event loop."""
         if self._session is None or self._session.closed:
             traces = aiohttp.TraceConfig()
             traces.on_connection_create_end.append(_on_connected)
             traces.on_request_headers_sent.append(_on_headers_sent)
             connector = aiohttp.TCPConnector(
-                limit=self._limits.max_connections or 0, limit_per_host=0, ssl=self._ssl,
-                keepalive_timeout=self._limits.keepalive_expiry or 30.0,
+                limit=self._probe_limits.max_connections or 0, limit_per_host=0,
+                ssl=self._probe_ssl, keepalive_timeout=self._probe_limits.keepalive_expiry or 30.0,
             )
             self._session = aiohttp.ClientSession(
                 connector=connector, trace_configs=[traces], auto_decompress=False,
-                cookie_jar=aiohttp.DummyCookieJar(), trust_env=False,
-                timeout=aiohttp.ClientTimeout(total=None),
+                cookie_jar=aiohttp.DummyCookieJar(), timeout=aiohttp.ClientTimeout(total=None),
             )
         return self._session
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        session = self._get_session()
-        t = request.extensions.get("timeout") or {}
-        timeout = aiohttp.ClientTimeout(total=None, connect=t.get("pool"),
-                                        sock_connect=t.get("connect"), sock_read=t.get("read"))
-        trace = request.extensions.get("trace")
-        ctx = _TraceCtx(trace, request.url.scheme == "https")
-        try:
-            resp = await session.request(
-                request.method, yarl.URL(str(request.url), encoded=True),
-                headers=list(request.headers.multi_items()), data=await request.aread() or None,
-                allow_redirects=False, timeout=timeout, trace_request_ctx=ctx,
-            )
-        except Exception as exc:
-            raise _httpx_error(exc, request, connecting=True) from exc
-        if trace is not None:
-            await trace("http11.receive_response_headers.complete", {})
-        stream = _AiohttpStream(resp, request)
-        return httpx.Response(
-            resp.status, headers=list(resp.raw_headers), stream=stream,
-            extensions={"http_version": b"HTTP/1.1", "reason_phrase": (resp.reason or "").encode(),
-                        READ_CHUNK: stream.read_chunk},
-        )
-
     async def aclose(self) -> None:
+        await super().aclose()
         if self._session is not None:
             await self._session.close()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await super().__aexit__(*exc)
+        if self._session is not None:
+            await self._session.close()
+
+
+def make_client(*, backend: str = "aiohttp", **kw: Any) -> httpx.AsyncClient:
+    """A client for probing: HTTP/1.1, room for 256 concurrent streams.
+
+    ``backend="aiohttp"`` (default) gives a :class:`ProbeClient`; ``"httpcore"`` a plain
+    ``httpx.AsyncClient`` (kept for comparison in the benchmark). Timeouts are set per request
+    from the endpoint. Keyword arguments go to ``httpx.AsyncClient`` (``limits=``, ``verify=``).
+    """
+    kw.setdefault(
+        "limits",
+        httpx.Limits(max_connections=256, max_keepalive_connections=64, keepalive_expiry=30.0),
+    )
+    kw.setdefault("timeout", httpx.Timeout(120.0))
+    kw.setdefault("follow_redirects", False)
+    kw.setdefault("http1", True)
+    kw.setdefault("http2", False)
+    if backend == "aiohttp":
+        return ProbeClient(**kw)
+    if backend != "httpcore":
+        raise ValueError(f"unknown backend {backend!r}")
+    return httpx.AsyncClient(**kw)
 
 
 @functools.lru_cache(maxsize=8)
@@ -162,65 +142,24 @@ def _ssl_context(verify: bool | str) -> ssl.SSLContext:
     return httpx.create_ssl_context(verify=verify)
 
 
-class _TraceCtx:
-    __slots__ = ("trace", "tls")
-
-    def __init__(self, trace: Callable[..., Any] | None, tls: bool) -> None:
-        self.trace, self.tls = trace, tls
-
-
 async def _on_connected(_session: Any, ctx: Any, _params: Any) -> None:
-    req = ctx.trace_request_ctx
-    if isinstance(req, _TraceCtx) and req.trace is not None:
-        name = "start_tls" if req.tls else "connect_tcp"  # aiohttp's "create" includes TLS
-        await req.trace(f"connection.{name}.complete", {})
+    marks = ctx.trace_request_ctx
+    if isinstance(marks, dict):  # aiohttp's "create" includes TLS
+        marks.setdefault("tls" if marks.get("https") else "tcp", time.perf_counter())
 
 
 async def _on_headers_sent(_session: Any, ctx: Any, _params: Any) -> None:
-    req = ctx.trace_request_ctx
-    if isinstance(req, _TraceCtx) and req.trace is not None:
-        await req.trace("http11.send_request_headers.complete", {})
+    marks = ctx.trace_request_ctx
+    if isinstance(marks, dict):
+        marks.setdefault("headers_sent", time.perf_counter())
 
 
-class _AiohttpStream(httpx.AsyncByteStream):
-    def __init__(self, resp: aiohttp.ClientResponse, request: httpx.Request) -> None:
-        self._resp, self._request = resp, request
-
-    async def read_chunk(self) -> bytes:
-        """Whatever body bytes have arrived (waiting for some), b"" at the end."""
-        try:
-            return await self._resp.content.readany()
-        except Exception as exc:
-            raise _httpx_error(exc, self._request, connecting=False) from exc
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        while chunk := await self.read_chunk():
-            yield chunk
-
-    async def aclose(self) -> None:
-        self._resp.release()  # back to the pool if the body was read to its end, else closed
-
-
-def _httpx_error(exc: Exception, request: httpx.Request, *, connecting: bool) -> Exception:
-    """The httpx exception that httpx's own transport would raise for an aiohttp one (anything
-    unforeseen becomes a generic ``TransportError``, classified ``protocol`` by the client)."""
-    msg = str(exc) or type(exc).__name__
-    if isinstance(exc, aiohttp.ClientConnectorError):
-        return httpx.ConnectError(msg, request=request)
-    if isinstance(exc, aiohttp.ConnectionTimeoutError):
-        return httpx.ConnectTimeout(msg, request=request)
-    if isinstance(exc, TimeoutError):  # aiohttp's read timeouts subclass it
-        return httpx.ReadTimeout(msg, request=request)
-    if isinstance(exc, aiohttp.ClientPayloadError | aiohttp.ServerDisconnectedError):
-        return httpx.RemoteProtocolError(msg, request=request)
-    if isinstance(exc, aiohttp.ClientResponseError):  # unparseable status line or headers
-        return httpx.RemoteProtocolError(msg, request=request)
-    if isinstance(exc, aiohttp.InvalidURL):
-        return httpx.UnsupportedProtocol(msg, request=request)
-    if isinstance(exc, aiohttp.ClientOSError | OSError):
-        cls = httpx.ConnectError if connecting else httpx.ReadError
-        return cls(msg, request=request)
-    return httpx.TransportError(f"{type(exc).__name__}: {msg}", request=request)
+_HTTPCORE_MARKS = {
+    "connection.start_tls.complete": "tls",
+    "connection.connect_tcp.complete": "tcp",
+    "http11.send_request_headers.started": "headers_sent",
+    "http11.receive_response_headers.complete": "headers",
+}
 
 
 def _openai_body(endpoint: EndpointSpec, request: ChatRequest) -> dict[str, Any]:
@@ -258,10 +197,11 @@ def _anthropic_body(endpoint: EndpointSpec, request: ChatRequest) -> dict[str, A
     return body
 
 
-def _build(client: httpx.AsyncClient, endpoint: EndpointSpec, request: ChatRequest,
-           trace: Callable[..., Any]) -> httpx.Request:
+def _request_parts(endpoint: EndpointSpec, request: ChatRequest
+                   ) -> tuple[str, dict[str, str], bytes]:
     base = endpoint.base_url.rstrip("/")
-    headers = {"Accept": "text/event-stream", "Accept-Encoding": "identity"}
+    headers = {"Accept": "text/event-stream", "Accept-Encoding": "identity",
+               "Content-Type": "application/json"}
     if endpoint.protocol == "anthropic":
         url, body = f"{base}/messages", _anthropic_body(endpoint, request)
         headers["anthropic-version"] = ANTHROPIC_VERSION
@@ -271,10 +211,176 @@ def _build(client: httpx.AsyncClient, endpoint: EndpointSpec, request: ChatReque
         url, body = f"{base}/chat/completions", _openai_body(endpoint, request)
         if endpoint.api_key:
             headers["Authorization"] = f"Bearer {endpoint.api_key}"
-    return client.build_request(
-        "POST", url, json=body, headers=headers, timeout=httpx.Timeout(endpoint.timeout_s),
-        extensions={"trace": trace},
-    )
+    return url, headers, json.dumps(body).encode()
+
+
+async def _via_aiohttp(session: aiohttp.ClientSession, endpoint: EndpointSpec, url: str,
+                       headers: dict[str, str], body: bytes, stream: _Stream,
+                       marks: dict[str, Any]) -> None:
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=endpoint.timeout_s,
+                                    sock_read=endpoint.timeout_s)
+    marks["https"] = url.startswith("https:")
+    async with session.post(url, data=body, headers=headers, timeout=timeout,
+                            allow_redirects=False, trace_request_ctx=marks) as resp:
+        marks.setdefault("headers", time.perf_counter())
+        await _take_response(resp.status, resp.headers, resp.content.readany, stream)
+
+
+async def _via_httpx(client: httpx.AsyncClient, endpoint: EndpointSpec, url: str,
+                     headers: dict[str, str], body: bytes, stream: _Stream,
+                     marks: dict[str, Any]) -> None:
+    async def trace(name: str, info: dict[str, Any]) -> None:
+        if name in _HTTPCORE_MARKS:
+            marks.setdefault(_HTTPCORE_MARKS[name], time.perf_counter())
+
+    req = client.build_request("POST", url, content=body, headers=headers,
+                               timeout=httpx.Timeout(endpoint.timeout_s),
+                               extensions={"trace": trace})
+    resp = await client.send(req, stream=True)
+    try:
+        marks.setdefault("headers", time.perf_counter())
+        encoded = resp.headers.get("content-encoding", "identity").lower() not in ("", "identity")
+        chunks = (resp.aiter_bytes() if encoded else resp.aiter_raw()).__aiter__()
+        await _take_response(resp.status_code, resp.headers, lambda: anext(chunks, b""), stream)
+    finally:
+        await resp.aclose()
+
+
+async def _take_response(status: int, headers: Mapping[str, str],
+                         read: Callable[[], Awaitable[bytes]], stream: _Stream) -> None:
+    """Status, headers and body of either wire, the same way."""
+    rec = stream.rec
+    rec.http_status = status
+    rec.headers = _kept_headers(headers)
+    if status == 429:
+        rec.retry_after_s = parse_retry_after(headers.get("retry-after"))
+        raise _Failure("rate_limited", f"HTTP 429: {await _read_snippet(read)}")
+    if not 200 <= status < 300:
+        raise _Failure("http_status", f"HTTP {status}: {await _read_snippet(read)}")
+    ctype = headers.get("content-type", "")
+    if "text/event-stream" not in ctype.lower():
+        snippet = await _read_snippet(read)
+        raise _Failure("malformed_stream", f"content-type {ctype or 'missing'!r}: {snippet}")
+    stream.in_body = True
+    t0, perf = stream.t0 or 0.0, time.perf_counter
+    while chunk := await read():
+        now = perf()
+        if rec.ttfb_ms is None:
+            rec.ttfb_ms = (now - t0) * 1000.0
+        stream.feed(chunk, now)
+        if stream.stop:
+            break
+    if not stream.done:
+        return  # ended or stopped early: parse() and _check_unterminated say what went wrong
+    try:  # read the chunked terminator so the connection goes back to the pool
+        async with asyncio.timeout(_DRAIN_AFTER_END_S):
+            while await read():
+                pass
+    except (TimeoutError, httpx.HTTPError, aiohttp.ClientError):
+        pass
+
+
+async def _read_snippet(read: Callable[[], Awaitable[bytes]]) -> str:
+    data = b""
+    while len(data) < _ERROR_BODY_BYTES and (chunk := await read()):
+        data += chunk
+    return data[:_ERROR_BODY_BYTES].decode("utf-8", "replace")[:_SNIPPET]
+
+
+def _kept_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name, value in headers.items():
+        n = name.lower()
+        if n in NEVER_KEPT:
+            continue
+        if n in KEPT_HEADERS or n.startswith(KEPT_HEADER_PREFIXES):
+            out[n] = value[:200]
+    return out
+
+
+def _check_unterminated(stream: _Stream) -> None:
+    rec = stream.rec
+    if stream.done or not stream.in_body:
+        return
+    if stream.protocol == "openai" and rec.finish_reason and stream.usage_seen:
+        return  # accepted: see the module docstring
+    marker = "message_stop" if stream.protocol == "anthropic" else "[DONE]"
+    raise _Failure("stream_incomplete", f"stream ended before {marker}")
+
+
+def _classify(exc: BaseException, in_body: bool, timeout_s: float) -> tuple[str, str]:
+    """Error class and message of an exception from either wire (or the overall deadline)."""
+    msg = f"{type(exc).__name__}: {exc}"
+    cut = "stream_incomplete" if in_body else "protocol"  # after the headers vs before
+    if isinstance(exc, _Failure):
+        return exc.error_class, str(exc)
+    if isinstance(exc, aiohttp.ClientConnectorError | httpx.ConnectError | aiohttp.InvalidURL
+                  | httpx.UnsupportedProtocol | httpx.InvalidURL):
+        return "connect", msg
+    if isinstance(exc, httpx.TimeoutException):
+        return "timeout", msg
+    if isinstance(exc, TimeoutError):  # asyncio.timeout, and aiohttp's own timeouts
+        if type(exc) is TimeoutError:
+            msg = f"no complete answer within {timeout_s:g} s"
+        return "timeout", msg
+    if isinstance(exc, aiohttp.ClientPayloadError | aiohttp.ServerDisconnectedError
+                  | httpx.RemoteProtocolError | httpx.ReadError | aiohttp.ClientOSError):
+        return cut, msg
+    return "protocol", msg
+
+
+async def stream_chat(client: httpx.AsyncClient, endpoint: EndpointSpec, request: ChatRequest,
+                      *, on_start: Callable[[float], None] | None = None) -> TimingRecord:
+    """Send one streaming chat request and time it; never raises for request failures.
+
+    ``on_start`` receives t0 (``time.perf_counter()``) for callers that compare absolute times
+    with another process on the same clock (the timing-fidelity benchmark).
+    """
+    rec = TimingRecord(ok=False)
+    stream = _Stream(rec, endpoint.protocol, endpoint.max_body_bytes)
+    marks: dict[str, Any] = {}
+    error: tuple[str, str] | None = None
+    try:
+        url, headers, body = _request_parts(endpoint, request)
+        async with asyncio.timeout(endpoint.timeout_s):
+            rec.started_at = time.time()
+            stream.t0 = time.perf_counter()
+            if on_start is not None:
+                on_start(stream.t0)
+            if isinstance(client, ProbeClient):
+                session = client.aiohttp_session()
+                await _via_aiohttp(session, endpoint, url, headers, body, stream, marks)
+            else:
+                await _via_httpx(client, endpoint, url, headers, body, stream, marks)
+    except (_Failure, TimeoutError, httpx.HTTPError, aiohttp.ClientError, httpx.InvalidURL,
+            ValueError, TypeError, KeyError, AttributeError, UnicodeError, OSError) as exc:
+        error = _classify(exc, stream.in_body, endpoint.timeout_s)
+    _fill_marks(rec, stream.t0, marks)
+    try:  # the events that arrived, even when the request failed later
+        stream.parse()
+        if error is None:
+            _check_unterminated(stream)
+    except _Failure as exc:
+        if error is None or error[0] != "body_too_large":  # the vendor's own error is the cause
+            error = (exc.error_class, str(exc))
+    except (ValueError, TypeError, KeyError, AttributeError, UnicodeError) as exc:
+        error = error or ("protocol", f"{type(exc).__name__}: {exc}")
+    stream.finish()
+    if error is None:
+        rec.ok = True
+    else:
+        rec.error_class, rec.error_message = error[0], _scrub(error[1], endpoint)
+    return rec
+
+
+def _fill_marks(rec: TimingRecord, t0: float | None, marks: dict[str, Any]) -> None:
+    if t0 is None:
+        return
+    ready = next((marks[m] for m in _READY_MARKS if m in marks), None)
+    if ready is not None:
+        rec.connect_ms = (ready - t0) * 1000.0
+    if "headers" in marks:
+        rec.headers_ms = (marks["headers"] - t0) * 1000.0
 
 
 def _scrub(message: str, endpoint: EndpointSpec) -> str:
@@ -306,32 +412,30 @@ def parse_retry_after(value: str | None) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-def _kept_headers(headers: httpx.Headers) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for name, value in headers.items():
-        n = name.lower()
-        if n in NEVER_KEPT:
-            continue
-        if n in KEPT_HEADERS or n.startswith(KEPT_HEADER_PREFIXES):
-            out[n] = value[:200]
-    return out
-
-
 class _Stream:
-    """Parser state of one response: SSE framing, then the protocol's events."""
+    """One response body: SSE framing while bytes arrive, the protocol's events afterwards.
 
-    __slots__ = ("rec", "t0", "protocol", "buf", "token_times", "token_pieces", "done",
-                 "usage_seen", "in_body", "tool_text", "logprobs", "text_parts", "reasoning_parts",
-                 "nbytes", "limit")
+    While the stream runs, :meth:`feed` does only what the raw-socket floor does: stamp the
+    read, cut complete events on blank lines, keep ``(time, bytes)``, and watch for the end
+    marker (``data: [DONE]`` / ``message_stop``) and for error events (which end reading at
+    once). The JSON is parsed by :meth:`parse` after the stream, so with hundreds of streams in
+    flight no event waits behind another's JSON parsing to be timestamped.
+    """
+
+    __slots__ = ("rec", "t0", "protocol", "buf", "events", "token_times", "token_pieces",
+                 "done", "stop", "usage_seen", "in_body", "tool_text", "logprobs", "text_parts",
+                 "reasoning_parts", "nbytes", "limit")
 
     def __init__(self, rec: TimingRecord, protocol: str, limit: int) -> None:
         self.rec, self.protocol, self.limit = rec, protocol, limit
         self.t0: float | None = None
         self.in_body = False  # response headers were 2xx SSE: later failures cut the stream
         self.buf = b""
+        self.events: list[tuple[float, bytes]] = []
         self.token_times: list[float] = []
         self.token_pieces: list[str] = []
-        self.done = False
+        self.done = False  # the end marker arrived
+        self.stop = False  # stop reading: the end marker or an error event arrived
         self.usage_seen = False
         self.tool_text: list[str] = []
         self.text_parts: list[str] = []
@@ -348,17 +452,44 @@ class _Stream:
         buf = self.buf + chunk if self.buf else chunk
         if b"\r" in buf:
             buf = buf.replace(b"\r\n", b"\n")
-        start = 0
-        while True:
+        start, events = 0, self.events
+        while not self.stop:
             end = buf.find(b"\n\n", start)
             if end < 0:
                 break
-            if not self.done:
-                self._event(buf[start:end], now)
+            raw = buf[start:end]
             start = end + 2
+            events.append((now, raw))
+            if raw.endswith(b"[DONE]") or b"message_stop" in raw:
+                self.done = self.stop = self._is_end(raw)
+            elif b"error" in raw:
+                self.stop = self._is_error(raw)
         self.buf = buf[start:]
         if over:
             raise _Failure("body_too_large", f"response body exceeded {self.limit} bytes")
+
+    def _is_end(self, raw: bytes) -> bool:
+        if self.protocol == "anthropic":
+            return raw.startswith(b"event: message_stop") or b'"type": "message_stop"' in raw \
+                or b'"type":"message_stop"' in raw
+        return raw.startswith(b"data:") and raw[5:].strip() == b"[DONE]"
+
+    def _is_error(self, raw: bytes) -> bool:
+        """An error event (rare: only events mentioning "error" get this JSON parse)."""
+        if raw.startswith(b"event: error"):
+            return True
+        data = raw[6:] if raw.startswith(b"data: ") else raw
+        try:
+            obj = json.loads(data)
+        except ValueError:
+            return False
+        return isinstance(obj, dict) and (bool(obj.get("error")) or obj.get("type") == "error")
+
+    def parse(self) -> None:
+        """Interpret the kept events in order; raises ``_Failure`` at the first bad one."""
+        events, self.events = self.events, []
+        for now, raw in events:  # feed() kept nothing after the end marker
+            self._event(raw, now)
 
     def _event(self, raw: bytes, now: float) -> None:
         name = ""
@@ -378,8 +509,7 @@ class _Stream:
             data = b"\n".join(parts)
         if not data.strip():
             return
-        if data == b"[DONE]":
-            self.done = True
+        if data.strip() == b"[DONE]":
             return
         try:
             obj = json.loads(data)
@@ -488,8 +618,6 @@ class _Stream:
             if delta.get("stop_reason"):
                 rec.finish_reason = str(delta["stop_reason"])
             self._anthropic_usage(obj.get("usage") or {})
-        elif kind == "message_stop":
-            self.done = True
 
     def _anthropic_usage(self, usage: dict[str, Any]) -> None:
         # Anthropic's input_tokens exclude cached ones; prompt_tokens here includes them, as in
@@ -542,138 +670,3 @@ def _short_error(err: Any) -> str:
     if isinstance(err, dict):
         return str(err.get("message") or err.get("type") or err)[:_SNIPPET]
     return str(err)[:_SNIPPET]
-
-
-async def _read_snippet(resp: httpx.Response) -> str:
-    data = b""
-    async for chunk in resp.aiter_bytes():
-        data += chunk
-        if len(data) >= _ERROR_BODY_BYTES:
-            break
-    return data[:_ERROR_BODY_BYTES].decode("utf-8", "replace")[:_SNIPPET]
-
-
-async def _exchange(client: httpx.AsyncClient, endpoint: EndpointSpec, request: ChatRequest,
-                    stream: _Stream, marks: dict[str, float],
-                    on_start: Callable[[float], None] | None) -> None:
-    async def trace(name: str, info: dict[str, Any]) -> None:
-        marks.setdefault(name, time.perf_counter())
-
-    rec = stream.rec
-    req = _build(client, endpoint, request, trace)
-    rec.started_at = time.time()
-    t0 = stream.t0 = marks["t0"] = time.perf_counter()
-    if on_start is not None:
-        on_start(t0)
-    resp = await client.send(req, stream=True)
-    try:
-        marks.setdefault("http11.receive_response_headers.complete", time.perf_counter())
-        rec.http_status = resp.status_code
-        rec.headers = _kept_headers(resp.headers)
-        if resp.status_code == 429:
-            rec.retry_after_s = parse_retry_after(resp.headers.get("retry-after"))
-            raise _Failure("rate_limited", f"HTTP 429: {await _read_snippet(resp)}")
-        if not 200 <= resp.status_code < 300:
-            raise _Failure("http_status", f"HTTP {resp.status_code}: {await _read_snippet(resp)}")
-        ctype = resp.headers.get("content-type", "")
-        if "text/event-stream" not in ctype.lower():
-            snippet = await _read_snippet(resp)
-            raise _Failure("malformed_stream", f"content-type {ctype or 'missing'!r}: {snippet}")
-        stream.in_body = True
-        await _read_stream(resp, stream, rec, t0)
-    finally:
-        await resp.aclose()
-
-
-async def _read_stream(resp: httpx.Response, stream: _Stream, rec: TimingRecord,
-                       t0: float) -> None:
-    encoded = resp.headers.get("content-encoding", "identity").lower() not in ("", "identity")
-    read: Callable[[], Awaitable[bytes]] | None = resp.extensions.get(READ_CHUNK)
-    if read is None or encoded:  # any other transport: httpx's iterators
-        chunks = (resp.aiter_bytes() if encoded else resp.aiter_raw()).__aiter__()
-
-        def read() -> Awaitable[bytes]:
-            return anext(chunks, b"")
-
-    perf = time.perf_counter
-    while chunk := await read():
-        now = perf()
-        if rec.ttfb_ms is None:
-            rec.ttfb_ms = (now - t0) * 1000.0
-        stream.feed(chunk, now)
-        if stream.done:
-            break
-    else:
-        _check_unterminated(stream)
-        return
-    # Finished: read the chunked terminator so the connection goes back to the pool.
-    try:
-        async with asyncio.timeout(_DRAIN_AFTER_END_S):
-            while await read():
-                pass
-    except (TimeoutError, httpx.HTTPError):
-        pass
-
-
-def _check_unterminated(stream: _Stream) -> None:
-    rec = stream.rec
-    if stream.protocol == "openai" and rec.finish_reason and stream.usage_seen:
-        return  # accepted: see the module docstring
-    marker = "message_stop" if stream.protocol == "anthropic" else "[DONE]"
-    raise _Failure("stream_incomplete", f"stream ended before {marker}")
-
-
-async def stream_chat(client: httpx.AsyncClient, endpoint: EndpointSpec, request: ChatRequest,
-                      *, on_start: Callable[[float], None] | None = None) -> TimingRecord:
-    """Send one streaming chat request and time it; never raises for request failures.
-
-    ``on_start`` receives t0 (``time.perf_counter()``) for callers that compare absolute times
-    with another process on the same clock (the timing-fidelity benchmark).
-    """
-    rec = TimingRecord(ok=False)
-    marks: dict[str, float] = {}
-    stream = _Stream(rec, endpoint.protocol, endpoint.max_body_bytes)
-    error: tuple[str, str] | None = None
-    try:
-        async with asyncio.timeout(endpoint.timeout_s):
-            await _exchange(client, endpoint, request, stream, marks, on_start)
-    except _Failure as exc:
-        error = (exc.error_class, str(exc))
-    except TimeoutError:
-        error = ("timeout", f"no complete answer within {endpoint.timeout_s:g} s")
-    except httpx.TimeoutException as exc:
-        error = ("timeout", f"{type(exc).__name__}: {exc}")
-    except httpx.ConnectError as exc:
-        error = ("connect", f"{type(exc).__name__}: {exc}")
-    except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
-        # cut after the headers: the stream is incomplete; before: the server spoke no HTTP
-        cls = "stream_incomplete" if stream.in_body else "protocol"
-        error = (cls, f"{type(exc).__name__}: {exc}")
-    except httpx.HTTPError as exc:
-        error = ("protocol", f"{type(exc).__name__}: {exc}")
-    except (ValueError, TypeError, KeyError, AttributeError, UnicodeError) as exc:
-        error = ("protocol", f"{type(exc).__name__}: {exc}")
-    _fill_marks(rec, marks)
-    stream.finish()
-    if error is None:
-        rec.ok = True
-    else:
-        rec.error_class, rec.error_message = error[0], _scrub(error[1], endpoint)
-    return rec
-
-
-def _fill_marks(rec: TimingRecord, marks: dict[str, float]) -> None:
-    t0 = marks.get("t0")
-    if t0 is None:
-        return
-    ready = (
-        marks.get("connection.start_tls.complete")
-        or marks.get("connection.connect_tcp.complete")
-        or marks.get("http11.send_request_headers.started")
-        or marks.get("http11.send_request_headers.complete")
-    )
-    if ready is not None:
-        rec.connect_ms = (ready - t0) * 1000.0
-    headers = marks.get("http11.receive_response_headers.complete")
-    if headers is not None:
-        rec.headers_ms = (headers - t0) * 1000.0
