@@ -23,7 +23,7 @@ LABEL_COLOURS = {  # Okabe–Ito, as on the pair page
     "inconclusive": "#999999",
 }
 FLOOR, OBSERVED, THRESHOLD, EVENT = "#009E73", "#D55E00", "#555555", "#56B4E9"
-MMD_AXIS = "MMD² (unitless: share of matching characters, per prompt)"
+MMD_AXIS = "MMD² (unitless)"
 
 
 def _layout(fig: go.Figure, title: str, subtitle: str, x_title: str, y_title: str,
@@ -31,7 +31,7 @@ def _layout(fig: go.Figure, title: str, subtitle: str, x_title: str, y_title: st
     fig.update_layout(
         title={"text": f"{title}<br><sup>{subtitle}</sup>", "x": 0.01, "xanchor": "left"},
         height=HEIGHT_PX,
-        margin={"l": 70, "r": 20, "t": 70, "b": 60},
+        margin={"l": 70, "r": 20, "t": 90, "b": 60},
         legend={"orientation": "v", "x": 1.02, "xanchor": "left", "y": 1, "yanchor": "top"},
         template="plotly_white",
         font={"family": "system-ui, sans-serif", "size": 13},
@@ -76,7 +76,8 @@ def null_figure(verdict: dict[str, Any], *, note: str = "") -> go.Figure:
         _vline(fig, fvb["statistic"], top, "fast vs base (observed)", OBSERVED, "solid")
     n_fast, n_base = fvb.get("n_per_tier") or (0, 0)
     subtitle = (f"n = {n_fast} fast / {n_base} base samples, {fvb.get('n_prompts', 0)} prompts, "
-                f"L = {fvb.get('L')} chars · labels permuted within prompts{note}")
+                f"L = {fvb.get('L')} chars<br>kernel: share of matching characters · labels "
+                f"permuted within prompts{note}")
     _layout(fig, "MMD² fast vs base against chance", subtitle, MMD_AXIS, "permutations (count)",
             bargap=0)
     return fig
@@ -112,10 +113,14 @@ def ladder_figure(verdict: dict[str, Any], *, note: str = "") -> go.Figure:
     sub = "PLACEHOLDER rungs, not measured" if ladder.get("placeholder") else "measured rungs"
     sub += f", L = {ladder.get('L')}"
     if hidden:
-        sub += " · not on the log axis (≤ 0): " + ", ".join(hidden)
+        sub += "<br>not on the log axis (≤ 0): " + ", ".join(hidden)
     _layout(fig, "Where the difference falls on the reference ladder", sub + note,
             f"{MMD_AXIS}, log scale", "")
+    shown = [r["mmd2"] for r in rungs] + [v for _, v, _ in marks if v is not None and v > 0]
+    if shown:  # log10 range with half a decade of room, so labels at the ends fit
+        fig.update_xaxes(range=[math.log10(min(shown)) - 0.5, math.log10(max(shown)) + 0.5])
     fig.update_xaxes(type="log")
+    fig.update_yaxes(range=[-0.6, 1.8])  # room for the rung labels above their marks
     return fig
 
 
@@ -134,7 +139,10 @@ def similarity_figure(t0: dict[str, Any], *, note: str = "") -> go.Figure:
         ))
     _layout(fig, "Temperature-0 similarity: fast vs base beside base vs base",
             f"probe run #{t0['run_id']} · rapidfuzz Indel ratio, 100% = identical{note}",
-            "Indel similarity (%)", "share of text pairs (%)", barmode="overlay")
+            "Indel similarity (%)", "share of text pairs (%)", barmode="group")
+    lowest = min((100.0 * r for k in ("fast_vs_base", "base_vs_base")
+                  for r in (t0.get(k) or {}).get("ratios") or ()), default=90.0)
+    fig.update_xaxes(range=[max(0.0, min(lowest, 90.0) - 5.0), 102.5])
     return fig
 
 
@@ -150,6 +158,9 @@ def divergence_figure(t0: dict[str, Any], *, note: str = "") -> go.Figure:
             jitter=0.4, marker={"color": SIM_COLOURS[key]}, orientation="h",
             hovertemplate="first divergence at character %{x}<extra></extra>",
         ))
+    if not any(len(t.x or ()) for t in fig.data):
+        fig.add_annotation(text="no text pair diverges: every pair is identical",
+                           showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
     _layout(fig, "Where temperature-0 answers first differ",
             f"probe run #{t0['run_id']} · identical pairs have no divergence and are left out"
             f"{note}", "first divergence (character index)", "", showlegend=False)
@@ -204,7 +215,8 @@ def history_figure(
             hovertemplate="%{customdata}<extra></extra>",
         ))
     _layout(fig, "Verdict history: MMD² fast vs base per audit run",
-            f"{len(history)} audit runs · markers coloured by verdict{note}",
+            f"{len(history)} audit runs · markers coloured by verdict · ✕ drift begins, "
+            f"◆ new model id / fingerprint{note}",
             "audit time (UTC)", MMD_AXIS, hovermode="closest")
     return fig
 
