@@ -15,7 +15,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from monitor.models import Endpoint, Pair, Run, Suite
+from monitor.models import Case, Endpoint, Pair, Run, Sample, Suite
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHART_TITLES = ("TTFT per run", "E2E per run", "Text similarity per run",
@@ -70,6 +70,9 @@ def _make_pair() -> Pair:
                                  summary=_summary(i))
         when = now - timedelta(minutes=5 * (8 - i))
         Run.objects.filter(pk=run.pk).update(created_at=when, finished_at=when)
+    case = Case.objects.create(suite=suite, key="fizzbuzz", messages=[])
+    Sample.objects.create(run=run, case=case, endpoint=fast, tier="fast", started_at=now, ok=True,
+                          ttft_ms=91.0, e2e_ms=700.0, text="def fizzbuzz(n): return n")
     return pair
 
 
@@ -120,6 +123,8 @@ def test_it_logs_in_and_draws_the_pair_charts(live_server, monkeypatch):
             page.screenshot(path=str(shots / "overview.png"), full_page=True)
             page.goto(f"{live_server.url}/runs/{last_run_id}/")
             assert page.locator("table.summary").first.is_visible()
+            page.click("table.samples >> text=show")  # htmx inserts the text as a row below
+            page.wait_for_selector("tr.sample-text >> text=def fizzbuzz(n): return n")
             page.screenshot(path=str(shots / "run.png"), full_page=True)
         finally:
             browser.close()

@@ -275,3 +275,11 @@ def test_it_reads_pages_in_a_bounded_number_of_queries(
         admin_client.get("/")
     with django_assert_max_num_queries(6):
         admin_client.get("/pairs/demo/")
+
+
+def test_it_serves_the_page_assets_without_collectstatic(client, settings, tmp_path):
+    """A fresh checkout (``./run demo``, DEBUG off) has run no collectstatic: WhiteNoise must
+    still find plotly.js, htmx and the CSS, or no chart is ever drawn."""
+    settings.STATIC_ROOT = tmp_path  # empty, as on a fresh machine
+    for asset in ("js/plotly.min.js", "js/htmx.min.js", "js/charts.js", "css/tierwatch.css"):
+        assert client.get(f"/static/{asset}").status_code == 200, asset
