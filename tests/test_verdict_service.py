@@ -7,8 +7,12 @@ verdict accepts) keep the file fast at the fixture's time scale.
 
 from __future__ import annotations
 
-import pytest
+import io
 
+import pytest
+from django.core.management import CommandError, call_command
+
+from evals.stats.verdict import load_reference_ladder
 from monitor.models import AlertRule, Endpoint, Pair, Run, Sample
 from monitor.services.alerts import evaluate_after_run
 from monitor.services.runs import create_run, execute_run
@@ -143,3 +147,24 @@ def test_it_reads_the_logprob_gap_at_the_first_divergence():
     assert gap["base_token"] == " cat" and gap["fast_token"] == " dog"
     assert gap["gap"] == pytest.approx(0.1) and gap["base_margin"] == pytest.approx(0.1)
     assert logprob_gap(None, fast, 4) is None
+
+
+def test_measure_ladder_says_how_to_start_the_local_vendor(db):
+    with pytest.raises(CommandError, match="local_vendor up --targets smollm2-f16"):
+        call_command("measure_ladder")
+
+
+def test_measure_ladder_writes_a_ladder_the_verdict_can_load(demo_vendor_url, tmp_path):
+    # The simulated vendor stands in for llama.cpp here: same names, simulated models.
+    for name, model in (("smollm2-f16", "demo-base"), ("smollm2-q8", "demo-base"),
+                        ("smollm2-q4", "demo-fast"), ("gemma-270m", "demo-distilled")):
+        Endpoint.objects.create(name=name, base_url=demo_vendor_url, model=model, simulated=True)
+    out = tmp_path / "ladder.json"
+    call_command("measure_ladder", "--prompts", "4", "--samples", "3", "--B", "50",
+                 "--out", str(out), stdout=io.StringIO())
+    ladder = load_reference_ladder(out)
+    rungs = {r["key"]: r for r in ladder["rungs"]}
+    assert set(rungs) == {"a_vs_a", "q8_0", "q4_0", "different_model"}
+    assert ladder["L"] == 1000 and ladder["placeholder"] is False
+    assert rungs["different_model"]["mmd2"] > max(rungs["a_vs_a"]["mmd2"], rungs["q8_0"]["mmd2"])
+    assert rungs["a_vs_a"]["n_per_tier"] == [12, 12]
