@@ -101,3 +101,13 @@ def test_the_probe_command_prints_a_table(demo_vendor_url, capsys):
     call_command("probe", "p", "--cases", "3")
     out = capsys.readouterr().out
     assert "TTFT P50" in out and "similarity fast_vs_base" in out and "base" in out
+
+
+@pytest.mark.django_db
+def test_similarity_leaves_out_cases_whose_prompt_differs_per_request(demo_vendor_url):
+    pair = make_pair(demo_vendor_url, suite="scenarios", repeat=2)
+    run = execute_run(run_id=create_run(pair=pair, seed=3).id)
+    cold = run.samples.filter(case__scenario="long_cold", ok=True)
+    assert cold.count() > 0
+    n_cases_compared = run.samples.exclude(case__scenario="long_cold").values("case").distinct().count()
+    assert run.summary["similarity"]["base_vs_base"]["n"] == n_cases_compared

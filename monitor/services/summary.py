@@ -17,6 +17,7 @@ from django.conf import settings
 
 from evals.latency import percentiles
 from evals.similarity import compare_pairs
+from evals.suites import NONCE
 
 TOKEN_MISMATCH = 0.10  # DESIGN.md: flag a >10% difference between server and estimated counts
 
@@ -63,12 +64,17 @@ def tier_block(samples: Sequence[Any], min_n: int) -> dict[str, Any]:
     }
 
 
+def has_nonce(messages: list[dict[str, Any]]) -> bool:
+    return any(NONCE in str(m.get("content", "")) for m in messages)
+
+
 def text_pairs(samples: Sequence[Any]) -> dict[str, list[tuple[str, str]]]:
     """Fast-vs-base pairs the same (case, repetition); base-vs-base pairs independent draws:
-    batch 0 with batch 1 (audits) or repetition 0 with repetition 1 (probes with repeat ≥ 2)."""
+    batch 0 with batch 1 (audits) or repetition 0 with repetition 1 (probes with repeat ≥ 2).
+    Cases with a per-request nonce are left out: each request saw a different prompt."""
     texts: dict[tuple[str, int, int], dict[int, str]] = defaultdict(dict)
     for s in samples:
-        if s.ok:
+        if s.ok and not has_nonce(s.case.messages):
             texts[(s.tier, s.batch, s.case_id)][s.repetition] = s.text
     fast_base, base_base = [], []
     for (tier, batch, case_id), reps in texts.items():
