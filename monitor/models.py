@@ -110,8 +110,18 @@ class Pair(models.Model):
         return self.name
 
 
+class RunQuerySet(models.QuerySet):
+    def trend(self) -> RunQuerySet:
+        """Runs comparable over time: finished temperature-0 probes at the pair's own
+        concurrency. Audits (temperature 1) and load probes (other concurrencies) measure
+        something else and would bend a trend or an alert's mean."""
+        return self.filter(status="done", kind="probe").exclude(trigger="load")
+
+
 class Run(models.Model):
     """One execution of a suite against a pair; its summary is computed from stored samples."""
+
+    objects = RunQuerySet.as_manager()
 
     KINDS = [("probe", "probe (temperature 0)"), ("audit", "audit (temperature 1)")]
     STATUSES = [("queued", "queued"), ("running", "running"), ("done", "done"), ("failed", "failed")]

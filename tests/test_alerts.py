@@ -74,6 +74,15 @@ def test_it_ignores_runs_outside_the_last_k(pair, rule):
     assert evaluate_after_run(run_id=run.id) == []
 
 
+def test_it_leaves_load_probes_and_audits_out_of_the_last_k(pair, rule):
+    add_run(pair, ttft=300)
+    add_run(pair, ttft=300)
+    Run.objects.filter(pk=add_run(pair, ttft=9000).pk).update(trigger="load")
+    Run.objects.filter(pk=add_run(pair, ttft=9000).pk).update(kind="audit")
+    run = add_run(pair, ttft=300)
+    assert evaluate_after_run(run_id=run.id) == []
+
+
 def test_it_skips_runs_below_min_n(pair, rule):
     add_run(pair, ttft=300, n=20)
     run = add_run(pair, ttft=9000, n=4)  # too few samples to count

@@ -150,7 +150,7 @@ def _aggregate(rule: AlertRule, runs: list[Run]) -> tuple[float, int, int] | Non
 def _evaluate_rule(rule: AlertRule, run: Run) -> Alert | None:
     pair = run.pair
     runs = list(
-        Run.objects.filter(pair=pair, status="done").order_by("-created_at", "-pk")[: rule.last_k]
+        Run.objects.trend().filter(pair=pair).order_by("-created_at", "-pk")[: rule.last_k]
     )
     aggregate = _aggregate(rule, runs)
     if aggregate is None:

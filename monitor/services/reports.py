@@ -132,7 +132,7 @@ def _weighted(pairs: list[tuple[float | None, int]]) -> tuple[float | None, int]
 
 
 def _pair_rows(start: datetime, end: datetime) -> list[PairRow]:
-    runs = Run.objects.filter(status="done", created_at__gte=start, created_at__lt=end)
+    runs = Run.objects.trend().filter(created_at__gte=start, created_at__lt=end)
     by_pair: dict[int, list[dict]] = defaultdict(list)
     for pair_id, summary in runs.values_list("pair_id", "summary"):
         by_pair[pair_id].append(summary or {})
