@@ -14,7 +14,7 @@ from django.core.management import CommandError, call_command
 
 from evals.stats.verdict import load_reference_ladder
 from monitor.models import AlertRule, Endpoint, Pair, Run, Sample
-from monitor.services.alerts import evaluate_after_run
+from monitor.services.alerts import Reading, evaluate_after_run, read_metric
 from monitor.services.runs import create_run, execute_run
 from monitor.services.suites import sync_builtin_suite
 from monitor.services.verdict import (
@@ -168,3 +168,20 @@ def test_measure_ladder_writes_a_ladder_the_verdict_can_load(demo_vendor_url, tm
     assert ladder["L"] == 1000 and ladder["placeholder"] is False
     assert rungs["different_model"]["mmd2"] > max(rungs["a_vs_a"]["mmd2"], rungs["q8_0"]["mmd2"])
     assert rungs["a_vs_a"]["n_per_tier"] == [12, 12]
+
+
+def test_verdict_and_drift_metrics_read_one_summary():
+    def verdict(label: str) -> dict:
+        return {"verdict": {"label": label, "mmd": {"fast_vs_base": {"n_per_tier": [250, 240]}}}}
+
+    assert read_metric(verdict("different_model"), "verdict_different", "pair") == Reading(1.0, 240)
+    assert read_metric(verdict("numerics_scale_difference"), "verdict_different", "pair").value == 0
+    assert read_metric(verdict("inconclusive"), "verdict_different", "pair") is None
+    assert read_metric({"tiers": {}}, "verdict_different", "pair") is None
+    calibrating = {"series": {"ttft_p50:fast": {"state": "calibrating", "runs": 3}},
+                   "drifting": [], "runs": 3}
+    assert read_metric({"drift": calibrating}, "drift", "pair") is None
+    drifting = {"series": {"ttft_p50:fast": {"state": "drift", "runs": 9},
+                           "ttft_p50:base": {"state": "ok", "runs": 9}},
+                "drifting": ["ttft_p50:fast"], "runs": 9}
+    assert read_metric({"drift": drifting}, "drift", "pair") == Reading(1.0, 9)

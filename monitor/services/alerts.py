@@ -149,9 +149,10 @@ def _aggregate(rule: AlertRule, runs: list[Run]) -> tuple[float, int, int] | Non
 
 def _evaluate_rule(rule: AlertRule, run: Run) -> Alert | None:
     pair = run.pair
-    runs = list(
-        Run.objects.trend().filter(pair=pair).order_by("-created_at", "-pk")[: rule.last_k]
-    )
+    # Audit verdicts live on audit runs, which the probe trend leaves out.
+    source = (Run.objects.filter(status="done", kind="audit")
+              if rule.metric == "verdict_different" else Run.objects.trend())
+    runs = list(source.filter(pair=pair).order_by("-created_at", "-pk")[: rule.last_k])
     aggregate = _aggregate(rule, runs)
     if aggregate is None:
         return None
