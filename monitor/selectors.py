@@ -51,14 +51,16 @@ def get_pair_for_user(user, name: str) -> Pair:
 
 
 def pairs_overview() -> list[PairOverview]:
-    """Every pair with its newest run, newest finished run and open alerts: three queries."""
+    """Every pair with its newest run, newest comparable finished run (``Run.objects.trend``:
+    a temperature-0 probe, not an audit or a load probe) and open alerts: two queries."""
     newest = Run.objects.filter(pair=OuterRef("pk")).order_by("-created_at", "-id")
+    newest_done = Run.objects.trend().filter(pair=OuterRef("pk")).order_by("-created_at", "-id")
     pairs = list(
         Pair.objects.select_related("fast", "base")
         .annotate(
             n_open_alerts=Count("alerts", filter=Q(alerts__resolved_at__isnull=True)),
             last_run_id=Subquery(newest.values("id")[:1]),
-            last_done_id=Subquery(newest.filter(status="done").values("id")[:1]),
+            last_done_id=Subquery(newest_done.values("id")[:1]),
         )
         .order_by("name")
     )
@@ -79,6 +81,14 @@ def pair_runs(pair: Pair, limit: int = 50) -> list[Run]:
     """The pair's newest runs, newest first, without their samples."""
     return list(
         Run.objects.filter(pair=pair).only(*RUN_LIST_FIELDS).order_by("-created_at", "-id")[:limit]
+    )
+
+
+def pair_trend_runs(pair: Pair, limit: int = 50) -> list[Run]:
+    """The pair's newest comparable finished runs (what the charts draw), newest first."""
+    return list(
+        Run.objects.trend().filter(pair=pair).only(*RUN_LIST_FIELDS)
+        .order_by("-created_at", "-id")[:limit]
     )
 
 

@@ -183,7 +183,7 @@ def _pair_context(pair, **extra: Any) -> dict[str, Any]:
         "pair": pair,
         "simulated": simulated,
         "runs": runs,
-        "charts": charts.pair_charts(runs, simulated=simulated),
+        "charts": charts.pair_charts(selectors.pair_trend_runs(pair), simulated=simulated),
         "alerts": selectors.open_alerts(pair),
         "polling": selectors.has_active_run(runs),
         **extra,
