@@ -188,8 +188,8 @@ def _sequential(samples: Sequence[Sample]) -> dict[str, Any] | None:
 
 
 def latest_probe(pair: Pair) -> Run | None:
-    return (Run.objects.filter(pair=pair, kind="probe", status="done")
-            .order_by("-created_at", "-id").first())
+    """The pair's newest finished probe at its own concurrency (load probes left out)."""
+    return Run.objects.trend().filter(pair=pair).order_by("-created_at", "-id").first()
 
 
 def temperature0_diagnostics(*, pair: Pair, run: Run | None = None) -> dict[str, Any] | None:
@@ -292,7 +292,7 @@ def capability_evidence(*, pair: Pair) -> dict[str, Any] | None:
     of its samples there passed (pass@1 ≥ 0.5). pass@1 per tier is the mean over cases of
     the unbiased per-case estimate (Chen et al. 2021; with k = 1 it is c / n).
     """
-    runs = Run.objects.filter(pair=pair, kind="probe", status="done").order_by("-created_at", "-id")
+    runs = Run.objects.trend().filter(pair=pair).order_by("-created_at", "-id")
     run = next((r for r in runs.only("id", "summary")[:RECENT_PROBES]
                 if ((r.summary.get("tiers") or {}).get("fast") or {}).get("n_tested")), None)
     if run is None:
@@ -367,7 +367,7 @@ def _track(runs: Sequence[Run], statistic: str, tier: str) -> dict[str, Any]:
 
 def _runs_for_drift(pair: Pair, kind: str, until: Run | None) -> list[Run]:
     done = Q(status="done") | Q(id=until.id) if until is not None else Q(status="done")
-    runs = Run.objects.filter(done, pair=pair, kind=kind)
+    runs = Run.objects.filter(done, pair=pair, kind=kind).exclude(trigger="load")
     if until is not None:
         runs = runs.filter(created_at__lte=until.created_at)
     newest = runs.order_by("-created_at", "-id").only(
