@@ -96,6 +96,8 @@ USE_TZ = True
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
+# Serve straight from static/ without a collectstatic step, so `./run demo` needs none.
+WHITENOISE_USE_FINDERS = True
 
 # Celery: broker from REDIS_URL, else the serverless filesystem transport of kombu.
 REDIS_URL = env_str("REDIS_URL", "")
