@@ -507,10 +507,10 @@ class _Stream:
                     raise _Failure("malformed_stream", "error event without data")
                 return  # comment / keep-alive / event with no data
             data = b"\n".join(parts)
-        if not data.strip():
-            return
-        if data.strip() == b"[DONE]":
-            return
+        if data[:1] != b"{":
+            stripped = data.strip()
+            if not stripped or stripped == b"[DONE]":
+                return
         try:
             obj = json.loads(data)
         except ValueError:

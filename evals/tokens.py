@@ -15,6 +15,7 @@ thumb for BPE on English), and non-ASCII letters (CJK and the like) ~1 token eac
 
 from __future__ import annotations
 
+import functools
 import re
 
 # cl100k: '(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*|
@@ -42,6 +43,13 @@ def _piece_count(piece: str) -> int:
 
 def estimate_tokens(text: str) -> int:
     """Estimated number of BPE tokens in ``text`` (0 for the empty string)."""
+    if len(text) <= 32:  # streamed deltas: few distinct short strings, counted once each
+        return _estimate_short(text)
+    return sum(_piece_count(p) for p in _PRETOKEN.findall(text))
+
+
+@functools.lru_cache(maxsize=16_384)
+def _estimate_short(text: str) -> int:
     return sum(_piece_count(p) for p in _PRETOKEN.findall(text))
 
 
