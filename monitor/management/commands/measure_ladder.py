@@ -112,7 +112,7 @@ class Command(BaseCommand):
         rungs = {k: RUNGS[k] for k in opts["rungs"]}
         if "different_model" not in rungs:
             raise CommandError("the ladder needs the different_model rung")
-        rows = registered([BASE, *{r[1] for r in rungs.values()}])
+        rows = registered(list(dict.fromkeys([BASE, *(r[1] for r in rungs.values())])))
         specs = {"base": endpoint_spec(rows[BASE])}
         specs |= {tier: endpoint_spec(rows[name]) for tier, name, _, _ in rungs.values()}
         tiers = sorted({("base", 0), *((tier, batch) for tier, _, batch, _ in rungs.values())})
