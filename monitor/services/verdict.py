@@ -426,10 +426,13 @@ def after_summary(*, run_id: int) -> None:
             log.exception("verdict of run %s failed", run_id)
             Run.objects.filter(id=run_id).update(
                 verdict=f"verdict not computed ({type(exc).__name__}: {exc})")
+    try:
+        snapshot = drift_snapshot(run=run)
+    except Exception:  # drift is a view over past runs; it must not fail this one
+        log.exception("drift snapshot of run %s failed", run_id)
+        return
     run.refresh_from_db(fields=["summary"])
-    summary = dict(run.summary or {})
-    summary["drift"] = drift_snapshot(run=run)
-    Run.objects.filter(id=run_id).update(summary=summary)
+    Run.objects.filter(id=run_id).update(summary={**(run.summary or {}), "drift": snapshot})
 
 
 def read_verdict_metric(summary: dict[str, Any], metric: str) -> Any:
