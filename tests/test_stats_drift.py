@@ -14,6 +14,7 @@ BASELINE = [-A, A] * 3
 
 
 def track(zs, **kw):
+    kw.setdefault("h", 5.0)  # the hand-computed sums below use the textbook h
     return cusum_track(BASELINE + list(zs), baseline_n=6, min_baseline_runs=6, **kw)[6:]
 
 

@@ -206,7 +206,7 @@ def save_sample(
 def summarise_run(*, run_id: int) -> dict:
     run = Run.objects.get(id=run_id)
     samples = list(run.samples.select_related("case").order_by("seq"))
-    kept = {k: v for k, v in (run.summary or {}).items() if k in ("skipped", "load")}
-    summary = {**summarise_samples(samples), **kept}
+    # Keys other services added (skipped cases, load levels, verdict, drift) are kept.
+    summary = {**(run.summary or {}), **summarise_samples(samples)}
     Run.objects.filter(id=run_id).update(summary=summary)
     return summary
