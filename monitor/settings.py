@@ -107,13 +107,14 @@ if REDIS_URL:
 else:
     CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
     if CELERY_BROKER_URL == "filesystem://":
-        for sub in ("queue", "processed"):
+        for sub in ("queue", "processed", "control"):
             (_BROKER_DIR / sub).mkdir(parents=True, exist_ok=True)
         CELERY_BROKER_TRANSPORT_OPTIONS = {
             "data_folder_in": str(_BROKER_DIR / "queue"),
             "data_folder_out": str(_BROKER_DIR / "queue"),
             "processed_folder": str(_BROKER_DIR / "processed"),
             "store_processed": False,
+            "control_folder": str(_BROKER_DIR / "control"),
         }
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
