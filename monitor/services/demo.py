@@ -22,6 +22,8 @@ def ensure_demo(*, vendor_url: str, probe_every_s: int = 30, audit_every_s: int 
             defaults={"protocol": "openai", "base_url": vendor_url, "model": model,
                       "api_key_env": "", "simulated": True, "max_concurrency": 4,
                       "timeout_s": 60, "context_window": 32768,
+                      # logprobs show, at a first divergence, a near-tie or a confident token
+                      "extra_body": {"logprobs": True, "top_logprobs": 5},
                       "notes": "Simulated by tierwatch's demo vendor: not a real model."},
         )
         return obj
