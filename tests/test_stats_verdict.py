@@ -183,3 +183,19 @@ def test_it_decides_end_to_end_on_synthetic_tiers():
     far = decide(fast_vs_base=mmd_test(far_fast, base, B=199), base_vs_base=calm, ladder=LADDER)
     assert same.label == "no_detectable_difference"
     assert far.label == "different_model" and far.p_value == pytest.approx(1 / 200)
+
+
+def test_a_calibration_is_only_called_unstable_on_strong_evidence():
+    borderline = decide(fast_vs_base=result(0.41, 0.0002), base_vs_base=result(0.03, 0.001),
+                        ladder=LADDER)
+    assert borderline.label == "no_detectable_difference"
+    strong = decide(fast_vs_base=result(0.41, 0.0002), base_vs_base=result(0.005, 0.001),
+                    ladder=LADDER)
+    assert strong.label == "inconclusive" and "differs from itself" in strong.sentence
+
+
+def test_it_marks_a_pass_rate_gap_that_is_not_significant():
+    few = cases_table(n=4, base_passes=4, fast_loses=1)  # one discordant case: McNemar p = 1
+    v = decide(fast_vs_base=result(0.0001, 0.04, B=9999), base_vs_base=CALM, capability=few,
+               ladder=LADDER)
+    assert "pass@1 −25 points (not significant)" in v.sentence

@@ -159,6 +159,7 @@ def _insufficient(
     calibrations: Mapping[str, MMDResult | None],
     tiers: Mapping[str, TierCounts],
     alpha: float,
+    calibration_alpha: float,
     min_prompts: int,
     min_samples: int,
     max_failed_share: float,
@@ -190,7 +191,7 @@ def _insufficient(
             out.append("no base-vs-base calibration (two independent base batches)")
         elif cal is not None and cal.p_value is None:
             out.append(f"{name.replace('_', '-')} calibration has no usable prompt")
-        elif cal is not None and cal.p_value < alpha:
+        elif cal is not None and cal.p_value < calibration_alpha:
             out.append(
                 f"the {tier} tier differs from itself: {name.replace('_', '-')} "
                 f"{fmt_p(cal.p_value)}, no stable noise floor"
@@ -208,6 +209,7 @@ def decide(
     capability: PairedTable | None = None,
     tiers: Mapping[str, TierCounts] | None = None,
     alpha: float = 0.05,
+    calibration_alpha: float = 0.01,
     min_prompts: int = 25,
     min_samples: int = 5,
     max_failed_share: float = 0.2,
@@ -218,6 +220,9 @@ def decide(
     ``fast_vs_base`` is ``mmd_test(fast, base)`` (so ``n_per_tier`` is (fast, base));
     ``t0_*`` are :func:`evals.similarity.compare_pairs` summaries of temperature-0 answers;
     ``tiers`` maps "fast"/"base" to their request counts.
+    ``calibration_alpha`` is stricter than ``alpha`` on purpose: a tier is declared unstable
+    (no noise floor, so "inconclusive") only on strong evidence; at 0.05 each of the two
+    calibrations would void about one honest run in twenty by chance alone.
     """
     ladder = REFERENCE_LADDER if ladder is None else ladder
     fvb = fast_vs_base
@@ -256,7 +261,7 @@ def decide(
 
     problems = _insufficient(
         fvb, {"base_vs_base": base_vs_base, "fast_vs_fast": fast_vs_fast}, tiers or {},
-        alpha, min_prompts, min_samples, max_failed_share,
+        alpha, calibration_alpha, min_prompts, min_samples, max_failed_share,
     )  # fmt: skip
     if problems:
         sentence = f"inconclusive ({'; '.join(problems)})"
@@ -267,7 +272,9 @@ def decide(
         reasons.append(f"effect not graded: reference ladder measured at L = {ladder.get('L')}")
     mmd_hit = adjusted["mmd_fast_vs_base"] < alpha
     cap_hit = adjusted.get("mcnemar", 1.0) < alpha
-    cap_words = [_points(capability.diff_points)] if "mcnemar" in adjusted else []
+    cap_words = []
+    if "mcnemar" in adjusted:
+        cap_words = [_points(capability.diff_points) + ("" if cap_hit else " (not significant)")]
 
     if not (mmd_hit or cap_hit):
         miss = f"this run could miss differences below MMD² {mde:.2g}"
