@@ -14,6 +14,10 @@ vendor is untouched) and probed one request at a time with the project's own str
 - an extra, non-vendor server: F16 with a Q4_0 draft model (``--spec-type draft-simple``),
   to show why the vendor's speculative tier uses n-gram drafts on this CPU.
 
+``--probe`` also runs the product's own ``manage.py probe PAIR --json --repeat 2`` for every
+vendor pair (the smoke suite, 8 cases x 2 per tier, base and fast concurrently as the product
+does), in a throw-away database, after ``manage.py local_vendor up``.
+
 ``--cold`` also times the whole cold path (pip downloads, llama.cpp build, model preparation,
 first start) in an empty temporary cache: about 7 minutes on 2 cores.
 
@@ -84,9 +88,11 @@ def probe(spec: EndpointSpec) -> dict[str, Any]:
     run = asyncio.run
     first = [run(ask(spec, p, 64)) for p in SHORT]
     repeat = [run(ask(spec, p, 64)) for p in SHORT]
-    cold = [run(ask(spec, long_prompt(uuid.uuid4().hex), 16)) for _ in range(N_LONG)]
-    fixed = long_prompt(uuid.uuid4().hex)
-    warm = [run(ask(spec, fixed, 16)) for _ in range(N_LONG + 1)][1:]
+    cold, warm = [], []
+    for _ in range(N_LONG):  # each unique prompt twice: cold, then repeated at once
+        prompt = long_prompt(uuid.uuid4().hex)
+        cold.append(run(ask(spec, prompt, 16)))
+        warm.append(run(ask(spec, prompt, 16)))
     return {"first": first, "repeat": repeat, "cold": cold, "warm": warm}
 
 
@@ -123,9 +129,12 @@ def row(name: str, res: dict[str, Any], base_texts: list[str] | None, rss: int |
     ttft = {k: percentiles([r.ttft_ms for r in res[k] if r.ok]) for k in ("first", "cold", "warm")}
     speed, speed_rep = decode(res["first"]), decode(res["repeat"])
     cached = [r.cached_tokens or 0 for r in res["warm"] if r.ok]
+    pairs_long = zip(res["cold"], res["warm"], strict=True)
+    same = sum(c.ok and w.ok and c.text == w.text for c, w in pairs_long)
     return (
         f"| {name} | {fmt(ttft['first'])} | {fmt(ttft['cold'], 1e-3, 2)} | "
         f"{fmt(ttft['warm'], 1e-3, 2)} | {int(statistics.median(cached)) if cached else '-'} | "
+        f"{same}/{len(res['warm'])} | "
         f"{med(speed)} | {med(speed_rep)} | "
         f"{agree['exact_match_rate']:.0%} (n={agree['n']}) | "
         f"{'-' if div is None else f'{div:.0f}'} (n={agree['n_diverging']}) | "
@@ -149,9 +158,44 @@ def cold_path() -> dict[str, float]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def probe_pairs() -> list[str]:
+    """The product's probe command against every local pair; one table row per pair."""
+    var = Path(tempfile.mkdtemp(prefix="tierwatch-probe-"))
+    env = {**os.environ, "TIERWATCH_VAR_DIR": str(var)}
+    env.pop("DATABASE_URL", None)
+    manage = [sys.executable, str(ROOT / "manage.py")]
+    state = ["--state", str(var / "vendor.json")]
+    rows = []
+    try:
+        subprocess.run([*manage, "migrate", "-v0"], env=env, cwd=ROOT, check=True)
+        subprocess.run([*manage, "local_vendor", "up", *state], env=env, cwd=ROOT, check=True,
+                       stdout=subprocess.DEVNULL)
+        for pair in vendor.PAIRS:
+            out = subprocess.run([*manage, "probe", pair.name, "--json", "--repeat", "2"],
+                                 env=env, cwd=ROOT, check=True, capture_output=True, text=True)
+            summary = json.loads(out.stdout)
+            fast, base = summary["tiers"]["fast"], summary["tiers"]["base"]
+            sim = summary["similarity"]["fast_vs_base"]
+            div = sim["first_div_p50"]
+            rows.append(
+                f"| {pair.name} | {'same' if pair.same_model else 'different'} | "
+                f"{fmt(fast['ttft_ms'])} | {fmt(base['ttft_ms'])} | "
+                f"{fast['decode_tps_p50']:.0f} / {base['decode_tps_p50']:.0f} | "
+                f"{sim['exact_rate']:.0%} (n={sim['n']}) | {sim['mean_ratio']:.2f} | "
+                f"{'-' if div is None else f'{div:.0f}'} | "
+                f"{base['n'] - base['n_ok'] + fast['n'] - fast['n_ok']} |")
+            print(rows[-1], flush=True)
+    finally:
+        subprocess.run([*manage, "local_vendor", "down", *state], env=env, cwd=ROOT,
+                       stdout=subprocess.DEVNULL)
+        shutil.rmtree(var, ignore_errors=True)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cold", action="store_true", help="also time the cold path (~7 min)")
+    parser.add_argument("--probe", action="store_true", help="also run manage.py probe per pair")
     parser.add_argument("--write-docs", action="store_true", help="update docs/benchmarks.md")
     args = parser.parse_args()
     started, load0 = time.monotonic(), os.getloadavg()
@@ -187,10 +231,11 @@ def main() -> None:
         if draft:
             llamacpp.stop(draft.pid)
         vendor.down(state=state)
+    probe_rows = probe_pairs() if args.probe else None
     starts = ", ".join(f"{n} {r['ready_s']:.1f} s" for n, r in recs.items())
     figures = {"cold": cold, "cached_build_s": cached_build_s, "up_s": up_s, "starts": starts,
                "build_record": binaries.build_seconds, "load": (load0, os.getloadavg()),
-               "took": time.monotonic() - started}
+               "probe_rows": probe_rows, "took": time.monotonic() - started}
     text = section(rows, figures, binaries)
     print(text)
     if args.write_docs:
@@ -199,14 +244,16 @@ def main() -> None:
 
 HEADER = (
     "| target | TTFT short ms P50 / P95 | TTFT ~1.5k cold s P50 / P95 | "
-    "TTFT ~1.5k repeated s P50 / P95 | cached tokens (repeated) | decode tok/s P50 | "
+    "TTFT ~1.5k repeated s P50 / P95 | cached tokens (repeated) | repeated text = cold text | "
+    "decode tok/s P50 | "
     "decode tok/s, repeated request | exact match vs base | first divergence P50 (chars) | "
-    "RSS MB | failed |\n|---|---|---|---|---|---|---|---|---|---|---|"
+    "RSS MB | failed |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 
 def section(rows: list[str], f: dict[str, Any], binaries: build.Binaries) -> str:
     cold = f["cold"]
+    flags = (" --cold" if cold else "") + (" --probe" if f["probe_rows"] else "")
     cold_text = (f"cold path measured now: {cold['total_s']:.0f} s in total, of which the "
                  f"llama.cpp build {cold['build_s']:.0f} s" if cold else
                  f"cold build recorded in the cache's build.json: {f['build_record']:.0f} s "
@@ -216,7 +263,7 @@ def section(rows: list[str], f: dict[str, Any], binaries: build.Binaries) -> str
                 .splitlines() if ln.startswith("model name")), "unknown CPU")
     return f"""{SECTION}
 
-Command: `.venv/bin/python benchmarks/engines.py --write-docs{' --cold' if cold else ''}` \
+Command: `.venv/bin/python benchmarks/engines.py --write-docs{flags}` \
 ({f['took'] / 60:.0f} min). Date: {dt.date.today().isoformat()}. Machine: {os.cpu_count()} \
 cores ({cpu}), Linux {platform.release()}; load average at start / end: {load} (other jobs \
 shared the machine: absolute figures are noisy, the comparisons between rows are the point).
@@ -235,7 +282,7 @@ Build and start: {cold_text}; `build_binaries()` with the cache present \
 
 Per target, one request at a time with `evals.client.stream_chat`, temperature 0. TTFT short:
 10 distinct short prompts, 64 output tokens. ~1.5k: a 1,500-token prompt, 16 output tokens,
-"cold" with a unique prefix each time, "repeated" the same prompt after one warm-up. Decode
+"cold" with a unique prefix each time, "repeated" the same prompt again at once (n=5 each). Decode
 speed = 1 / TPOT over the short prompts' first pass, and over an identical second pass.
 Agreement: first-pass texts against the base tier's (for `smollm2-f16` itself: its second
 pass against its first). "{DRAFT_ROW}" is not a vendor target: F16 with SmolLM2 Q4_0 as a
@@ -243,13 +290,28 @@ draft model (`--spec-type draft-simple`).
 
 {HEADER}
 {chr(10).join(rows)}
-
+{probe_text(f["probe_rows"])}
 Reading: the quantized tiers decode faster and diverge from the base text after a while (same
 model, different numerics); the n-gram speculative tier returns the base tier's exact text,
 and is faster only when the text repeats (the second, identical request); the draft-model
 variant keeps the text too but is slower on 2 CPU cores, which is why the vendor uses n-gram
 drafts; only the prefix-cache tier turns a repeated long prompt into a fast TTFT (the others
 run with `--no-cache-prompt`); Gemma is a different model and never matches.
+"""
+
+
+def probe_text(rows: list[str] | None) -> str:
+    if not rows:
+        return ""
+    return f"""
+The product's own probe (`manage.py local_vendor up`, then `manage.py probe PAIR --json
+--repeat 2` per pair: smoke suite, 8 cases x 2 repetitions per tier, the two tiers probed
+concurrently, one request at a time each):
+
+| pair | known answer | fast TTFT ms P50 / P95 | base TTFT ms P50 / P95 | decode tok/s fast / base \
+| exact match | mean Indel ratio | first divergence P50 (chars) | failed |
+|---|---|---|---|---|---|---|---|---|
+{chr(10).join(rows)}
 """
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
 import platform
 import shutil
 import subprocess
@@ -106,7 +107,7 @@ def _tools() -> tuple[str, str]:
 
 def _build(version: str, root: Path, jobs: int, log: Callable[[str], None]) -> Binaries:
     cmake, generator = _tools()
-    started = time.monotonic()
+    started, load = time.monotonic(), os.getloadavg()[0]
     downloads = cache_dir() / "downloads"
     log(f"llama.cpp: downloading llama-cpp-python=={version} sdist through pip")
     pip_download([(f"llama-cpp-python=={version}", SDIST_SHA256[version])], downloads, sdist=True)
@@ -148,6 +149,7 @@ def _build(version: str, root: Path, jobs: int, log: Callable[[str], None]) -> B
     seconds = round(time.monotonic() - started, 1)
     record = {"version": version, "seconds": seconds, "generator": generator,
               "flags": list(CMAKE_FLAGS), "jobs": jobs, "built_at": time.time(),
+              "load_avg_start_end": [load, os.getloadavg()[0]],  # builds on a busy machine
               "llama_cpp": server_version(bin_dir / "llama-server")}
     (root / "build.json").write_text(json.dumps(record, indent=2))
     shutil.rmtree(work, ignore_errors=True)
