@@ -129,6 +129,9 @@ def make_client(*, backend: str = "aiohttp", **kw: Any) -> httpx.AsyncClient:
     kw.setdefault("follow_redirects", False)
     kw.setdefault("http1", True)
     kw.setdefault("http2", False)
+    verify = kw.get("verify", True)
+    if not isinstance(verify, ssl.SSLContext):
+        kw["verify"] = _ssl_context(verify)  # shared by both wires; built once per process
     if backend == "aiohttp":
         return ProbeClient(**kw)
     if backend != "httpcore":
