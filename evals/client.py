@@ -80,8 +80,9 @@ class ProbeClient(httpx.AsyncClient):
     """An ``httpx.AsyncClient`` (usable for anything) that also owns an aiohttp session which
     :func:`stream_chat` uses for its streams (why: see the module docstring)."""
 
-    def __init__(self, *, limits: httpx.Limits, verify: bool | str | ssl.SSLContext = True,
-                 **kw: Any) -> None:
+    def __init__(self, *, limits: httpx.Limits | None = None,
+                 verify: bool | str | ssl.SSLContext = True, **kw: Any) -> None:
+        limits = limits or httpx.Limits(max_connections=256, max_keepalive_connections=64)
         super().__init__(limits=limits, verify=verify, **kw)
         self._probe_limits = limits
         self._probe_ssl = verify if isinstance(verify, ssl.SSLContext) else _ssl_context(verify)
@@ -100,6 +101,7 @@ class ProbeClient(httpx.AsyncClient):
             self._session = aiohttp.ClientSession(
                 connector=connector, trace_configs=[traces], auto_decompress=False,
                 cookie_jar=aiohttp.DummyCookieJar(), timeout=aiohttp.ClientTimeout(total=None),
+                trust_env=self.trust_env,  # HTTP(S)_PROXY / NO_PROXY, as httpx does
             )
         return self._session
 
