@@ -244,3 +244,14 @@ def test_it_reads_retry_after_as_seconds_or_http_date():
     assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # in the past
     assert parse_retry_after("Fri, 01 Jan 2100 00:00:00 GMT") > 50
     assert parse_retry_after("soon") is None
+
+
+def test_the_token_estimate_splits_like_a_gpt_pre_tokenizer():
+    from evals.tokens import estimate_tokens, token_pieces
+
+    assert estimate_tokens("") == 0
+    assert token_pieces("Hello, world!") == ["Hello", ",", " world", "!"]
+    assert token_pieces("1234567") == ["123", "456", "7"]  # digits in groups of three
+    assert estimate_tokens("internationalization") == 5  # long words ~4 characters a token
+    text = "def f(x):\n    return x ** 2  # 你好 café\r\n"
+    assert "".join(token_pieces(text)) == text and len(token_pieces(text)) == estimate_tokens(text)
