@@ -88,7 +88,9 @@ class TimingRecord:
     @property
     def output_tokens(self) -> int | None:
         """Server count when reported, else our estimate (DESIGN.md: usage first)."""
-        return self.completion_tokens if self.completion_tokens is not None else self.estimated_tokens
+        if self.completion_tokens is not None:
+            return self.completion_tokens
+        return self.estimated_tokens
 
 
 @dataclass(frozen=True)

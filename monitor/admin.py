@@ -74,7 +74,17 @@ class AlertRuleForm(forms.ModelForm):
 @admin.register(models.AlertRule)
 class AlertRuleAdmin(admin.ModelAdmin):
     form = AlertRuleForm
-    list_display = ("name", "pair", "metric", "tier", "op", "threshold", "last_k", "min_n", "enabled")
+    list_display = (
+        "name",
+        "pair",
+        "metric",
+        "tier",
+        "op",
+        "threshold",
+        "last_k",
+        "min_n",
+        "enabled",
+    )
 
 
 @admin.register(models.Alert)

@@ -35,7 +35,9 @@ class Endpoint(models.Model):
     base_url = models.URLField(max_length=300, help_text="e.g. https://api.vendor.com/v1")
     model = models.CharField(max_length=200)
     api_key_env = models.CharField(
-        max_length=100, blank=True, validators=[validate_env_name],
+        max_length=100,
+        blank=True,
+        validators=[validate_env_name],
         help_text="Name of the environment variable that holds the API key (never the key).",
     )
     max_concurrency = models.PositiveSmallIntegerField(default=4)
@@ -124,7 +126,12 @@ class Run(models.Model):
     objects = RunQuerySet.as_manager()
 
     KINDS = [("probe", "probe (temperature 0)"), ("audit", "audit (temperature 1)")]
-    STATUSES = [("queued", "queued"), ("running", "running"), ("done", "done"), ("failed", "failed")]
+    STATUSES = [
+        ("queued", "queued"),
+        ("running", "running"),
+        ("done", "done"),
+        ("failed", "failed"),
+    ]
 
     pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="runs")
     suite = models.ForeignKey(Suite, on_delete=models.PROTECT, related_name="runs")
@@ -198,7 +205,10 @@ class Sample(models.Model):
 
     class Meta:
         ordering = ["run", "seq"]
-        indexes = [models.Index(fields=["run", "tier"]), models.Index(fields=["endpoint", "started_at"])]
+        indexes = [
+            models.Index(fields=["run", "tier"]),
+            models.Index(fields=["endpoint", "started_at"]),
+        ]
 
     def __str__(self) -> str:
         return f"sample {self.pk} {self.tier} {self.case.key}"
@@ -213,7 +223,9 @@ class Channel(models.Model):
     kind = models.CharField(max_length=16, choices=KINDS)
     target = models.CharField(
         max_length=500,
-        help_text="email: comma-separated addresses; slack: NAME of the env var with the webhook URL",
+        help_text=(
+            "email: comma-separated addresses; slack: NAME of the env var with the webhook URL"
+        ),
     )
     disabled = models.BooleanField(default=False)
     last_error = models.TextField(blank=True)
@@ -230,8 +242,9 @@ class AlertRule(models.Model):
     TIERS = [("fast", "fast"), ("base", "base"), ("pair", "pair")]
 
     name = models.SlugField(max_length=80, unique=True)
-    pair = models.ForeignKey(Pair, null=True, blank=True, on_delete=models.CASCADE,
-                             help_text="empty: every pair")
+    pair = models.ForeignKey(
+        Pair, null=True, blank=True, on_delete=models.CASCADE, help_text="empty: every pair"
+    )
     metric = models.CharField(max_length=40)
     tier = models.CharField(max_length=8, choices=TIERS, default="fast")
     op = models.CharField(max_length=2, choices=OPS, default="gt")
@@ -265,7 +278,9 @@ class Alert(models.Model):
 class Notification(models.Model):
     """Every delivery attempt of an alert to a channel, with its error (healthchecks' model)."""
 
-    alert = models.ForeignKey(Alert, null=True, on_delete=models.CASCADE, related_name="notifications")
+    alert = models.ForeignKey(
+        Alert, null=True, on_delete=models.CASCADE, related_name="notifications"
+    )
     channel = models.ForeignKey(Channel, on_delete=models.CASCADE, related_name="notifications")
     created_at = models.DateTimeField(auto_now_add=True)
     subject = models.CharField(max_length=300)

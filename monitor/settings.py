@@ -19,7 +19,9 @@ VAR_DIR = Path(env_str("TIERWATCH_VAR_DIR", str(BASE_DIR / "var")))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 DEBUG = env_bool("TIERWATCH_DEBUG", False)
-SECRET_KEY = env_str("TIERWATCH_SECRET_KEY", "insecure-dev-key-set-TIERWATCH_SECRET_KEY-in-production")
+SECRET_KEY = env_str(
+    "TIERWATCH_SECRET_KEY", "insecure-dev-key-set-TIERWATCH_SECRET_KEY-in-production"
+)
 ALLOWED_HOSTS = env_list("TIERWATCH_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("TIERWATCH_CSRF_TRUSTED_ORIGINS", [])
 SITE_URL = env_str("TIERWATCH_SITE_URL", "http://127.0.0.1:8000")
@@ -69,7 +71,9 @@ TEMPLATES = [
 ]
 
 _SQLITE_URL = f"sqlite:///{VAR_DIR / 'tierwatch.sqlite3'}"
-DATABASES = {"default": dj_database_url.parse(env_str("DATABASE_URL", _SQLITE_URL), conn_max_age=60)}
+DATABASES = {
+    "default": dj_database_url.parse(env_str("DATABASE_URL", _SQLITE_URL), conn_max_age=60)
+}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL + IMMEDIATE: the worker writes samples while the web process reads pages.
     DATABASES["default"]["OPTIONS"] = {

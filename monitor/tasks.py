@@ -15,8 +15,14 @@ from monitor.services import alerts, reports, runs
 TRANSIENT = (OperationalError, ConnectionError)
 
 
-@shared_task(acks_late=True, soft_time_limit=3300, time_limit=3600,
-             autoretry_for=TRANSIENT, retry_backoff=True, max_retries=3)
+@shared_task(
+    acks_late=True,
+    soft_time_limit=3300,
+    time_limit=3600,
+    autoretry_for=TRANSIENT,
+    retry_backoff=True,
+    max_retries=3,
+)
 def execute_run_task(run_id: int) -> int | None:
     run = runs.execute_run(run_id=run_id)
     if run is None:

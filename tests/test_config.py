@@ -54,14 +54,19 @@ alert_rules:
 def test_it_applies_a_full_config_and_is_idempotent():
     first = apply_config_text(GOOD, source="team.yaml")
     second = apply_config_text(GOOD, source="team.yaml")
-    assert first == second == {"endpoints": 2, "suites": 1, "pairs": 1, "channels": 1, "alert_rules": 1}
+    assert (
+        first
+        == second
+        == {"endpoints": 2, "suites": 1, "pairs": 1, "channels": 1, "alert_rules": 1}
+    )
     assert Endpoint.objects.count() == 2
     assert Endpoint.objects.get(name="acme-base").protocol == "anthropic"
     pair = Pair.objects.get(name="acme")
     assert pair.suite == Suite.objects.get(name="team-cases", version=2)
     assert pair.claimed_speedup == 6
-    assert set(PeriodicTask.objects.filter(name__endswith=":acme").values_list("name", flat=True)) == {
-        "probe:acme", "audit:acme"}
+    assert set(
+        PeriodicTask.objects.filter(name__endswith=":acme").values_list("name", flat=True)
+    ) == {"probe:acme", "audit:acme"}
     assert PeriodicTask.objects.get(name="probe:acme").interval.every == 900
     rule = AlertRule.objects.get(name="acme-ttft")
     assert list(rule.channels.all()) == [Channel.objects.get(name="ops")]
@@ -78,7 +83,10 @@ def test_it_reports_file_line_and_field_and_applies_nothing():
 
 @pytest.mark.django_db
 def test_it_refuses_a_literal_api_key():
-    text = "endpoints:\n  - name: x\n    base_url: https://a.example/v1\n    model: m\n    api_key: sk-secret123\n"
+    text = (
+        "endpoints:\n  - name: x\n    base_url: https://a.example/v1\n    model: m\n"
+        "    api_key: sk-secret123\n"
+    )
     with pytest.raises(ConfigError) as err:
         apply_config_text(text, source="c.yaml")
     message = str(err.value)
@@ -88,7 +96,8 @@ def test_it_refuses_a_literal_api_key():
 @pytest.mark.django_db
 def test_it_names_unknown_references_and_fields():
     text = GOOD.replace("    base: acme-base\n", "    base: acme-bsae\n").replace(
-        "    repeat: 2\n", "    repeat: 2\n    colour: red\n")
+        "    repeat: 2\n", "    repeat: 2\n    colour: red\n"
+    )
     with pytest.raises(ConfigError) as err:
         apply_config_text(text, source="t.yaml")
     assert "t.yaml:26: pairs[0].colour: unknown field" in str(err.value)

@@ -19,8 +19,10 @@ from tests.conftest import ROOT, free_port
 def login(client: httpx.Client, base: str, user: str, password: str) -> None:
     page = client.get(f"{base}/accounts/login/")
     token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
-    answer = client.post(f"{base}/accounts/login/", data={
-        "username": user, "password": password, "csrfmiddlewaretoken": token})
+    answer = client.post(
+        f"{base}/accounts/login/",
+        data={"username": user, "password": password, "csrfmiddlewaretoken": token},
+    )
     assert answer.status_code in (200, 302)
 
 
@@ -29,9 +31,22 @@ def test_the_demo_starts_prints_a_url_and_data_flows(tmp_path):
     env = {**os.environ, "DATABASE_URL": "", "REDIS_URL": "", "TIERWATCH_VAR_DIR": str(tmp_path)}
     web_port, vendor_port = free_port(), free_port()
     proc = subprocess.Popen(
-        [sys.executable, "manage.py", "demo", "--port", str(web_port),
-         "--vendor-port", str(vendor_port), "--every", "20"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            sys.executable,
+            "manage.py",
+            "demo",
+            "--port",
+            str(web_port),
+            "--vendor-port",
+            str(vendor_port),
+            "--every",
+            "20",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
         start_new_session=True,
     )
     lines: list[str] = []
@@ -67,5 +82,7 @@ def test_the_demo_starts_prints_a_url_and_data_flows(tmp_path):
     for port in (web_port, vendor_port):
         with pytest.raises(OSError):
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
-    workers = subprocess.run(["pgrep", "-f", f"--schedule {tmp_path}"], capture_output=True, text=True)
+    workers = subprocess.run(
+        ["pgrep", "-f", f"--schedule {tmp_path}"], capture_output=True, text=True
+    )
     assert workers.stdout.strip() == "", "the demo left its Celery worker behind"

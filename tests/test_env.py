@@ -21,7 +21,9 @@ def test_it_uses_defaults_for_unset_and_empty(monkeypatch):
     assert env_bool("TW_EMPTY", True) is True
 
 
-@pytest.mark.parametrize("reader,value", [(env_bool, "maybe"), (env_int, "4x"), (env_float, "fast")])
+@pytest.mark.parametrize(
+    "reader,value", [(env_bool, "maybe"), (env_int, "4x"), (env_float, "fast")]
+)
 def test_it_fails_loudly_naming_the_variable(monkeypatch, reader, value):
     monkeypatch.setenv("TW_BAD", value)
     with pytest.raises(EnvError, match="TW_BAD"):

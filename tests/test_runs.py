@@ -11,13 +11,23 @@ from monitor.services.suites import sync_builtin_suite
 from tests.conftest import free_port
 
 
-def make_pair(vendor_url: str, *, fast_model: str = "demo-fast", fast_url: str | None = None,
-              suite: str = "coding", repeat: int = 2) -> Pair:
-    base = Endpoint.objects.create(name="base", base_url=vendor_url, model="demo-base", simulated=True)
-    fast = Endpoint.objects.create(name="fast", base_url=fast_url or vendor_url, model=fast_model,
-                                   simulated=True, timeout_s=10)
-    return Pair.objects.create(name="p", fast=fast, base=base, suite=sync_builtin_suite(name=suite),
-                               repeat=repeat)
+def make_pair(
+    vendor_url: str,
+    *,
+    fast_model: str = "demo-fast",
+    fast_url: str | None = None,
+    suite: str = "coding",
+    repeat: int = 2,
+) -> Pair:
+    base = Endpoint.objects.create(
+        name="base", base_url=vendor_url, model="demo-base", simulated=True
+    )
+    fast = Endpoint.objects.create(
+        name="fast", base_url=fast_url or vendor_url, model=fast_model, simulated=True, timeout_s=10
+    )
+    return Pair.objects.create(
+        name="p", fast=fast, base=base, suite=sync_builtin_suite(name=suite), repeat=repeat
+    )
 
 
 @pytest.mark.django_db
@@ -50,8 +60,9 @@ def test_the_same_seed_gives_the_same_order(demo_vendor_url):
 
 @pytest.mark.django_db
 def test_it_handles_a_down_endpoint_as_failed_samples_and_goes_on(demo_vendor_url):
-    pair = make_pair(demo_vendor_url, fast_url=f"http://127.0.0.1:{free_port()}/v1",
-                     suite="smoke", repeat=1)
+    pair = make_pair(
+        demo_vendor_url, fast_url=f"http://127.0.0.1:{free_port()}/v1", suite="smoke", repeat=1
+    )
     run = execute_run(run_id=create_run(pair=pair).id, cases_limit=3)
     assert run.status == "done"
     fast = Sample.objects.filter(run=run, tier="fast")
@@ -62,10 +73,15 @@ def test_it_handles_a_down_endpoint_as_failed_samples_and_goes_on(demo_vendor_ur
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("model,error_class", [
-    ("demo-broken-html", "http_status"), ("demo-garbage", "malformed_stream"),
-    ("demo-truncated", "stream_incomplete"), ("demo-ratelimit", "rate_limited"),
-])
+@pytest.mark.parametrize(
+    "model,error_class",
+    [
+        ("demo-broken-html", "http_status"),
+        ("demo-garbage", "malformed_stream"),
+        ("demo-truncated", "stream_incomplete"),
+        ("demo-ratelimit", "rate_limited"),
+    ],
+)
 def test_it_records_each_fault_with_its_class(demo_vendor_url, model, error_class):
     pair = make_pair(demo_vendor_url, fast_model=model, suite="smoke", repeat=1)
     run = execute_run(run_id=create_run(pair=pair).id, cases_limit=2)
@@ -109,5 +125,7 @@ def test_similarity_leaves_out_cases_whose_prompt_differs_per_request(demo_vendo
     run = execute_run(run_id=create_run(pair=pair, seed=3).id)
     cold = run.samples.filter(case__scenario="long_cold", ok=True)
     assert cold.count() > 0
-    n_cases_compared = run.samples.exclude(case__scenario="long_cold").values("case").distinct().count()
+    n_cases_compared = (
+        run.samples.exclude(case__scenario="long_cold").values("case").distinct().count()
+    )
     assert run.summary["similarity"]["base_vs_base"]["n"] == n_cases_compared

@@ -24,25 +24,62 @@ def worker_database_url() -> str:
     if db["ENGINE"].endswith("sqlite3"):
         return f"sqlite:///{db['NAME']}"
     user = db.get("USER") or "postgres"
-    return f"postgres://{user}@{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
+    return (
+        f"postgres://{user}@{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
+    )
 
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.timeout(180)
 def test_a_scheduled_probe_runs_in_a_real_worker(demo_vendor_url):
-    base = Endpoint.objects.create(name="b", base_url=demo_vendor_url, model="demo-base", simulated=True)
-    fast = Endpoint.objects.create(name="f", base_url=demo_vendor_url, model="demo-fast", simulated=True)
-    Pair.objects.create(name="sched", fast=fast, base=base, suite=sync_builtin_suite(name="smoke"),
-                        repeat=1, cases_per_run=3)
+    base = Endpoint.objects.create(
+        name="b", base_url=demo_vendor_url, model="demo-base", simulated=True
+    )
+    fast = Endpoint.objects.create(
+        name="f", base_url=demo_vendor_url, model="demo-fast", simulated=True
+    )
+    Pair.objects.create(
+        name="sched",
+        fast=fast,
+        base=base,
+        suite=sync_builtin_suite(name="smoke"),
+        repeat=1,
+        cases_per_run=3,
+    )
     ensure_probe_schedule(pair_name="sched", every_s=3)
     connection.close()  # SQLite: let the worker write without waiting for our connection
-    env = {**os.environ, "DATABASE_URL": worker_database_url(), "DJANGO_SETTINGS_MODULE": "monitor.settings"}
-    subprocess.run([sys.executable, "-m", "celery", "-A", "monitor", "purge", "-f"], cwd=ROOT,
-                   env=env, check=True, capture_output=True)
+    env = {
+        **os.environ,
+        "DATABASE_URL": worker_database_url(),
+        "DJANGO_SETTINGS_MODULE": "monitor.settings",
+    }
+    subprocess.run(
+        [sys.executable, "-m", "celery", "-A", "monitor", "purge", "-f"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "monitor", "worker", "--beat", "--pool=threads",
-         "--concurrency=2", "--loglevel=INFO", "--schedule", os.path.join(settings.VAR_DIR, "test-beat")],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "monitor",
+            "worker",
+            "--beat",
+            "--pool=threads",
+            "--concurrency=2",
+            "--loglevel=INFO",
+            "--schedule",
+            os.path.join(settings.VAR_DIR, "test-beat"),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
         start_new_session=True,
     )
     try:

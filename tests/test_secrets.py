@@ -35,9 +35,11 @@ class VendorRecordingAuth(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.end_headers()
-        for chunk in ({"choices": [{"delta": {"content": "hi"}, "index": 0}]},
-                      {"choices": [{"delta": {}, "finish_reason": "stop", "index": 0}]},
-                      {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 1}}):
+        for chunk in (
+            {"choices": [{"delta": {"content": "hi"}, "index": 0}]},
+            {"choices": [{"delta": {}, "finish_reason": "stop", "index": 0}]},
+            {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 1}},
+        ):
             self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
         self.wfile.write(b"data: [DONE]\n\n")
 
@@ -56,15 +58,20 @@ def vendor():
 @pytest.mark.django_db
 def test_it_sends_the_key_from_the_environment_and_stores_it_nowhere(vendor, monkeypatch):
     monkeypatch.setenv("ACME_TEST_KEY", SECRET)
-    ok = Endpoint.objects.create(name="ok", base_url=f"{vendor}/v1", model="m", api_key_env="ACME_TEST_KEY")
-    bad = Endpoint.objects.create(name="bad", base_url=f"{vendor}/fail/v1", model="m",
-                                  api_key_env="ACME_TEST_KEY")
+    ok = Endpoint.objects.create(
+        name="ok", base_url=f"{vendor}/v1", model="m", api_key_env="ACME_TEST_KEY"
+    )
+    bad = Endpoint.objects.create(
+        name="bad", base_url=f"{vendor}/fail/v1", model="m", api_key_env="ACME_TEST_KEY"
+    )
     pair = Pair.objects.create(name="s", fast=bad, base=ok, suite=sync_builtin_suite(name="smoke"))
     run = execute_run(run_id=create_run(pair=pair).id, cases_limit=2)
     assert f"Bearer {SECRET}" in VendorRecordingAuth.seen
     assert Sample.objects.filter(run=run, tier="base", ok=True).count() == 2
-    assert set(Sample.objects.filter(run=run, tier="fast").values_list("error_class", flat=True)) == {
-        "http_status"}
-    dump = serializers.serialize("json", [*Endpoint.objects.all(), *Run.objects.all(),
-                                          *Sample.objects.all()])
+    assert set(
+        Sample.objects.filter(run=run, tier="fast").values_list("error_class", flat=True)
+    ) == {"http_status"}
+    dump = serializers.serialize(
+        "json", [*Endpoint.objects.all(), *Run.objects.all(), *Sample.objects.all()]
+    )
     assert SECRET not in dump

@@ -22,8 +22,8 @@ frequent than the textbook run lengths (Jones, Champ & Rigdon 2004, Technometric
 20-run frozen baseline by default, and h = 8 rather than the textbook 5: measured by
 benchmarks/verdict_speed.py on pure noise after a 20-run baseline, h = 5 raised at least one
 alarm in 49% of 100-run series, h = 8 in 17%; the price is slower detection (a 1-sd shift in 14
-runs instead of 8, a 3-sd shift in 3 instead of 2). To accept a change as the new normal, start a new baseline
-from the changed runs.
+runs instead of 8, a 3-sd shift in 3 instead of 2). To accept a change as the new normal,
+start a new baseline from the changed runs.
 """
 
 from __future__ import annotations

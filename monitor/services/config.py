@@ -24,17 +24,57 @@ from monitor.services.suites import save_suite, sync_builtin_suite
 
 SECTIONS = ("endpoints", "suites", "pairs", "channels", "alert_rules")
 FIELDS = {
-    "endpoints": {"name", "protocol", "base_url", "model", "api_key_env", "max_concurrency",
-                  "timeout_s", "context_window", "extra_body", "notes"},
+    "endpoints": {
+        "name",
+        "protocol",
+        "base_url",
+        "model",
+        "api_key_env",
+        "max_concurrency",
+        "timeout_s",
+        "context_window",
+        "extra_body",
+        "notes",
+    },
     "suites": {"name", "builtin", "version", "description", "cases"},
-    "pairs": {"name", "fast", "base", "suite", "claimed_speedup", "repeat", "cases_per_run",
-              "slo_ttft_ms", "slo_e2e_ms", "active", "schedule"},
+    "pairs": {
+        "name",
+        "fast",
+        "base",
+        "suite",
+        "claimed_speedup",
+        "repeat",
+        "cases_per_run",
+        "slo_ttft_ms",
+        "slo_e2e_ms",
+        "active",
+        "schedule",
+    },
     "channels": {"name", "kind", "target"},
-    "alert_rules": {"name", "pair", "metric", "tier", "op", "threshold", "last_k", "min_n",
-                    "channels", "enabled"},
+    "alert_rules": {
+        "name",
+        "pair",
+        "metric",
+        "tier",
+        "op",
+        "threshold",
+        "last_k",
+        "min_n",
+        "channels",
+        "enabled",
+    },
 }
-CASE_FIELDS = {"key", "messages", "category", "scenario", "max_tokens", "difficulty",
-               "unit_tests", "entry_point", "constraints"}
+CASE_FIELDS = {
+    "key",
+    "messages",
+    "category",
+    "scenario",
+    "max_tokens",
+    "difficulty",
+    "unit_tests",
+    "entry_point",
+    "constraints",
+}
 DURATION = re.compile(r"^(\d+)\s*([smhd])$")
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -98,13 +138,19 @@ class _Applier:
                 self.error(item.line, path, "must be a mapping")
                 continue
             if "api_key" in item.value:
-                self.error(item.value["api_key"].line, f"{path}.api_key",
-                           "keys are never stored: set api_key_env to the variable's NAME")
+                self.error(
+                    item.value["api_key"].line,
+                    f"{path}.api_key",
+                    "keys are never stored: set api_key_env to the variable's NAME",
+                )
                 continue
             unknown = set(item.value) - FIELDS[section]
             for key in sorted(unknown):
-                self.error(item.value[key].line, f"{path}.{key}",
-                           f"unknown field (allowed: {', '.join(sorted(FIELDS[section]))})")
+                self.error(
+                    item.value[key].line,
+                    f"{path}.{key}",
+                    f"unknown field (allowed: {', '.join(sorted(FIELDS[section]))})",
+                )
             if "name" not in item.value:
                 self.error(item.line, f"{path}.name", "required")
                 continue
@@ -137,7 +183,9 @@ def apply_config_text(text: str, *, source: str = "<config>") -> dict[str, int]:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark else 0
-        raise ConfigError(f"{source}:{line}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+        raise ConfigError(
+            f"{source}:{line}: not valid YAML: {getattr(exc, 'problem', exc)}"
+        ) from None
     if node is None:
         raise ConfigError(f"{source}:1: the file is empty")
     root = _locate(node)
@@ -145,7 +193,9 @@ def apply_config_text(text: str, *, source: str = "<config>") -> dict[str, int]:
         raise ConfigError(f"{source}:{root.line}: the top level must be a mapping of {SECTIONS}")
     applier = _Applier(source)
     for key in sorted(set(root.value) - set(SECTIONS)):
-        applier.error(root.value[key].line, key, f"unknown section (allowed: {', '.join(SECTIONS)})")
+        applier.error(
+            root.value[key].line, key, f"unknown section (allowed: {', '.join(SECTIONS)})"
+        )
     counts = {s: 0 for s in SECTIONS}
     try:
         with transaction.atomic():
@@ -183,8 +233,11 @@ def _apply_suite(a: _Applier, path: str, item: Located) -> bool:
     if "builtin" in data:
         name = data["builtin"].value
         if name not in BUILTIN_SUITES:
-            a.error(data["builtin"].line, f"{path}.builtin",
-                    f"no built-in suite {name!r} (have: {', '.join(sorted(BUILTIN_SUITES))})")
+            a.error(
+                data["builtin"].line,
+                f"{path}.builtin",
+                f"no built-in suite {name!r} (have: {', '.join(sorted(BUILTIN_SUITES))})",
+            )
             return False
         sync_builtin_suite(name=name)
         return True
@@ -192,7 +245,9 @@ def _apply_suite(a: _Applier, path: str, item: Located) -> bool:
 
     cases_node = data.get("cases")
     if cases_node is None or not isinstance(cases_node.value, list) or not cases_node.value:
-        a.error(item.line, f"{path}.cases", "a suite needs `builtin: NAME` or a non-empty list of cases")
+        a.error(
+            item.line, f"{path}.cases", "a suite needs `builtin: NAME` or a non-empty list of cases"
+        )
         return False
     specs = []
     for j, case in enumerate(cases_node.value):
@@ -202,25 +257,39 @@ def _apply_suite(a: _Applier, path: str, item: Located) -> bool:
             continue
         bad = set(case.value) - CASE_FIELDS
         for key in sorted(bad):
-            a.error(case.value[key].line, f"{cpath}.{key}", f"unknown field (allowed: {', '.join(sorted(CASE_FIELDS))})")
+            a.error(
+                case.value[key].line,
+                f"{cpath}.{key}",
+                f"unknown field (allowed: {', '.join(sorted(CASE_FIELDS))})",
+            )
         for required in ("key", "messages"):
             if required not in case.value:
                 a.error(case.line, f"{cpath}.{required}", "required")
                 bad.add(required)
         messages = _plain(case.value.get("messages"))
         if messages is not None and not (
-            isinstance(messages, list) and messages
+            isinstance(messages, list)
+            and messages
             and all(isinstance(m, dict) and {"role", "content"} <= set(m) for m in messages)
         ):
-            a.error(case.value["messages"].line, f"{cpath}.messages",
-                    "must be a list of {role, content} mappings")
+            a.error(
+                case.value["messages"].line,
+                f"{cpath}.messages",
+                "must be a list of {role, content} mappings",
+            )
             bad.add("messages")
         if not bad:
             specs.append(CaseSpec(**_plain(case)))
     if len(specs) != len(cases_node.value):
         return False
-    save_suite(spec=SuiteSpec(name=data["name"].value, version=int(_plain(data.get("version", Located(1, 0)))),
-                              description=_plain(data.get("description", Located("", 0))), cases=specs))
+    save_suite(
+        spec=SuiteSpec(
+            name=data["name"].value,
+            version=int(_plain(data.get("version", Located(1, 0)))),
+            description=_plain(data.get("description", Located("", 0))),
+            cases=specs,
+        )
+    )
     return True
 
 
@@ -233,7 +302,11 @@ def _suite_named(a: _Applier, node: Located, path: str) -> Suite | None:
     if suite is None and name in BUILTIN_SUITES and not version:
         suite = sync_builtin_suite(name=name)
     if suite is None:
-        a.error(node.line, path, f"no suite named {node.value!r} (define it under suites: or use a built-in)")
+        a.error(
+            node.line,
+            path,
+            f"no suite named {node.value!r} (define it under suites: or use a built-in)",
+        )
     return suite
 
 
@@ -289,7 +362,11 @@ def _apply_rule(a: _Applier, path: str, item: Located) -> bool:
     for k, cname in enumerate(channel_names):
         channel = Channel.objects.filter(name=cname).first()
         if channel is None:
-            a.error(data["channels"].value[k].line, f"{path}.channels[{k}]", f"no channel named {cname!r}")
+            a.error(
+                data["channels"].value[k].line,
+                f"{path}.channels[{k}]",
+                f"no channel named {cname!r}",
+            )
             return False
         channels.append(channel)
     obj = AlertRule.objects.filter(name=plain["name"]).first() or AlertRule(name=plain["name"])

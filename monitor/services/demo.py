@@ -15,16 +15,25 @@ DEMO_USER = "demo"
 DEMO_PASSWORD = "tierwatch-demo"
 
 
-def ensure_demo(*, vendor_url: str, probe_every_s: int = 30, audit_every_s: int = 600) -> list[Pair]:
+def ensure_demo(
+    *, vendor_url: str, probe_every_s: int = 30, audit_every_s: int = 600
+) -> list[Pair]:
     def endpoint(name: str, model: str) -> Endpoint:
         obj, _ = Endpoint.objects.update_or_create(
             name=name,
-            defaults={"protocol": "openai", "base_url": vendor_url, "model": model,
-                      "api_key_env": "", "simulated": True, "max_concurrency": 4,
-                      "timeout_s": 60, "context_window": 32768,
-                      # logprobs show, at a first divergence, a near-tie or a confident token
-                      "extra_body": {"logprobs": True, "top_logprobs": 5},
-                      "notes": "Simulated by tierwatch's demo vendor: not a real model."},
+            defaults={
+                "protocol": "openai",
+                "base_url": vendor_url,
+                "model": model,
+                "api_key_env": "",
+                "simulated": True,
+                "max_concurrency": 4,
+                "timeout_s": 60,
+                "context_window": 32768,
+                # logprobs show, at a first divergence, a near-tie or a confident token
+                "extra_body": {"logprobs": True, "top_logprobs": 5},
+                "notes": "Simulated by tierwatch's demo vendor: not a real model.",
+            },
         )
         return obj
 
@@ -34,21 +43,38 @@ def ensure_demo(*, vendor_url: str, probe_every_s: int = 30, audit_every_s: int 
     suite = sync_builtin_suite(name="coding")
     sync_builtin_suite(name="audit")
     pairs = []
-    for name, fast_ep, claim in (("demo-fast-vs-base", fast, 4.0),
-                                 ("demo-distilled-vs-base", distilled, 6.0)):
+    for name, fast_ep, claim in (
+        ("demo-fast-vs-base", fast, 4.0),
+        ("demo-distilled-vs-base", distilled, 6.0),
+    ):
         pair, _ = Pair.objects.update_or_create(
             name=name,
-            defaults={"fast": fast_ep, "base": base, "suite": suite, "claimed_speedup": claim,
-                      "repeat": 2, "slo_ttft_ms": 1500, "slo_e2e_ms": 8000, "active": True},
+            defaults={
+                "fast": fast_ep,
+                "base": base,
+                "suite": suite,
+                "claimed_speedup": claim,
+                "repeat": 2,
+                "slo_ttft_ms": 1500,
+                "slo_e2e_ms": 8000,
+                "active": True,
+            },
         )
         ensure_probe_schedule(pair_name=name, every_s=probe_every_s)
         ensure_probe_schedule(pair_name=name, every_s=audit_every_s, kind="audit")
         pairs.append(pair)
     scenarios, _ = Pair.objects.update_or_create(  # the speed matrix (speed page); no audit:
-        name="demo-fast-vs-base-scenarios",        # the verdict of the same endpoints is shared
-        defaults={"fast": fast, "base": base, "suite": sync_builtin_suite(name="scenarios"),
-                  "claimed_speedup": 4.0, "repeat": 2, "slo_ttft_ms": 1500, "slo_e2e_ms": 8000,
-                  "active": True},
+        name="demo-fast-vs-base-scenarios",  # the verdict of the same endpoints is shared
+        defaults={
+            "fast": fast,
+            "base": base,
+            "suite": sync_builtin_suite(name="scenarios"),
+            "claimed_speedup": 4.0,
+            "repeat": 2,
+            "slo_ttft_ms": 1500,
+            "slo_e2e_ms": 8000,
+            "active": True,
+        },
     )
     ensure_probe_schedule(pair_name=scenarios.name, every_s=max(60, probe_every_s))
     pairs.append(scenarios)
@@ -58,8 +84,15 @@ def ensure_demo(*, vendor_url: str, probe_every_s: int = 30, audit_every_s: int 
     )
     rule, _ = AlertRule.objects.update_or_create(
         name="demo-pass-rate-drop",
-        defaults={"pair": None, "metric": "pass_rate", "tier": "fast", "op": "lt",
-                  "threshold": 0.8, "last_k": 2, "min_n": 5},
+        defaults={
+            "pair": None,
+            "metric": "pass_rate",
+            "tier": "fast",
+            "op": "lt",
+            "threshold": 0.8,
+            "last_k": 2,
+            "min_n": 5,
+        },
     )
     rule.channels.set([channel])
     user_model = get_user_model()

@@ -44,8 +44,12 @@ def endpoint_spec(endpoint: Endpoint) -> EndpointSpec:
 
 
 def create_run(
-    *, pair: Pair, kind: str = "probe", trigger: str = "manual",
-    repeat: int | None = None, seed: int | None = None,
+    *,
+    pair: Pair,
+    kind: str = "probe",
+    trigger: str = "manual",
+    repeat: int | None = None,
+    seed: int | None = None,
 ) -> Run:
     if kind == "audit":
         repeat = repeat or AUDIT_SAMPLES_PER_PROMPT
@@ -54,9 +58,13 @@ def create_run(
         repeat = repeat or pair.repeat
         temperature = 0.0
     return Run.objects.create(
-        pair=pair, suite=audit_suite(pair) if kind == "audit" else pair.suite, kind=kind,
-        trigger=trigger, repeat=repeat,
-        temperature=temperature, seed=seed if seed is not None else random.randrange(2**31),
+        pair=pair,
+        suite=audit_suite(pair) if kind == "audit" else pair.suite,
+        kind=kind,
+        trigger=trigger,
+        repeat=repeat,
+        temperature=temperature,
+        seed=seed if seed is not None else random.randrange(2**31),
     )
 
 
@@ -106,8 +114,9 @@ def execute_run(*, run_id: int, cases_limit: int | None = None) -> Run | None:
     run = Run.objects.select_related("pair__fast", "pair__base", "suite").get(id=run_id)
     try:
         cases = select_cases(run, cases_limit or run.pair.cases_per_run)
-        plan = plan_run([c.key for c in cases], repeat=run.repeat, seed=run.seed,
-                        tiers=run_tiers(run))
+        plan = plan_run(
+            [c.key for c in cases], repeat=run.repeat, seed=run.seed, tiers=run_tiers(run)
+        )
         Run.objects.filter(id=run.id).update(planned=len(plan))
         _execute(run, {c.key: c for c in cases}, plan)
         summarise_run(run_id=run.id)
@@ -145,8 +154,15 @@ def _execute(run: Run, cases: dict[str, Case], plan: list[PlannedRequest]) -> No
 
     def produce() -> None:
         try:
-            asyncio.run(execute_plan(plan, endpoints=specs, build_request=build_request,
-                                     concurrency=concurrency, on_record=on_record))
+            asyncio.run(
+                execute_plan(
+                    plan,
+                    endpoints=specs,
+                    build_request=build_request,
+                    concurrency=concurrency,
+                    on_record=on_record,
+                )
+            )
             records.put(_DONE)
         except BaseException as exc:  # handed to the caller's thread, which raises it
             records.put(exc)
@@ -157,8 +173,13 @@ def _execute(run: Run, cases: dict[str, Case], plan: list[PlannedRequest]) -> No
         if isinstance(message, BaseException):
             raise message
         item, record = message
-        save_sample(run=run, case=cases[item.case_key], endpoint=tier_endpoint[item.tier],
-                    item=item, record=record)
+        save_sample(
+            run=run,
+            case=cases[item.case_key],
+            endpoint=tier_endpoint[item.tier],
+            item=item,
+            record=record,
+        )
     loop_thread.join()
 
 
@@ -175,29 +196,51 @@ def save_sample(
             result = run_unit_tests(extract_code(record.text), case.unit_tests)
             tests_passed = result.passed
             tests_detail = {
-                "n_tests": result.n_tests, "n_failed": result.n_failed,
-                "error_class": result.error_class, "output": result.output[-2000:],
+                "n_tests": result.n_tests,
+                "n_failed": result.n_failed,
+                "error_class": result.error_class,
+                "output": result.output[-2000:],
                 "duration_ms": result.duration_ms,
             }
         else:
             tests_passed = False
             tests_detail = {"error_class": "request_failed", "output": record.error_class or ""}
     sample = Sample.objects.create(
-        run=run, case=case, endpoint=endpoint, tier=item.tier, batch=item.batch,
-        repetition=item.repetition, seq=item.seq,
+        run=run,
+        case=case,
+        endpoint=endpoint,
+        tier=item.tier,
+        batch=item.batch,
+        repetition=item.repetition,
+        seq=item.seq,
         started_at=datetime.fromtimestamp(record.started_at or datetime.now().timestamp(), tz=UTC),
-        ok=record.ok, error_class=record.error_class or "", error_message=record.error_message,
-        http_status=record.http_status, retry_after_s=record.retry_after_s,
-        connect_ms=record.connect_ms, headers_ms=record.headers_ms, ttfb_ms=record.ttfb_ms,
-        ttft_ms=record.ttft_ms, e2e_ms=record.e2e_ms, tpot_ms=record.tpot_ms,
-        chunk_gaps_ms=record.chunk_gaps_ms, chunk_tokens=record.chunk_tokens,
-        text=record.text, reasoning_text=record.reasoning_text,
-        finish_reason=record.finish_reason or "", prompt_tokens=record.prompt_tokens,
-        completion_tokens=record.completion_tokens, estimated_tokens=record.estimated_tokens,
-        cached_tokens=record.cached_tokens, model_id=record.model_id,
-        system_fingerprint=record.system_fingerprint, headers=record.headers,
-        logprobs=record.logprobs, server_timings=record.server_timings,
-        tests_passed=tests_passed, tests_detail=tests_detail,
+        ok=record.ok,
+        error_class=record.error_class or "",
+        error_message=record.error_message,
+        http_status=record.http_status,
+        retry_after_s=record.retry_after_s,
+        connect_ms=record.connect_ms,
+        headers_ms=record.headers_ms,
+        ttfb_ms=record.ttfb_ms,
+        ttft_ms=record.ttft_ms,
+        e2e_ms=record.e2e_ms,
+        tpot_ms=record.tpot_ms,
+        chunk_gaps_ms=record.chunk_gaps_ms,
+        chunk_tokens=record.chunk_tokens,
+        text=record.text,
+        reasoning_text=record.reasoning_text,
+        finish_reason=record.finish_reason or "",
+        prompt_tokens=record.prompt_tokens,
+        completion_tokens=record.completion_tokens,
+        estimated_tokens=record.estimated_tokens,
+        cached_tokens=record.cached_tokens,
+        model_id=record.model_id,
+        system_fingerprint=record.system_fingerprint,
+        headers=record.headers,
+        logprobs=record.logprobs,
+        server_timings=record.server_timings,
+        tests_passed=tests_passed,
+        tests_detail=tests_detail,
     )
     Run.objects.filter(id=run.id).update(completed=Sample.objects.filter(run_id=run.id).count())
     return sample

@@ -11,21 +11,34 @@ import json
 from django_celery_beat.models import CrontabSchedule, IntervalSchedule, PeriodicTask
 
 
-def ensure_interval_task(*, name: str, task: str, every_s: int, args: list, enabled: bool = True) -> PeriodicTask:
-    interval, _ = IntervalSchedule.objects.get_or_create(every=every_s, period=IntervalSchedule.SECONDS)
+def ensure_interval_task(
+    *, name: str, task: str, every_s: int, args: list, enabled: bool = True
+) -> PeriodicTask:
+    interval, _ = IntervalSchedule.objects.get_or_create(
+        every=every_s, period=IntervalSchedule.SECONDS
+    )
     row, _ = PeriodicTask.objects.update_or_create(
         name=name,
-        defaults={"task": task, "interval": interval, "crontab": None, "args": json.dumps(args),
-                  "enabled": enabled},
+        defaults={
+            "task": task,
+            "interval": interval,
+            "crontab": None,
+            "args": json.dumps(args),
+            "enabled": enabled,
+        },
     )
     return row
 
 
-def ensure_probe_schedule(*, pair_name: str, every_s: int, kind: str = "probe",
-                          enabled: bool = True) -> PeriodicTask:
+def ensure_probe_schedule(
+    *, pair_name: str, every_s: int, kind: str = "probe", enabled: bool = True
+) -> PeriodicTask:
     return ensure_interval_task(
-        name=f"{kind}:{pair_name}", task="monitor.tasks.probe_pair_task",
-        every_s=every_s, args=[pair_name, kind], enabled=enabled,
+        name=f"{kind}:{pair_name}",
+        task="monitor.tasks.probe_pair_task",
+        every_s=every_s,
+        args=[pair_name, kind],
+        enabled=enabled,
     )
 
 
@@ -36,7 +49,11 @@ def ensure_weekly_report_schedule() -> PeriodicTask:
     )
     row, _ = PeriodicTask.objects.update_or_create(
         name="sla-report:weekly",
-        defaults={"task": "monitor.tasks.weekly_report_task", "crontab": crontab,
-                  "interval": None, "args": "[]"},
+        defaults={
+            "task": "monitor.tasks.weekly_report_task",
+            "crontab": crontab,
+            "interval": None,
+            "args": "[]",
+        },
     )
     return row

@@ -40,8 +40,11 @@ def tier_block(samples: Sequence[Any], min_n: int) -> dict[str, Any]:
     n_ok = sum(1 for s in samples if s.ok)
     tested = [s.tests_passed for s in samples if s.tests_passed is not None]
     mismatch = sum(
-        1 for s in samples
-        if s.ok and s.completion_tokens and s.estimated_tokens is not None
+        1
+        for s in samples
+        if s.ok
+        and s.completion_tokens
+        and s.estimated_tokens is not None
         and abs(s.estimated_tokens - s.completion_tokens) > TOKEN_MISMATCH * s.completion_tokens
     )
     block = timing_block(samples, min_n)
@@ -95,8 +98,11 @@ def similarity_block(pairs: list[tuple[str, str]]) -> dict[str, Any] | None:
         return None
     full = compare_pairs(pairs)
     return {
-        "n": full["n"], "mean_ratio": full["mean_ratio"], "median_ratio": full["median_ratio"],
-        "exact_rate": full["exact_match_rate"], "prefix_rate": full["prefix_match_rate"],
+        "n": full["n"],
+        "mean_ratio": full["mean_ratio"],
+        "median_ratio": full["median_ratio"],
+        "exact_rate": full["exact_match_rate"],
+        "prefix_rate": full["prefix_match_rate"],
         "first_div_p50": full["first_divergence_p50"],
     }
 

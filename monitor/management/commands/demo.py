@@ -62,8 +62,12 @@ class Command(BaseCommand):
         procs: list[subprocess.Popen] = []
         # SIGTERM (e.g. from `timeout` or a process manager) must stop the children too.
         signal.signal(signal.SIGTERM, _interrupt)
-        env = {**os.environ, "EMAIL_BACKEND": os.environ.get(
-            "EMAIL_BACKEND", "django.core.mail.backends.filebased.EmailBackend")}
+        env = {
+            **os.environ,
+            "EMAIL_BACKEND": os.environ.get(
+                "EMAIL_BACKEND", "django.core.mail.backends.filebased.EmailBackend"
+            ),
+        }
 
         def start(cmd: list[str]) -> subprocess.Popen:
             proc = subprocess.Popen(cmd, env=env, start_new_session=True)
@@ -83,19 +87,43 @@ class Command(BaseCommand):
                 execute_run_task.delay(create_run(pair=pair, trigger="manual").id)
                 # a small audit (5 samples per prompt per tier) so a verdict shows in ~2 min
                 execute_run_task.delay(create_run(pair=pair, kind="audit", repeat=5).id)
-            start([sys.executable, "-m", "celery", "-A", "monitor", "worker", "--beat",
-                   "--pool=threads", "--concurrency=4", "--loglevel=WARNING",
-                   "--schedule", str(settings.VAR_DIR / "celerybeat-schedule")])
+            start(
+                [
+                    sys.executable,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "monitor",
+                    "worker",
+                    "--beat",
+                    "--pool=threads",
+                    "--concurrency=4",
+                    "--loglevel=WARNING",
+                    "--schedule",
+                    str(settings.VAR_DIR / "celerybeat-schedule"),
+                ]
+            )
             if not opts["no_web"]:
                 port = free_port(opts["port"])
-                start([sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}",
-                       "--noreload", "--skip-checks"])
+                start(
+                    [
+                        sys.executable,
+                        "manage.py",
+                        "runserver",
+                        f"127.0.0.1:{port}",
+                        "--noreload",
+                        "--skip-checks",
+                    ]
+                )
                 wait_http(f"http://127.0.0.1:{port}/accounts/login/", "the web server")
-                self.stdout.write(self.style.SUCCESS(
-                    f"\n  tierwatch demo (SIMULATED vendor) is running:\n"
-                    f"    open  http://127.0.0.1:{port}/\n"
-                    f"    login {DEMO_USER} / {DEMO_PASSWORD}\n"
-                    f"  probes every {opts['every']} s; Ctrl-C stops everything.\n"))
+                self.stdout.write(
+                    self.style.SUCCESS(
+                        f"\n  tierwatch demo (SIMULATED vendor) is running:\n"
+                        f"    open  http://127.0.0.1:{port}/\n"
+                        f"    login {DEMO_USER} / {DEMO_PASSWORD}\n"
+                        f"  probes every {opts['every']} s; Ctrl-C stops everything.\n"
+                    )
+                )
             while all(p.poll() is None for p in procs):
                 time.sleep(1)
             dead = [p.args for p in procs if p.poll() is not None]

@@ -13,12 +13,16 @@ def _fmt(value, unit: str = "") -> str:
 
 
 class Command(BaseCommand):
-    help = "Run one paired probe of PAIR now and print per-tier latency, tokens, errors, similarity."
+    help = (
+        "Run one paired probe of PAIR now and print per-tier latency, tokens, errors, similarity."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("pair")
         parser.add_argument("--cases", type=int, default=None, help="use N cases of the suite")
-        parser.add_argument("--repeat", type=int, default=None, help="repetitions per case and tier")
+        parser.add_argument(
+            "--repeat", type=int, default=None, help="repetitions per case and tier"
+        )
         parser.add_argument("--kind", choices=["probe", "audit"], default="probe")
         parser.add_argument("--seed", type=int, default=None)
         parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
@@ -34,11 +38,24 @@ class Command(BaseCommand):
             raise CommandError(f"run {run.id} {run.status}: {run.error}")
         summary = run.summary
         if opts["json"]:
-            self.stdout.write(json.dumps({"run": run.id, "pair": pair.name, "kind": run.kind,
-                                          "seed": run.seed, **summary}, indent=None))
+            self.stdout.write(
+                json.dumps(
+                    {
+                        "run": run.id,
+                        "pair": pair.name,
+                        "kind": run.kind,
+                        "seed": run.seed,
+                        **summary,
+                    },
+                    indent=None,
+                )
+            )
             return
         self.stdout.write(f"run {run.id} of {pair.name} ({run.kind}, seed {run.seed})")
-        header = f"{'tier':5} {'n':>4} {'ok':>4} {'TTFT P50':>9} {'P95':>8} {'E2E P50':>9} {'P95':>8} {'TPOT P50':>9} {'tok srv':>8} {'tok est':>8}  errors"
+        header = (
+            f"{'tier':5} {'n':>4} {'ok':>4} {'TTFT P50':>9} {'P95':>8} {'E2E P50':>9} "
+            f"{'P95':>8} {'TPOT P50':>9} {'tok srv':>8} {'tok est':>8}  errors"
+        )
         self.stdout.write(header)
         for tier in ("fast", "base"):
             t = summary["tiers"][tier]
@@ -49,7 +66,7 @@ class Command(BaseCommand):
                 f"{_fmt(t['e2e_ms']['p95']):>8} {_fmt(t['tpot_ms']['p50']):>9} "
                 f"{t['tokens_server']:>8} {t['tokens_estimated']:>8}  {errors}"
             )
-        self.stdout.write("(times in ms; percentiles need n >= %d)" % summary["min_n"])
+        self.stdout.write(f"(times in ms; percentiles need n >= {summary['min_n']})")
         for name, sim in summary["similarity"].items():
             if sim:
                 self.stdout.write(
@@ -57,9 +74,13 @@ class Command(BaseCommand):
                     f"exact {sim['exact_rate']:.0%}, n={sim['n']}"
                 )
         sp = summary["speedup"]
-        self.stdout.write(f"speed-up (fast vs base): TTFT {_fmt(sp['ttft'], 'x')}, "
-                          f"E2E {_fmt(sp['e2e'], 'x')}, decode {_fmt(sp['decode'], 'x')}")
+        self.stdout.write(
+            f"speed-up (fast vs base): TTFT {_fmt(sp['ttft'], 'x')}, "
+            f"E2E {_fmt(sp['e2e'], 'x')}, decode {_fmt(sp['decode'], 'x')}"
+        )
         for tier in ("fast", "base"):
             if summary["tiers"][tier]["pass_rate"] is not None:
                 t = summary["tiers"][tier]
-                self.stdout.write(f"unit-test pass rate {tier}: {t['pass_rate']:.0%} (n={t['n_tested']})")
+                self.stdout.write(
+                    f"unit-test pass rate {tier}: {t['pass_rate']:.0%} (n={t['n_tested']})"
+                )
