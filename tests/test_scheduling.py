@@ -13,6 +13,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
+from monitor.celery import worker_argv
 from monitor.models import Endpoint, Pair, Run
 from monitor.services.schedules import ensure_probe_schedule
 from monitor.services.suites import sync_builtin_suite
@@ -61,20 +62,11 @@ def test_a_scheduled_probe_runs_in_a_real_worker(demo_vendor_url):
         capture_output=True,
     )
     worker = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "monitor",
-            "worker",
-            "--beat",
-            "--pool=threads",
-            "--concurrency=2",
-            "--loglevel=INFO",
-            "--schedule",
-            os.path.join(settings.VAR_DIR, "test-beat"),
-        ],
+        worker_argv(
+            concurrency=2,
+            schedule_file=os.path.join(settings.VAR_DIR, "test-beat"),
+            loglevel="INFO",
+        ),
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,

@@ -11,6 +11,7 @@ import logging
 import queue
 import random
 import threading
+from dataclasses import fields
 from datetime import UTC, datetime
 
 from django.db import transaction
@@ -186,6 +187,14 @@ def _execute(run: Run, cases: dict[str, Case], plan: list[PlannedRequest]) -> No
 _DONE = object()
 
 
+# TimingRecord fields stored as Sample columns of the same name (``started_at`` is converted,
+# the two nullable strings become "" below).
+RECORD_COLUMNS = frozenset(
+    {f.name for f in Sample._meta.concrete_fields}
+    - {"id", "started_at", "error_class", "finish_reason"}
+)
+
+
 def save_sample(
     *, run: Run, case: Case, endpoint: Endpoint, item: PlannedRequest, record: TimingRecord
 ) -> Sample:
@@ -205,6 +214,7 @@ def save_sample(
         else:
             tests_passed = False
             tests_detail = {"error_class": "request_failed", "output": record.error_class or ""}
+    measured = {f.name: getattr(record, f.name) for f in fields(record) if f.name in RECORD_COLUMNS}
     sample = Sample.objects.create(
         run=run,
         case=case,
@@ -214,31 +224,9 @@ def save_sample(
         repetition=item.repetition,
         seq=item.seq,
         started_at=datetime.fromtimestamp(record.started_at or datetime.now().timestamp(), tz=UTC),
-        ok=record.ok,
+        **measured,
         error_class=record.error_class or "",
-        error_message=record.error_message,
-        http_status=record.http_status,
-        retry_after_s=record.retry_after_s,
-        connect_ms=record.connect_ms,
-        headers_ms=record.headers_ms,
-        ttfb_ms=record.ttfb_ms,
-        ttft_ms=record.ttft_ms,
-        e2e_ms=record.e2e_ms,
-        tpot_ms=record.tpot_ms,
-        chunk_gaps_ms=record.chunk_gaps_ms,
-        chunk_tokens=record.chunk_tokens,
-        text=record.text,
-        reasoning_text=record.reasoning_text,
         finish_reason=record.finish_reason or "",
-        prompt_tokens=record.prompt_tokens,
-        completion_tokens=record.completion_tokens,
-        estimated_tokens=record.estimated_tokens,
-        cached_tokens=record.cached_tokens,
-        model_id=record.model_id,
-        system_fingerprint=record.system_fingerprint,
-        headers=record.headers,
-        logprobs=record.logprobs,
-        server_timings=record.server_timings,
         tests_passed=tests_passed,
         tests_detail=tests_detail,
     )

@@ -19,6 +19,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from monitor.celery import worker_argv
 from monitor.services.demo import DEMO_PASSWORD, DEMO_USER, ensure_demo
 from monitor.services.runs import create_run
 
@@ -88,20 +89,9 @@ class Command(BaseCommand):
                 # a small audit (5 samples per prompt per tier) so a verdict shows in ~2 min
                 execute_run_task.delay(create_run(pair=pair, kind="audit", repeat=5).id)
             start(
-                [
-                    sys.executable,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "monitor",
-                    "worker",
-                    "--beat",
-                    "--pool=threads",
-                    "--concurrency=4",
-                    "--loglevel=WARNING",
-                    "--schedule",
-                    str(settings.VAR_DIR / "celerybeat-schedule"),
-                ]
+                worker_argv(
+                    concurrency=4, schedule_file=str(settings.VAR_DIR / "celerybeat-schedule")
+                )
             )
             if not opts["no_web"]:
                 port = free_port(opts["port"])
