@@ -62,20 +62,29 @@ def _tier(run: Run, tier: str) -> dict[str, Any]:
     return (run.summary.get("tiers") or {}).get(tier) or {}
 
 
-def _layout(fig: go.Figure, title: str, subtitle: str, y_title: str, **yaxis: Any) -> None:
+def titled_layout(
+    fig: go.Figure, *, title: str, subtitle: str, x_title: str, y_title: str,
+    height: int = HEIGHT_PX, top: int = 70, yaxis: dict[str, Any] | None = None, **extra: Any,
+) -> None:
+    """The one look of every chart: title with a subtitle (n, method), axis titles with units,
+    legend at the right (below the plot it collides with the axis title on narrow charts)."""
     fig.update_layout(
         title={"text": f"{title}<br><sup>{subtitle}</sup>", "x": 0.01, "xanchor": "left"},
-        height=HEIGHT_PX,
-        margin={"l": 70, "r": 20, "t": 70, "b": 60},
-        hovermode="x unified",
-        # Legend at the right: below the plot it collides with the axis title on narrow charts.
+        height=height,
+        margin={"l": 70, "r": 20, "t": top, "b": 60},
         legend={"orientation": "v", "x": 1.02, "xanchor": "left", "y": 1, "yanchor": "top",
                 "traceorder": "grouped"},
         template="plotly_white",
         font={"family": "system-ui, sans-serif", "size": 13},
-        xaxis={"title": {"text": "run time (UTC)"}},
-        yaxis={"title": {"text": y_title}, **yaxis},
-    )
+        xaxis={"title": {"text": x_title}},
+        yaxis={"title": {"text": y_title}, **(yaxis or {})},
+        **extra,
+    )  # fmt: skip
+
+
+def _layout(fig: go.Figure, title: str, subtitle: str, y_title: str, **yaxis: Any) -> None:
+    titled_layout(fig, title=title, subtitle=subtitle, x_title="run time (UTC)", y_title=y_title,
+                  yaxis=yaxis, hovermode="x unified")
 
 
 def latency_figure(runs: Sequence[Run], metric: str, label: str, *, note: str = "") -> go.Figure:

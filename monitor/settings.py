@@ -100,6 +100,7 @@ USE_TZ = True
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
+STATIC_ROOT.mkdir(exist_ok=True)  # WhiteNoise warns on every request if it is missing
 # Serve straight from static/ without a collectstatic step, so `./run demo` needs none.
 WHITENOISE_USE_FINDERS = True
 

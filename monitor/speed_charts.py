@@ -15,7 +15,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from monitor.charts import TIER_BANDS, TIER_COLOURS, Chart, figure_json
+from monitor.charts import TIER_BANDS, TIER_COLOURS, Chart, figure_json, titled_layout
 from monitor.models import Run
 from monitor.services.speed import BREAKDOWN, METRICS
 
@@ -35,16 +35,8 @@ class SpeedChart(Chart):
 
 def _layout(fig: go.Figure, title: str, subtitle: str, x_title: str, y_title: str,
             height: int = HEIGHT_PX, **yaxis: Any) -> None:
-    fig.update_layout(
-        title={"text": f"{title}<br><sup>{subtitle}</sup>", "x": 0.01, "xanchor": "left"},
-        height=height,
-        margin={"l": 70, "r": 20, "t": 80, "b": 70},
-        legend={"orientation": "v", "x": 1.02, "xanchor": "left", "y": 1, "yanchor": "top"},
-        template="plotly_white",
-        font={"family": "system-ui, sans-serif", "size": 13},
-        xaxis={"title": {"text": x_title}},
-        yaxis={"title": {"text": y_title}, **yaxis},
-    )
+    titled_layout(fig, title=title, subtitle=subtitle, x_title=x_title, y_title=y_title,
+                  height=height, top=80, yaxis=yaxis)
 
 
 def speedup_figure(report: dict[str, Any], note: str) -> go.Figure:

@@ -14,7 +14,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from monitor.charts import HEIGHT_PX, SIM_COLOURS, Chart, figure_json
+from monitor.charts import HEIGHT_PX, SIM_COLOURS, Chart, figure_json, titled_layout
 
 LABEL_COLOURS = {  # Okabe–Ito, as on the pair page
     "no_detectable_difference": "#009E73",
@@ -28,17 +28,8 @@ MMD_AXIS = "MMD² (unitless)"
 
 def _layout(fig: go.Figure, title: str, subtitle: str, x_title: str, y_title: str,
             **extra: Any) -> None:
-    fig.update_layout(
-        title={"text": f"{title}<br><sup>{subtitle}</sup>", "x": 0.01, "xanchor": "left"},
-        height=HEIGHT_PX,
-        margin={"l": 70, "r": 20, "t": 90, "b": 60},
-        legend={"orientation": "v", "x": 1.02, "xanchor": "left", "y": 1, "yanchor": "top"},
-        template="plotly_white",
-        font={"family": "system-ui, sans-serif", "size": 13},
-        xaxis={"title": {"text": x_title}},
-        yaxis={"title": {"text": y_title}},
-        **extra,
-    )
+    titled_layout(fig, title=title, subtitle=subtitle, x_title=x_title, y_title=y_title,
+                  height=HEIGHT_PX, top=90, **extra)
 
 
 def _vline(fig: go.Figure, x: float, top: float, name: str, colour: str, dash: str) -> None:
