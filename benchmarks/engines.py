@@ -329,7 +329,7 @@ llama-server closes the connection after every streamed response although it ans
 silently: 5 of 5 reuses after a streamed response died, 0 of 9 after non-streamed ones). A
 client that sees the close first opens a new connection; when the machine is busy the close
 comes late, the client reuses the connection at once and its request dies (httpx's and
-aiohttp's transports alike, about 1 request in 12 with two tiers probed concurrently). The
+aiohttp's transports alike; 2 to 14 of 50-60 requests in trials with two busy servers). The
 benchmark rows above open a connection per request and are not affected.
 """
 
