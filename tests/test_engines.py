@@ -1,7 +1,7 @@
 """Real engines: llama.cpp's llama-server with real small models (evals.engines).
 
 The ``engine`` tests need the cached llama.cpp build in ``$TIERWATCH_CACHE``; without it they
-skip, unless TIERWATCH_ENGINE_TESTS=1 asks to build it (about 6 minutes on 2 cores, once).
+skip, unless TIERWATCH_ENGINE_TESTS=1 asks to build it (6-18 minutes on 2 cores, once).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ BUILD_ON_DEMAND = os.environ.get("TIERWATCH_ENGINE_TESTS") == "1"
 skip_without_build = pytest.mark.skipif(
     build.cached_binaries() is None and not BUILD_ON_DEMAND,
     reason="llama-server is not built in the cache ($TIERWATCH_CACHE or ~/.cache/tierwatch); "
-    "build it once with `python -m evals.engines.vendor up` (~6 min) or set "
+    "build it once with `python -m evals.engines.vendor up` (6-18 min on 2 cores) or set "
     "TIERWATCH_ENGINE_TESTS=1 to build it during the tests",
 )
 TESTED = ["smollm2-f16", "smollm2-q4", "smollm2-f16-spec", "smollm2-f16-cached", "gemma-270m"]

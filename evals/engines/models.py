@@ -135,6 +135,8 @@ def model_path(name: str, version: str = LLAMA_CPP_PYTHON) -> Path:
 
 def prepared_model(name: str, version: str = LLAMA_CPP_PYTHON) -> Path | None:
     """The verified file when already prepared, else None (no download, no build)."""
+    if name in VARIANTS and version not in VARIANTS[name].sha256:
+        return None  # never verified for this version: _quantize says what to record
     path = model_path(name, version)
     return path if path.is_file() else None
 
@@ -204,8 +206,7 @@ def _extract(model: SourceModel) -> Path:
 
 
 def _quantize(variant: VariantModel, source: Path, binaries: Binaries) -> Path:
-    final = model_path(variant.name, binaries.version)
-    tmp = final.parent.parent / f".{variant.name}.partial.gguf"
+    tmp = cache_dir() / "models" / f".{variant.name}.partial.gguf"
     tmp.parent.mkdir(parents=True, exist_ok=True)
     cmd = [str(binaries.quantize), "--allow-requantize", str(source), str(tmp), variant.ftype, "2"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
@@ -217,5 +218,15 @@ def _quantize(variant: VariantModel, source: Path, binaries: Binaries) -> Path:
             f"Fix: check {binaries.quantize} runs; delete {binaries.server.parent.parent} to "
             "rebuild it."
         )
+    if binaries.version not in variant.sha256:
+        actual = sha256_file(tmp)
+        tmp.unlink(missing_ok=True)
+        raise EngineError(
+            f"{variant.name}: made by llama.cpp from llama-cpp-python {binaries.version}, whose "
+            f"output hash is not recorded; this run gave sha256 {actual}. Fix: check the file "
+            "(quantizing twice must give the same hash) and record it in "
+            f"VARIANTS[{variant.name!r}] in evals/engines/models.py."
+        )
+    final = model_path(variant.name, binaries.version)
     expected = expected_sha256(variant.name, binaries.version)
     return _place(tmp, final, expected, f"{variant.name} quantized to {variant.ftype}")
