@@ -280,7 +280,9 @@ def decide(
         miss = f"this run could miss differences below MMD² {mde:.2g}"
         near = grade_effect(mde, ladder)[1] if ladder_ok else ""
         miss += f", {near}" if near else ""
-        parts = [fmt_p(p_value), _n_words(fvb.n_per_tier), miss]
+        # The primary test's own p: a Holm-adjusted family p (often 1) would hide how far from
+        # significance the MMD test was; the adjusted values stay in ``adjusted_p_values``.
+        parts = [fmt_p(fvb.p_value), _n_words(fvb.n_per_tier), miss]
         sentence = f"no detectable difference ({'; '.join(parts)})"
         return Verdict("no_detectable_difference", sentence, reasons=reasons, **common)
 
