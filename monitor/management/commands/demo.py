@@ -3,6 +3,11 @@
 Child processes are started with ``subprocess`` and stopped on exit, so Ctrl-C leaves nothing
 behind. The broker is kombu's filesystem transport and the database SQLite unless
 ``REDIS_URL`` / ``DATABASE_URL`` say otherwise.
+
+``--engine llama.cpp`` is the second profile: the same dashboard over real llama.cpp servers on
+this machine (``evals.engines.vendor``, registered by ``monitor.services.local_vendor``). The
+servers it started are stopped by pid on exit; ones already running (``local_vendor up``) stay.
+One worker process: two servers at one thread each already fill two cores.
 """
 
 from __future__ import annotations
@@ -19,9 +24,18 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from evals.engines import EngineError, build, cache_dir, models, vendor
 from monitor.celery import worker_argv
+from monitor.models import Pair
 from monitor.services.demo import DEMO_PASSWORD, DEMO_USER, ensure_demo
+from monitor.services.local_vendor import deactivate, ensure_local_demo
 from monitor.services.runs import create_run
+
+# A subset that 2 cores carry: the base tier, one fast tier per mechanism, a different model.
+ENGINE_TARGETS = ["smollm2-f16", "smollm2-q4", "smollm2-f16-spec", "smollm2-f16-cached",
+                  "gemma-270m"]
+ENGINE_EVERY_S, ENGINE_AUDIT_EVERY_S = 300, 3600  # real engines run ~70-150 tok/s per thread
+ENGINE_CTX = 4096  # per server: the long scenarios fit, xl_context (~10k) is skipped
 
 
 def free_port(preferred: int) -> int:
@@ -56,11 +70,29 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--port", type=int, default=8000)
         parser.add_argument("--vendor-port", type=int, default=8811)
-        parser.add_argument("--every", type=int, default=30, help="seconds between probes")
+        parser.add_argument("--every", type=int, default=None,
+                            help="seconds between probes (default 30; 300 with --engine)")
         parser.add_argument("--no-web", action="store_true", help="vendor and worker only")
+        parser.add_argument("--engine", choices=["llama.cpp"], default=None,
+                            help="real llama.cpp servers on this machine instead of the "
+                            "simulated vendor (first run builds: ~6-18 min, once)")
+        parser.add_argument("--targets", nargs="+", choices=list(vendor.TARGETS),
+                            help="local vendor targets (with --engine; default: "
+                            f"{' '.join(ENGINE_TARGETS)})")
+        parser.add_argument("--suite", choices=["smoke", "scenarios"],
+                            help="suite of the probes (with --engine; default: smoke)")
 
     def handle(self, *args, **opts):
         procs: list[subprocess.Popen] = []
+        owned: list[str] = []  # local vendor targets this command started (stopped on exit)
+        engine = opts["engine"]
+        if not engine and (opts["targets"] or opts["suite"]):
+            raise CommandError("--targets and --suite go with --engine llama.cpp")
+        every = opts["every"] or (ENGINE_EVERY_S if engine else 30)
+        targets, suite = opts["targets"] or ENGINE_TARGETS, opts["suite"] or "smoke"
+        if engine and not any(p.base in targets and p.fast in targets for p in vendor.PAIRS):
+            raise CommandError(f"--targets {' '.join(targets)} make no pair: include "
+                               "smollm2-f16 (the base tier) and at least one other target")
         # SIGTERM (e.g. from `timeout` or a process manager) must stop the children too.
         signal.signal(signal.SIGTERM, _interrupt)
         env = {
@@ -77,20 +109,27 @@ class Command(BaseCommand):
 
         try:
             call_command("migrate", interactive=False, verbosity=0)
-            vendor_port = free_port(opts["vendor_port"])
-            start([sys.executable, "-m", "evals.demo_vendor", "--port", str(vendor_port)])
-            vendor_url = f"http://127.0.0.1:{vendor_port}/v1"
-            wait_http(f"http://127.0.0.1:{vendor_port}/health", "the demo vendor")
-            pairs = ensure_demo(vendor_url=vendor_url, probe_every_s=opts["every"])
+            if engine:
+                pairs = self._engine_up(targets, suite, every, owned)
+                label = f"REAL llama.cpp servers: {', '.join(targets)}"
+            else:
+                vendor_port = free_port(opts["vendor_port"])
+                start([sys.executable, "-m", "evals.demo_vendor", "--port", str(vendor_port)])
+                vendor_url = f"http://127.0.0.1:{vendor_port}/v1"
+                wait_http(f"http://127.0.0.1:{vendor_port}/health", "the demo vendor")
+                pairs = ensure_demo(vendor_url=vendor_url, probe_every_s=every)
+                label = "SIMULATED vendor"
             from monitor.tasks import execute_run_task
 
             for pair in pairs:  # data flows at once, not only after the first beat tick
                 execute_run_task.delay(create_run(pair=pair, trigger="manual").id)
-                # a small audit (5 samples per prompt per tier) so a verdict shows in ~2 min
+            for pair in pairs:  # then a small audit (5 samples per prompt per tier) so a
+                # verdict shows in ~2 min (simulated; ~3-4 min per pair on the real engines)
                 execute_run_task.delay(create_run(pair=pair, kind="audit", repeat=5).id)
             start(
                 worker_argv(
-                    concurrency=4, schedule_file=str(settings.VAR_DIR / "celerybeat-schedule")
+                    concurrency=1 if engine else 4,
+                    schedule_file=str(settings.VAR_DIR / "celerybeat-schedule"),
                 )
             )
             if not opts["no_web"]:
@@ -108,10 +147,10 @@ class Command(BaseCommand):
                 wait_http(f"http://127.0.0.1:{port}/accounts/login/", "the web server")
                 self.stdout.write(
                     self.style.SUCCESS(
-                        f"\n  tierwatch demo (SIMULATED vendor) is running:\n"
+                        f"\n  tierwatch demo ({label}) is running:\n"
                         f"    open  http://127.0.0.1:{port}/\n"
                         f"    login {DEMO_USER} / {DEMO_PASSWORD}\n"
-                        f"  probes every {opts['every']} s; Ctrl-C stops everything.\n"
+                        f"  probes every {every} s; Ctrl-C stops everything.\n"
                     )
                 )
             while all(p.poll() is None for p in procs):
@@ -129,3 +168,30 @@ class Command(BaseCommand):
                     proc.wait(timeout=10)
                 except subprocess.TimeoutExpired:
                     os.killpg(proc.pid, signal.SIGKILL)
+            if owned:  # after the worker: nothing probes the servers any more
+                stopped = vendor.down(owned)
+                deactivate(targets=owned)
+                self.stdout.write(f"stopped llama-server: {', '.join(stopped) or 'none'}")
+
+    def _engine_up(self, targets: list[str], suite: str, every: int,
+                   owned: list[str]) -> list[Pair]:
+        """Start the local vendor's ``targets`` (building first if needed) and register them.
+
+        ``owned`` gets the targets not already running *before* they start, so the caller's
+        ``finally`` stops them even when a later one fails to start.
+        """
+        running = {n for n, st in vendor.status().items() if st.state == "running"}
+        owned += [n for n in targets if n not in running]
+        if build.cached_binaries() is None or any(
+            models.prepared_model(vendor.TARGETS[n].model) is None for n in targets
+        ):
+            self.stdout.write(self.style.WARNING(
+                "First run: building llama.cpp's llama-server (~6-18 minutes on 2 cores) and "
+                f"downloading the models (~330 MB) into {cache_dir()} ($TIERWATCH_CACHE); "
+                "cached afterwards, later starts take seconds."))
+        try:
+            urls = vendor.up(targets, ctx=ENGINE_CTX, log=self.stdout.write)
+        except EngineError as exc:
+            raise CommandError(str(exc)) from exc
+        return ensure_local_demo(urls=urls, ctx=ENGINE_CTX, suite_name=suite, probe_every_s=every,
+                                 audit_every_s=ENGINE_AUDIT_EVERY_S)

@@ -2,9 +2,10 @@
 
 ``up`` builds llama-server and prepares the models when the cache lacks them (minutes, once),
 starts the targets (``evals.engines.vendor``) and registers one Endpoint per target and one
-Pair per vendor pair whose two ends are up (idempotent: ``update_or_create`` by name, so the
-new ports replace the old ones). ``down`` stops the servers by pid and deactivates the local
-pairs so schedules do not probe dead ports; ``status`` shows processes and rows.
+Pair per vendor pair whose two ends are up (``monitor.services.local_vendor.register``,
+idempotent: the new ports replace the old ones). ``down`` stops the servers by pid and
+deactivates the local pairs so schedules do not probe dead ports; ``status`` shows processes
+and rows.
 """
 
 from __future__ import annotations
@@ -12,41 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
-from django.db import transaction
-from django.db.models import Q
 
 from evals.engines import EngineError, vendor
-from monitor.models import Endpoint, Pair
-from monitor.services.suites import sync_builtin_suite
-
-NOTE = "Real llama.cpp server on this machine (evals.engines.vendor): "
-
-
-@transaction.atomic
-def register(*, urls: dict[str, str], ctx: int, suite_name: str) -> list[Pair]:
-    """Endpoints for the running targets, pairs whose base and fast are both among them."""
-    endpoints = {}
-    for name, url in urls.items():
-        target = vendor.TARGETS[name]
-        spec = vendor.endpoint_spec(name, url)
-        endpoints[name], _ = Endpoint.objects.update_or_create(
-            name=name,
-            defaults={"protocol": spec.protocol, "base_url": url, "model": spec.model,
-                      "api_key_env": "", "simulated": False, "max_concurrency": 1,
-                      "timeout_s": 300, "context_window": ctx, "extra_body": spec.extra_body,
-                      "notes": NOTE + target.mechanism},
-        )
-    suite = sync_builtin_suite(name=suite_name)
-    pairs = []
-    for spec in vendor.PAIRS:
-        if spec.base in endpoints and spec.fast in endpoints:
-            pair, _ = Pair.objects.update_or_create(
-                name=spec.name,
-                defaults={"base": endpoints[spec.base], "fast": endpoints[spec.fast],
-                          "suite": suite, "active": True},
-            )
-            pairs.append(pair)
-    return pairs
+from monitor.models import Endpoint
+from monitor.services.local_vendor import deactivate, register
 
 
 class Command(BaseCommand):
@@ -82,9 +52,7 @@ class Command(BaseCommand):
 
     def _down(self, opts):
         stopped = vendor.down(opts["targets"], state=opts["state"])
-        names = opts["targets"] or list(vendor.TARGETS)
-        local = Pair.objects.filter(name__in=[p.name for p in vendor.PAIRS])
-        n = local.filter(Q(fast__name__in=names) | Q(base__name__in=names)).update(active=False)
+        n = deactivate(targets=opts["targets"])
         self.stdout.write(f"stopped: {', '.join(stopped) or 'none running'}; "
                           f"{n} local pair(s) deactivated")
 
