@@ -33,12 +33,23 @@ OpenAI streams that end without ``data: [DONE]`` are accepted only if they carri
 ``finish_reason`` *and* a ``usage`` object (some OpenAI-compatible servers omit ``[DONE]``; a
 stream cut mid-way cannot have both); otherwise they are ``stream_incomplete``. An error inside
 the stream (``malformed_stream``) wins over a later cut or timeout: it is the vendor's cause.
+
+One retry, for stale keep-alive connections only. Some servers (llama.cpp's llama-server) close
+the connection after every streamed response while announcing ``Keep-Alive``; when the close
+arrives late the pool hands the dead connection to the next request, which dies before the
+server read it ("Server disconnected"; docs/benchmarks.md, "Real engines"). Such a request is
+sent again, once, on a new connection, exactly when the failed connection was a *reused* one and
+not one response byte had arrived (RFC 9112 §9.3.1: the request was never processed); the record
+is that second attempt (its own t0 and times) and carries ``RETRIED_MARKER`` in ``headers``. A
+new connection that fails, a timeout, or a failure after any response byte stays a failed
+sample. A response that says ``Connection: close`` is not pooled: both wires already close it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import email.utils
+import errno
 import functools
 import json
 import ssl
@@ -68,6 +79,9 @@ KEPT_HEADER_PREFIXES = ("x-ratelimit-", "anthropic-ratelimit-", "x-tierwatch-")
 NEVER_KEPT = frozenset({"authorization", "x-api-key", "set-cookie", "cookie", "api-key"})
 # connect_ms: the first of these marks that is present
 _READY_MARKS = ("tls", "tcp", "headers_sent")
+# in TimingRecord.headers of a record whose first attempt died on a stale pooled connection
+RETRIED_MARKER = "x-tierwatch-retried-stale-connection"
+_STALE_ERRNOS = frozenset({errno.ECONNRESET, errno.EPIPE, errno.ECONNABORTED})
 
 
 class _Failure(Exception):
@@ -87,41 +101,75 @@ class ProbeClient(httpx.AsyncClient):
         self._probe_limits = limits
         self._probe_ssl = verify if isinstance(verify, ssl.SSLContext) else _ssl_context(verify)
         self._session: aiohttp.ClientSession | None = None
+        self._fresh: aiohttp.ClientSession | None = None
 
     def aiohttp_session(self) -> aiohttp.ClientSession:
         """The session, created on first use inside the running event loop."""
         if self._session is None or self._session.closed:
-            traces = aiohttp.TraceConfig()
-            traces.on_connection_create_end.append(_on_connected)
-            traces.on_request_headers_sent.append(_on_headers_sent)
-            connector = aiohttp.TCPConnector(
-                limit=self._probe_limits.max_connections or 0, limit_per_host=0,
-                ssl=self._probe_ssl, keepalive_timeout=self._probe_limits.keepalive_expiry or 30.0,
-            )
-            self._session = aiohttp.ClientSession(
-                connector=connector, trace_configs=[traces], auto_decompress=False,
-                cookie_jar=aiohttp.DummyCookieJar(), timeout=aiohttp.ClientTimeout(total=None),
-                trust_env=self.trust_env,  # HTTP(S)_PROXY / NO_PROXY, as httpx does
-            )
+            self._session = self._new_session(force_close=False)
         return self._session
+
+    def fresh_session(self) -> aiohttp.ClientSession:
+        """A session that opens a new connection for every request and closes it after: for the
+        retry after a stale keep-alive connection (see the module docstring)."""
+        if self._fresh is None or self._fresh.closed:
+            self._fresh = self._new_session(force_close=True)
+        return self._fresh
+
+    def _new_session(self, *, force_close: bool) -> aiohttp.ClientSession:
+        traces = aiohttp.TraceConfig()
+        traces.on_connection_create_end.append(_on_connected)
+        traces.on_connection_reuseconn.append(_on_reused)
+        traces.on_request_headers_sent.append(_on_headers_sent)
+        pooling: dict[str, Any] = {"force_close": True} if force_close else {
+            "keepalive_timeout": self._probe_limits.keepalive_expiry or 30.0}
+        connector = aiohttp.TCPConnector(
+            limit=self._probe_limits.max_connections or 0, limit_per_host=0,
+            ssl=self._probe_ssl, **pooling,
+        )
+        return aiohttp.ClientSession(
+            connector=connector, trace_configs=[traces], auto_decompress=False,
+            cookie_jar=aiohttp.DummyCookieJar(), timeout=aiohttp.ClientTimeout(total=None),
+            trust_env=self.trust_env,  # HTTP(S)_PROXY / NO_PROXY, as httpx does
+        )
+
+    async def _close_sessions(self) -> None:
+        for session in (self._session, self._fresh):
+            if session is not None:
+                await session.close()
 
     async def aclose(self) -> None:
         await super().aclose()
-        if self._session is not None:
-            await self._session.close()
+        await self._close_sessions()
 
     async def __aexit__(self, *exc: Any) -> None:
         await super().__aexit__(*exc)
-        if self._session is not None:
-            await self._session.close()
+        await self._close_sessions()
+
+
+class HttpcoreClient(httpx.AsyncClient):
+    """A plain ``httpx.AsyncClient`` (httpcore's pool) that keeps its TLS context, so that the
+    retry after a stale keep-alive connection can open a new connection the same way."""
+
+    def __init__(self, *, verify: ssl.SSLContext, **kw: Any) -> None:
+        super().__init__(verify=verify, **kw)
+        self._probe_ssl = verify
+
+    def one_off(self) -> httpx.AsyncClient:
+        """A client with no pooled connection, whose connection is closed after its response."""
+        return httpx.AsyncClient(
+            verify=self._probe_ssl, trust_env=self.trust_env, http1=True, http2=False,
+            follow_redirects=False, limits=httpx.Limits(max_keepalive_connections=0),
+        )
 
 
 def make_client(*, backend: str = "aiohttp", **kw: Any) -> httpx.AsyncClient:
     """A client for probing: HTTP/1.1, room for 256 concurrent streams.
 
-    ``backend="aiohttp"`` (default) gives a :class:`ProbeClient`; ``"httpcore"`` a plain
-    ``httpx.AsyncClient`` (kept for comparison in the benchmark). Timeouts are set per request
-    from the endpoint. Keyword arguments go to ``httpx.AsyncClient`` (``limits=``, ``verify=``).
+    ``backend="aiohttp"`` (default) gives a :class:`ProbeClient`; ``"httpcore"`` an
+    :class:`HttpcoreClient`, a plain ``httpx.AsyncClient`` (kept for comparison in the
+    benchmark). Timeouts are set per request from the endpoint. Keyword arguments go to
+    ``httpx.AsyncClient`` (``limits=``, ``verify=``).
     """
     kw.setdefault(
         "limits",
@@ -138,7 +186,7 @@ def make_client(*, backend: str = "aiohttp", **kw: Any) -> httpx.AsyncClient:
         return ProbeClient(**kw)
     if backend != "httpcore":
         raise ValueError(f"unknown backend {backend!r}")
-    return httpx.AsyncClient(**kw)
+    return HttpcoreClient(**kw)
 
 
 @functools.lru_cache(maxsize=8)
@@ -151,6 +199,12 @@ async def _on_connected(_session: Any, ctx: Any, _params: Any) -> None:
     marks = ctx.trace_request_ctx
     if isinstance(marks, dict):  # aiohttp's "create" includes TLS
         marks.setdefault("tls" if marks.get("https") else "tcp", time.perf_counter())
+
+
+async def _on_reused(_session: Any, ctx: Any, _params: Any) -> None:
+    marks = ctx.trace_request_ctx
+    if isinstance(marks, dict):
+        marks["reused"] = True
 
 
 async def _on_headers_sent(_session: Any, ctx: Any, _params: Any) -> None:
@@ -237,6 +291,8 @@ async def _via_httpx(client: httpx.AsyncClient, endpoint: EndpointSpec, url: str
     async def trace(name: str, info: dict[str, Any]) -> None:
         if name in _HTTPCORE_MARKS:
             marks.setdefault(_HTTPCORE_MARKS[name], time.perf_counter())
+            if name == "http11.send_request_headers.started" and "tcp" not in marks:
+                marks["reused"] = True  # httpcore connects inside the request that needs it
 
     req = client.build_request("POST", url, content=body, headers=headers,
                                timeout=httpx.Timeout(endpoint.timeout_s),
@@ -339,24 +395,46 @@ async def stream_chat(client: httpx.AsyncClient, endpoint: EndpointSpec, request
     """Send one streaming chat request and time it; never raises for request failures.
 
     ``on_start`` receives t0 (``time.perf_counter()``) for callers that compare absolute times
-    with another process on the same clock (the timing-fidelity benchmark).
+    with another process on the same clock (the timing-fidelity benchmark); after a retry on a
+    new connection (module docstring) it is called again: the last t0 is the record's. The
+    overall deadline ``endpoint.timeout_s`` covers both attempts.
     """
     rec = TimingRecord(ok=False)
     stream = _Stream(rec, endpoint.protocol, endpoint.max_body_bytes)
     marks: dict[str, Any] = {}
     error: tuple[str, str] | None = None
-    try:
-        url, headers, body = _request_parts(endpoint, request)
-        async with asyncio.timeout(endpoint.timeout_s):
+    retried = False
+
+    async def attempt(url: str, headers: dict[str, str], body: bytes, *, fresh: bool) -> None:
+        def start() -> None:  # t0 after any client set-up, just before the request goes out
             rec.started_at = time.time()
             stream.t0 = time.perf_counter()
             if on_start is not None:
                 on_start(stream.t0)
-            if isinstance(client, ProbeClient):
-                session = client.aiohttp_session()
-                await _via_aiohttp(session, endpoint, url, headers, body, stream, marks)
-            else:
-                await _via_httpx(client, endpoint, url, headers, body, stream, marks)
+
+        if isinstance(client, ProbeClient):
+            session = client.fresh_session() if fresh else client.aiohttp_session()
+            start()
+            await _via_aiohttp(session, endpoint, url, headers, body, stream, marks)
+        elif fresh and isinstance(client, HttpcoreClient):
+            async with client.one_off() as one_off:
+                start()
+                await _via_httpx(one_off, endpoint, url, headers, body, stream, marks)
+        else:  # another httpx client: its pool has dropped the dead connection, new not sure
+            start()
+            await _via_httpx(client, endpoint, url, headers, body, stream, marks)
+
+    try:
+        url, headers, body = _request_parts(endpoint, request)
+        async with asyncio.timeout(endpoint.timeout_s):
+            try:
+                await attempt(url, headers, body, fresh=False)
+            except (httpx.HTTPError, aiohttp.ClientError, OSError) as exc:
+                if not _died_stale(exc, marks):
+                    raise
+                retried = True
+                marks.clear()  # nothing else of the dead attempt was kept: no response byte
+                await attempt(url, headers, body, fresh=True)
     except (_Failure, TimeoutError, httpx.HTTPError, aiohttp.ClientError, httpx.InvalidURL,
             ValueError, TypeError, KeyError, AttributeError, UnicodeError, OSError) as exc:
         error = _classify(exc, stream.in_body, endpoint.timeout_s)
@@ -371,11 +449,47 @@ async def stream_chat(client: httpx.AsyncClient, endpoint: EndpointSpec, request
     except (ValueError, TypeError, KeyError, AttributeError, UnicodeError) as exc:
         error = error or ("protocol", f"{type(exc).__name__}: {exc}")
     stream.finish()
+    if retried:
+        rec.headers[RETRIED_MARKER] = "1"
+    else:  # the marker is ours alone, even if a server sends a header of that name
+        rec.headers.pop(RETRIED_MARKER, None)
     if error is None:
         rec.ok = True
     else:
         rec.error_class, rec.error_message = error[0], _scrub(error[1], endpoint)
     return rec
+
+
+def _died_stale(exc: BaseException, marks: Mapping[str, Any]) -> bool:
+    """Did a reused pooled connection die before one response byte arrived?
+
+    Then the server had closed it without reading the request, which may be sent again
+    (RFC 9112 §9.3.1). Each wire says "no byte" its own way. aiohttp gives
+    ``ServerDisconnectedError`` the response head it had begun to parse (its default string
+    when none had begun). httpcore says "without sending a response" while its parser waits for
+    the status line, which also covers a status line cut after a few bytes (httpcore does not
+    tell them apart; no server was seen to do that). A reset or broken pipe is the same close
+    seen as an error; neither wire says whether a head had begun then.
+    """
+    if not marks.get("reused") or "headers" in marks:
+        return False
+    if isinstance(exc, TimeoutError | httpx.TimeoutException):
+        return False
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return isinstance(exc.message, str)
+    if isinstance(exc, httpx.RemoteProtocolError):
+        return "without sending a response" in str(exc)
+    if isinstance(exc, aiohttp.ClientConnectionResetError):
+        return True  # raised only while writing the request: the transport was closing
+    if isinstance(exc, aiohttp.ClientOSError | httpx.ReadError | httpx.WriteError):
+        cause: BaseException | None = exc
+        for _ in range(6):  # httpx: ReadError <- httpcore.ReadError <- anyio <- OSError
+            if cause is None:
+                break
+            if isinstance(cause, OSError) and cause.errno in _STALE_ERRNOS:
+                return True
+            cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def _fill_marks(rec: TimingRecord, t0: float | None, marks: dict[str, Any]) -> None:

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import struct
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 
 from evals import scripted_server
-from evals.client import make_client, parse_retry_after, stream_chat
+from evals.client import RETRIED_MARKER, make_client, parse_retry_after, stream_chat
 from evals.demo_vendor import serve_in_thread
 from evals.records import ERROR_CLASSES, ChatRequest, EndpointSpec, TimingRecord
 
@@ -255,3 +258,180 @@ def test_the_token_estimate_splits_like_a_gpt_pre_tokenizer():
     assert estimate_tokens("internationalization") == 5  # long words ~4 characters a token
     text = "def f(x):\n    return x ** 2  # 你好 café\r\n"
     assert "".join(token_pieces(text)) == text and len(token_pieces(text)) == estimate_tokens(text)
+
+
+class KeepAliveLiar:
+    """A raw-socket server that answers a streamed chat with ``Connection: keep-alive`` and then
+    does not keep the connection, like llama-server, with the race made deterministic: the next
+    request on that connection is read, then ``reuse`` happens to it ("close": closed without a
+    byte, "reset": RST, "partial": 10 bytes of a status line then close, "silent": no answer).
+
+    ``first`` is what the first connection does with its first request ("answer", "close": close
+    without a byte, "reset", "answer-close": answer with ``Connection: close`` and keep the
+    socket open); ``later`` the same for every later connection ("answer" then close, "close").
+    """
+
+    SSE = (b'data: {"model":"m","choices":[{"index":0,"delta":{"content":"hi there"}}]}\n\n'
+           b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],'
+           b'"usage":{"prompt_tokens":3,"completion_tokens":2}}\n\ndata: [DONE]\n\n')
+
+    def __init__(self, reuse: str = "close", first: str = "answer", later: str = "answer") -> None:
+        self.reuse, self.first, self.later = reuse, first, later
+        self.connections = 0
+        self.closed_at: float | None = None  # perf_counter() as the first connection is closed
+        self.reused_request_seen = False
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:  # closed by close()
+                return
+            self.connections += 1
+            first = self.connections == 1
+            threading.Thread(target=self._serve, args=(conn, first), daemon=True).start()
+
+    def _serve(self, conn: socket.socket, first: bool) -> None:
+        conn.settimeout(10)
+        with conn:
+            rest = self._read_request(conn, b"")
+            action = self.first if first else self.later
+            if rest is None or action == "close":
+                return
+            if action == "reset":
+                return self._reset(conn)
+            self._answer(conn, close=action == "answer-close")
+            if not first:
+                return
+            rest = self._read_request(conn, rest)  # the client reuses the connection
+            self.reused_request_seen = rest is not None
+            if rest is None:
+                return
+            if self.reuse == "partial":
+                conn.sendall(b"HTTP/1.1 2")
+            elif self.reuse == "silent":
+                conn.recv(1)  # until the client gives up
+            elif self.reuse == "reset":
+                self._reset(conn)
+            self.closed_at = time.perf_counter()
+
+    @staticmethod
+    def _reset(conn: socket.socket) -> None:
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+    def _answer(self, conn: socket.socket, close: bool) -> None:
+        chunk = b"%x\r\n%b\r\n0\r\n\r\n" % (len(self.SSE), self.SSE)
+        connection = b"close" if close else b"keep-alive\r\nKeep-Alive: timeout=5, max=100"
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                     b"Transfer-Encoding: chunked\r\nConnection: " + connection + b"\r\n\r\n"
+                     + chunk)
+
+    @staticmethod
+    def _read_request(conn: socket.socket, buf: bytes) -> bytes | None:
+        """Read one request (head and Content-Length body); what follows it, or None at EOF."""
+        try:
+            while b"\r\n\r\n" not in buf:
+                if not (data := conn.recv(65536)):
+                    return None
+                buf += data
+            head, body = buf.split(b"\r\n\r\n", 1)
+            length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                          if line.lower().startswith(b"content-length:"))
+            while len(body) < length:
+                if not (data := conn.recv(65536)):
+                    return None
+                body += data
+            return body[length:]
+        except OSError:
+            return None
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.fixture
+def liar(request) -> Iterator[KeepAliveLiar]:
+    server = KeepAliveLiar(**getattr(request, "param", {}))
+    yield server
+    server.close()
+
+
+def client_for(backend: str) -> httpx.AsyncClient:
+    """make_client's two wires, or ("httpx") a client made elsewhere."""
+    return httpx.AsyncClient() if backend == "httpx" else make_client(backend=backend)
+
+
+def twice(server: KeepAliveLiar, backend: str, second_timeout_s: float = 10.0
+          ) -> tuple[TimingRecord, TimingRecord, list[float]]:
+    """Two requests one after the other on one client; the t0s the second one announced."""
+    async def go() -> tuple[TimingRecord, TimingRecord, list[float]]:
+        t0: list[float] = []
+        async with client_for(backend) as client:
+            first = await stream_chat(client, endpoint(server.url, "m"), ASK)
+            late = endpoint(server.url, "m", timeout_s=second_timeout_s)
+            second = await stream_chat(client, late, ASK, on_start=t0.append)
+        return first, second, t0
+
+    return asyncio.run(go())
+
+
+@pytest.mark.parametrize("liar", [{"reuse": "close"}, {"reuse": "reset"}], indirect=True)
+@pytest.mark.parametrize("backend", ["aiohttp", "httpcore", "httpx"])
+def test_it_retries_once_on_a_new_connection_when_a_reused_one_died_unanswered(liar, backend):
+    first, second, t0 = twice(liar, backend)
+    assert first.ok and RETRIED_MARKER not in first.headers
+    assert second.ok, (second.error_class, second.error_message)
+    assert second.headers[RETRIED_MARKER] == "1" and second.text == "hi there"
+    assert liar.reused_request_seen and liar.connections == 2
+    # the times are the retried attempt's: its t0 comes after the dead connection was closed
+    assert len(t0) == 2 and t0[0] < liar.closed_at < t0[1]
+    assert second.connect_ms <= second.headers_ms <= second.ttfb_ms <= second.ttft_ms
+    assert second.completion_tokens == 2 and second.tpot_ms is not None
+
+
+@pytest.mark.parametrize("liar", [{"first": "close"}, {"first": "reset"}], indirect=True)
+@pytest.mark.parametrize("backend", ["aiohttp", "httpcore"])
+def test_it_does_not_retry_a_new_connection_that_died_unanswered(liar, backend):
+    rec = run(endpoint(liar.url, "m"), backend=backend)
+    assert_failed(rec, "protocol")
+    assert liar.connections == 1 and RETRIED_MARKER not in rec.headers
+
+
+@pytest.mark.parametrize("liar", [{"later": "close"}], indirect=True)
+@pytest.mark.parametrize("backend", ["aiohttp", "httpcore"])
+def test_it_retries_at_most_once(liar, backend):
+    first, second, _ = twice(liar, backend)
+    assert first.ok
+    assert_failed(second, "protocol")
+    assert second.headers[RETRIED_MARKER] == "1" and liar.connections == 2
+
+
+@pytest.mark.parametrize("liar", [{"reuse": "partial"}], indirect=True)
+def test_it_does_not_retry_once_a_response_byte_arrived(liar):
+    # aiohttp only: httpcore reports a cut status line as "Server disconnected without sending
+    # a response" too, so it would be retried there (see client._died_stale)
+    first, second, _ = twice(liar, "aiohttp")
+    assert first.ok
+    assert_failed(second, "protocol")
+    assert liar.connections == 1 and RETRIED_MARKER not in second.headers
+
+
+@pytest.mark.parametrize("liar", [{"reuse": "silent"}], indirect=True)
+@pytest.mark.parametrize("backend", ["aiohttp", "httpcore"])
+def test_it_does_not_retry_a_timeout_on_a_reused_connection(liar, backend):
+    first, second, _ = twice(liar, backend, second_timeout_s=0.3)
+    assert first.ok
+    assert_failed(second, "timeout")
+    assert liar.connections == 1 and RETRIED_MARKER not in second.headers
+
+
+@pytest.mark.parametrize("liar", [{"first": "answer-close"}], indirect=True)
+@pytest.mark.parametrize("backend", ["aiohttp", "httpcore"])
+def test_an_answer_that_says_connection_close_is_not_reused(liar, backend):
+    # both wires close such a connection themselves: no request is sent on it, nothing retried
+    first, second, _ = twice(liar, backend)
+    assert first.ok and second.ok and RETRIED_MARKER not in second.headers
+    assert liar.connections == 2 and not liar.reused_request_seen
