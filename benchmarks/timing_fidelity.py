@@ -127,7 +127,7 @@ async def with_stream_chat(port: int, backend: str, concurrency: int, n: int) ->
             rec = await stream_chat(client, endpoint, request, on_start=t0.append)
             if not rec.ok or rec.ttft_ms is None:
                 return "", []
-            times = [t0[0] + rec.ttft_ms / 1000]
+            times = [t0[-1] + rec.ttft_ms / 1000]
             for gap in rec.chunk_gaps_ms:
                 times.append(times[-1] + gap / 1000)
             return rec.headers.get("x-request-id", ""), times
