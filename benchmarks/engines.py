@@ -32,7 +32,6 @@ import datetime as dt
 import json
 import os
 import platform
-import re
 import shutil
 import statistics
 import subprocess
@@ -46,13 +45,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.docs_section import write_section  # noqa: E402
 from evals.client import make_client, stream_chat  # noqa: E402
 from evals.engines import build, llamacpp, models, vendor  # noqa: E402
 from evals.latency import percentiles  # noqa: E402
 from evals.records import ChatRequest, EndpointSpec, TimingRecord  # noqa: E402
 from evals.similarity import compare_pairs  # noqa: E402
 
-DOC = ROOT / "docs" / "benchmarks.md"
 SECTION = "## Real engines (llama.cpp)"
 SHORT = [
     "Write a haiku about the sea.",
@@ -350,15 +349,7 @@ concurrently, one request at a time each):
 
 
 def write_docs(text: str) -> None:
-    """Replace (or append) this section of docs/benchmarks.md, leaving the others alone."""
-    doc = DOC.read_text() if DOC.exists() else "# Benchmarks\n"
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(doc):
-        doc = pattern.sub(lambda _: text, doc)
-    else:
-        doc = doc.rstrip("\n") + "\n\n" + text
-    DOC.parent.mkdir(exist_ok=True)
-    DOC.write_text(doc)
+    write_section(SECTION, text)
 
 
 if __name__ == "__main__":

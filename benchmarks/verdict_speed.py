@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import re
 import statistics
 import sys
 import time
@@ -28,13 +27,13 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 import scipy  # noqa: E402
 
+from benchmarks.docs_section import write_section  # noqa: E402
 from evals.stats.drift import cusum_track  # noqa: E402
 from evals.stats.mmd import mmd_test  # noqa: E402
 from evals.stats.sequential import sequential_test  # noqa: E402
 from evals.stats.verdict import decide  # noqa: E402
 from tests.test_stats_mmd import tiers  # noqa: E402
 
-DOC = ROOT / "docs" / "benchmarks.md"
 HEADER = "## Verdict computation"
 PROMPTS, K, LENGTH, BASE_RATE = 25, 10, 1000, 0.30
 
@@ -208,14 +207,7 @@ def section(speeds, rows, alarms, delays, runs: int, took: float, load: float) -
 
 
 def write_docs(text: str) -> None:
-    """Replace (or append) this section of docs/benchmarks.md, leaving the others alone."""
-    doc = DOC.read_text() if DOC.exists() else "# Benchmarks\n"
-    pattern = re.compile(rf"^{re.escape(HEADER)}\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(doc):
-        doc = pattern.sub(lambda _: text, doc)
-    else:
-        doc = doc.rstrip("\n") + "\n\n" + text
-    DOC.write_text(doc)
+    write_section(HEADER, text)
 
 
 def main() -> None:
