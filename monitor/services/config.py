@@ -207,23 +207,24 @@ def apply_config_text(text: str, *, source: str = "<config>") -> dict[str, int]:
     return counts
 
 
+def _apply_named(a: _Applier, model: Any, path: str, item: Located) -> bool:
+    """Create or update the row of ``model`` with this name from the item's plain fields."""
+    data = _plain(item)
+    obj = model.objects.filter(name=data["name"]).first() or model(name=data["name"])
+    for field, value in data.items():
+        setattr(obj, field, value)
+    return a.save(obj, item, path)
+
+
 def _apply_all(a: _Applier, root: dict[str, Located], counts: dict[str, int]) -> None:
     for path, item in a.items(root, "endpoints"):
-        data = _plain(item)
-        obj = Endpoint.objects.filter(name=data["name"]).first() or Endpoint(name=data["name"])
-        for field, value in data.items():
-            setattr(obj, field, value)
-        counts["endpoints"] += a.save(obj, item, path)
+        counts["endpoints"] += _apply_named(a, Endpoint, path, item)
     for path, item in a.items(root, "suites"):
         counts["suites"] += _apply_suite(a, path, item)
     for path, item in a.items(root, "pairs"):
         counts["pairs"] += _apply_pair(a, path, item)
     for path, item in a.items(root, "channels"):
-        data = _plain(item)
-        obj = Channel.objects.filter(name=data["name"]).first() or Channel(name=data["name"])
-        for field, value in data.items():
-            setattr(obj, field, value)
-        counts["channels"] += a.save(obj, item, path)
+        counts["channels"] += _apply_named(a, Channel, path, item)
     for path, item in a.items(root, "alert_rules"):
         counts["alert_rules"] += _apply_rule(a, path, item)
 
