@@ -197,13 +197,10 @@ def apply_config_text(text: str, *, source: str = "<config>") -> dict[str, int]:
             root.value[key].line, key, f"unknown section (allowed: {', '.join(SECTIONS)})"
         )
     counts = {s: 0 for s in SECTIONS}
-    try:
-        with transaction.atomic():
-            _apply_all(applier, root.value, counts)
-            if applier.errors:
-                raise ConfigError("\n".join(applier.errors))
-    except ConfigError:
-        raise
+    with transaction.atomic():  # raising inside rolls back everything already written
+        _apply_all(applier, root.value, counts)
+        if applier.errors:
+            raise ConfigError("\n".join(applier.errors))
     return counts
 
 
