@@ -48,6 +48,7 @@ sample. A response that says ``Connection: close`` is not pooled: both wires alr
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import email.utils
 import errno
 import functools
@@ -59,6 +60,8 @@ from typing import Any
 
 import aiohttp
 import httpx
+from aiohttp.helpers import get_env_proxy_for_url
+from yarl import URL
 
 from evals.records import ChatRequest, EndpointSpec, TimingRecord
 from evals.tokens import estimate_tokens
@@ -82,6 +85,9 @@ _READY_MARKS = ("tls", "tcp", "headers_sent")
 # in TimingRecord.headers of a record whose first attempt died on a stale pooled connection
 RETRIED_MARKER = "x-tierwatch-retried-stale-connection"
 _STALE_ERRNOS = frozenset({errno.ECONNRESET, errno.EPIPE, errno.ECONNABORTED})
+# the running stream_chat's connection marks, for the aiohttp wire's connector and request hooks
+_MARKS: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
+    "tierwatch_marks", default=None)
 
 
 class _Failure(Exception):
@@ -90,9 +96,40 @@ class _Failure(Exception):
         self.error_class = error_class
 
 
+class _TimedConnector(aiohttp.TCPConnector):
+    """Marks when a new connection is ready (aiohttp's "create" includes TLS). Cheaper than a
+    ``TraceConfig``, which awaits a signal coroutine per trace event (~10 per request)."""
+
+    async def _create_connection(self, req: aiohttp.ClientRequest, traces: Any,
+                                 timeout: aiohttp.ClientTimeout) -> Any:
+        proto = await super()._create_connection(req, traces, timeout)
+        marks = _MARKS.get()
+        if marks is not None:
+            marks.setdefault("tls" if req.is_ssl() else "tcp", time.perf_counter())
+        return proto
+
+
+class _TimedRequest(aiohttp.ClientRequest):
+    """Marks a pooled (reused) connection and when the request head was handed to it."""
+
+    async def send(self, conn: Any) -> aiohttp.ClientResponse:
+        marks = _MARKS.get()
+        if marks is not None and "tcp" not in marks and "tls" not in marks:
+            marks["reused"] = True  # set before writing: a write may fail on a stale connection
+        resp = await super().send(conn)
+        if marks is not None:
+            marks.setdefault("headers_sent", time.perf_counter())
+        return resp
+
+
 class ProbeClient(httpx.AsyncClient):
     """An ``httpx.AsyncClient`` (usable for anything) that also owns an aiohttp session which
-    :func:`stream_chat` uses for its streams (why: see the module docstring)."""
+    :func:`stream_chat` uses for its streams (why: see the module docstring).
+
+    Proxies come from the environment (``HTTP(S)_PROXY``, ``NO_PROXY``) as in httpx, looked up
+    once per origin: aiohttp's own ``trust_env`` looks them up (and reads ``.netrc``) in a
+    worker thread at every request, two thread hops per stream.
+    """
 
     def __init__(self, *, limits: httpx.Limits | None = None,
                  verify: bool | str | ssl.SSLContext = True, **kw: Any) -> None:
@@ -102,6 +139,25 @@ class ProbeClient(httpx.AsyncClient):
         self._probe_ssl = verify if isinstance(verify, ssl.SSLContext) else _ssl_context(verify)
         self._session: aiohttp.ClientSession | None = None
         self._fresh: aiohttp.ClientSession | None = None
+        self._proxies: dict[tuple[str, str, int | None], dict[str, Any]] = {}
+
+    def proxy_kwargs(self, url: str) -> dict[str, Any]:
+        """``proxy=`` (and its credentials) for a request to ``url``; ``{}`` when direct."""
+        parsed = URL(url)
+        key = (parsed.scheme, parsed.host or "", parsed.port)
+        if key not in self._proxies:
+            kwargs: dict[str, Any] = {}
+            if self.trust_env:
+                try:
+                    proxy, auth = get_env_proxy_for_url(parsed)
+                except LookupError:
+                    pass
+                else:
+                    kwargs["proxy"] = proxy
+                    if auth is not None:
+                        kwargs["proxy_headers"] = {"Proxy-Authorization": auth.encode()}
+            self._proxies[key] = kwargs
+        return self._proxies[key]
 
     def aiohttp_session(self) -> aiohttp.ClientSession:
         """The session, created on first use inside the running event loop."""
@@ -117,20 +173,16 @@ class ProbeClient(httpx.AsyncClient):
         return self._fresh
 
     def _new_session(self, *, force_close: bool) -> aiohttp.ClientSession:
-        traces = aiohttp.TraceConfig()
-        traces.on_connection_create_end.append(_on_connected)
-        traces.on_connection_reuseconn.append(_on_reused)
-        traces.on_request_headers_sent.append(_on_headers_sent)
         pooling: dict[str, Any] = {"force_close": True} if force_close else {
             "keepalive_timeout": self._probe_limits.keepalive_expiry or 30.0}
-        connector = aiohttp.TCPConnector(
+        connector = _TimedConnector(
             limit=self._probe_limits.max_connections or 0, limit_per_host=0,
             ssl=self._probe_ssl, **pooling,
         )
         return aiohttp.ClientSession(
-            connector=connector, trace_configs=[traces], auto_decompress=False,
+            connector=connector, request_class=_TimedRequest, auto_decompress=False,
             cookie_jar=aiohttp.DummyCookieJar(), timeout=aiohttp.ClientTimeout(total=None),
-            trust_env=self.trust_env,  # HTTP(S)_PROXY / NO_PROXY, as httpx does
+            trust_env=False,  # proxies: proxy_kwargs(), once per origin
         )
 
     async def _close_sessions(self) -> None:
@@ -195,24 +247,6 @@ def _ssl_context(verify: bool | str) -> ssl.SSLContext:
     return httpx.create_ssl_context(verify=verify)
 
 
-async def _on_connected(_session: Any, ctx: Any, _params: Any) -> None:
-    marks = ctx.trace_request_ctx
-    if isinstance(marks, dict):  # aiohttp's "create" includes TLS
-        marks.setdefault("tls" if marks.get("https") else "tcp", time.perf_counter())
-
-
-async def _on_reused(_session: Any, ctx: Any, _params: Any) -> None:
-    marks = ctx.trace_request_ctx
-    if isinstance(marks, dict):
-        marks["reused"] = True
-
-
-async def _on_headers_sent(_session: Any, ctx: Any, _params: Any) -> None:
-    marks = ctx.trace_request_ctx
-    if isinstance(marks, dict):
-        marks.setdefault("headers_sent", time.perf_counter())
-
-
 _HTTPCORE_MARKS = {
     "connection.start_tls.complete": "tls",
     "connection.connect_tcp.complete": "tcp",
@@ -273,16 +307,21 @@ def _request_parts(endpoint: EndpointSpec, request: ChatRequest
     return url, headers, json.dumps(body).encode()
 
 
-async def _via_aiohttp(session: aiohttp.ClientSession, endpoint: EndpointSpec, url: str,
+async def _via_aiohttp(session: aiohttp.ClientSession, proxy: dict[str, Any], url: str,
                        headers: dict[str, str], body: bytes, stream: _Stream,
                        marks: dict[str, Any]) -> None:
-    timeout = aiohttp.ClientTimeout(total=None, sock_connect=endpoint.timeout_s,
-                                    sock_read=endpoint.timeout_s)
-    marks["https"] = url.startswith("https:")
-    async with session.post(url, data=body, headers=headers, timeout=timeout,
-                            allow_redirects=False, trace_request_ctx=marks) as resp:
-        marks.setdefault("headers", time.perf_counter())
-        await _take_response(resp.status, resp.headers, resp.content.readany, stream)
+    # No per-request ClientTimeout: stream_chat's one deadline covers connect and reads, and
+    # aiohttp's sock_read would re-arm a timer at every socket read.
+    token = _MARKS.set(marks)
+    try:
+        async with session.post(url, data=body, headers=headers, allow_redirects=False,
+                                **proxy) as resp:
+            marks.setdefault("headers", time.perf_counter())
+            content = resp.content
+            await _take_response(resp.status, resp.headers, content.readany, stream,
+                                 content.at_eof)
+    finally:
+        _MARKS.reset(token)
 
 
 async def _via_httpx(client: httpx.AsyncClient, endpoint: EndpointSpec, url: str,
@@ -308,8 +347,10 @@ async def _via_httpx(client: httpx.AsyncClient, endpoint: EndpointSpec, url: str
 
 
 async def _take_response(status: int, headers: Mapping[str, str],
-                         read: Callable[[], Awaitable[bytes]], stream: _Stream) -> None:
-    """Status, headers and body of either wire, the same way."""
+                         read: Callable[[], Awaitable[bytes]], stream: _Stream,
+                         at_eof: Callable[[], bool] | None = None) -> None:
+    """Status, headers and body of either wire, the same way. ``at_eof`` (aiohttp) says the
+    body's end was already read, which spares the drain its timer."""
     rec = stream.rec
     rec.http_status = status
     rec.headers = _kept_headers(headers)
@@ -331,8 +372,8 @@ async def _take_response(status: int, headers: Mapping[str, str],
         stream.feed(chunk, now)
         if stream.stop:
             break
-    if not stream.done:
-        return  # ended or stopped early: parse() and _check_unterminated say what went wrong
+    if not stream.done or (at_eof is not None and at_eof()):
+        return  # stopped early (parse() and _check_unterminated say why) or already drained
     try:  # read the chunked terminator so the connection goes back to the pool
         async with asyncio.timeout(_DRAIN_AFTER_END_S):
             while await read():
@@ -414,8 +455,9 @@ async def stream_chat(client: httpx.AsyncClient, endpoint: EndpointSpec, request
 
         if isinstance(client, ProbeClient):
             session = client.fresh_session() if fresh else client.aiohttp_session()
+            proxy = client.proxy_kwargs(url)
             start()
-            await _via_aiohttp(session, endpoint, url, headers, body, stream, marks)
+            await _via_aiohttp(session, proxy, url, headers, body, stream, marks)
         elif fresh and isinstance(client, HttpcoreClient):
             async with client.one_off() as one_off:
                 start()
