@@ -55,11 +55,14 @@ import functools
 import json
 import ssl
 import time
+import weakref
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import aiohttp
 import httpx
+from aiohttp.client_proto import ResponseHandler
 from aiohttp.helpers import get_env_proxy_for_url
 from yarl import URL
 
@@ -85,9 +88,92 @@ _READY_MARKS = ("tls", "tcp", "headers_sent")
 # in TimingRecord.headers of a record whose first attempt died on a stale pooled connection
 RETRIED_MARKER = "x-tierwatch-retried-stale-connection"
 _STALE_ERRNOS = frozenset({errno.ECONNRESET, errno.EPIPE, errno.ECONNABORTED})
+_LANE_BUDGET_S = 50e-6  # deferred parsing per lane turn: about one start of a request or less
 # the running stream_chat's connection marks, for the aiohttp wire's connector and request hooks
 _MARKS: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
     "tierwatch_marks", default=None)
+
+
+class _Lane:
+    """Work that stamps no time takes turns here: one piece every other event-loop iteration.
+
+    Why: when a wave of streams ends together (they started together), every one of them
+    parses its events, builds its record and its caller starts the next request, all ready at
+    once. asyncio runs every ready callback before it polls the sockets again, so the first
+    tokens of streams started early in the wave waited behind the whole wave (10-25 ms at 200
+    streams; docs/benchmarks.md, "Timing fidelity").
+
+    How the order works (asyncio's ``_run_once``: poll, append the I/O callbacks, append the
+    due timers, run what is queued). A read is stamped two steps after its bytes arrive: the
+    protocol callback of the iteration that polled them, then the reading task's step in the
+    next iteration. A piece is released by a zero-delay timer, which runs after that
+    iteration's I/O callbacks, so the reading steps they queued run before the piece; and the
+    next piece is released one iteration later, so bytes that arrive while a piece runs are
+    polled in an iteration without a piece. A read waits behind at most the piece that was
+    running when its bytes arrived.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.waiting: deque[asyncio.Future[None] | Callable[[], None]] = deque()
+        self.scheduled = False
+
+    async def turn(self) -> None:
+        """Wait for a turn; the piece is what the caller does until its next ``await``."""
+        fut = self.loop.create_future()
+        self._add(fut)
+        await fut
+
+    def defer(self, piece: Callable[[], None]) -> None:
+        """Run ``piece`` (short, must not raise) in its turn."""
+        self._add(piece)
+
+    def _add(self, item: asyncio.Future[None] | Callable[[], None]) -> None:
+        self.waiting.append(item)
+        if not self.scheduled:
+            self.scheduled = True
+            self.loop.call_later(0, self._release)
+
+    def _release(self) -> None:
+        # Deferred pieces (a few events' JSON each) run here, several per turn up to a budget,
+        # so that each does not cost two loop iterations; a waiting task gets a turn alone.
+        waiting, perf = self.waiting, time.perf_counter
+        began = perf()
+        ran = False
+        while waiting:
+            item = waiting[0]
+            if isinstance(item, asyncio.Future):
+                if ran:
+                    break
+                waiting.popleft()
+                if not item.done():  # a cancelled waiter gives its turn away
+                    item.set_result(None)
+                    break
+                continue
+            waiting.popleft()
+            item()
+            ran = True
+            if perf() - began > _LANE_BUDGET_S:
+                break
+        if waiting:
+            self.loop.call_soon(self._arm)  # next iteration: the piece runs, then the timer
+        else:
+            self.scheduled = False
+
+    def _arm(self) -> None:
+        self.loop.call_later(0, self._release)
+
+
+_LANES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Lane] = (
+    weakref.WeakKeyDictionary())
+
+
+def _lane() -> _Lane:
+    loop = asyncio.get_running_loop()
+    lane = _LANES.get(loop)
+    if lane is None:
+        lane = _LANES[loop] = _Lane(loop)
+    return lane
 
 
 class _Failure(Exception):
@@ -96,9 +182,37 @@ class _Failure(Exception):
         self.error_class = error_class
 
 
+class _StampingHandler(ResponseHandler):
+    """aiohttp's protocol, stamping each socket read of a stream's body as it is received.
+
+    The stamp is taken in the protocol callback, right after the ``recv``, instead of in the
+    reading task's next step: with hundreds of streams, that step may wait behind other ready
+    work in the event loop, the callback does not (see :class:`_Lane`).
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(loop)
+        self.reader: aiohttp.StreamReader | None = None  # the body being stamped
+        # per socket read: body bytes received so far, then its time (flat: no tuples to track)
+        self.stamps: list[float] = []
+
+    def data_received(self, data: bytes) -> None:
+        now = time.perf_counter()
+        super().data_received(data)
+        if self.reader is not None:
+            total = self.reader.total_bytes
+            if not self.stamps or self.stamps[-2] < total:
+                self.stamps += (total, now)
+
+
 class _TimedConnector(aiohttp.TCPConnector):
     """Marks when a new connection is ready (aiohttp's "create" includes TLS). Cheaper than a
-    ``TraceConfig``, which awaits a signal coroutine per trace event (~10 per request)."""
+    ``TraceConfig``, which awaits a signal coroutine per trace event (~10 per request). Its
+    connections stamp body reads in the protocol callback (:class:`_StampingHandler`)."""
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self._factory = functools.partial(_StampingHandler, loop=self._loop)
 
     async def _create_connection(self, req: aiohttp.ClientRequest, traces: Any,
                                  timeout: aiohttp.ClientTimeout) -> Any:
@@ -318,8 +432,18 @@ async def _via_aiohttp(session: aiohttp.ClientSession, proxy: dict[str, Any], ur
                                 **proxy) as resp:
             marks.setdefault("headers", time.perf_counter())
             content = resp.content
-            await _take_response(resp.status, resp.headers, content.readany, stream,
-                                 content.at_eof)
+            proto = resp.connection.protocol if resp.connection is not None else None
+            stamps = None
+            if isinstance(proto, _StampingHandler):
+                proto.reader, stamps = content, proto.stamps
+                stamps.clear()
+            try:
+                await _take_response(resp.status, resp.headers, content.readany, stream,
+                                     content.at_eof, stamps)
+            finally:
+                if isinstance(proto, _StampingHandler):
+                    proto.reader = None
+                    proto.stamps.clear()
     finally:
         _MARKS.reset(token)
 
@@ -348,9 +472,12 @@ async def _via_httpx(client: httpx.AsyncClient, endpoint: EndpointSpec, url: str
 
 async def _take_response(status: int, headers: Mapping[str, str],
                          read: Callable[[], Awaitable[bytes]], stream: _Stream,
-                         at_eof: Callable[[], bool] | None = None) -> None:
+                         at_eof: Callable[[], bool] | None = None,
+                         stamps: list[float] | None = None) -> None:
     """Status, headers and body of either wire, the same way. ``at_eof`` (aiohttp) says the
-    body's end was already read, which spares the drain its timer."""
+    body's end was already read, which spares the drain its timer. ``stamps`` (aiohttp): the
+    time each socket read arrived, as body bytes so far then time, taken by the protocol;
+    bytes without one (those that came with the headers) take the time the read returned."""
     rec = stream.rec
     rec.http_status = status
     rec.headers = _kept_headers(headers)
@@ -367,9 +494,25 @@ async def _take_response(status: int, headers: Mapping[str, str],
     t0, perf = stream.t0 or 0.0, time.perf_counter
     while chunk := await read():
         now = perf()
-        if rec.ttfb_ms is None:
-            rec.ttfb_ms = (now - t0) * 1000.0
-        stream.feed(chunk, now)
+        if stamps:  # this read may join several socket reads: each part keeps its own time
+            before, done = stream.nbytes, 0
+            for k in range(0, len(stamps), 2):
+                total, when = stamps[k], stamps[k + 1]
+                upto = min(int(total) - before, len(chunk))
+                if upto > done:
+                    if rec.ttfb_ms is None:
+                        rec.ttfb_ms = (min(when, now) - t0) * 1000.0
+                    stream.feed(chunk[done:upto], when)
+                    done = upto
+                    if stream.stop:
+                        break
+            stamps.clear()
+            if done < len(chunk) and not stream.stop:
+                stream.feed(chunk[done:], now)
+        else:
+            if rec.ttfb_ms is None:
+                rec.ttfb_ms = (now - t0) * 1000.0
+            stream.feed(chunk, now)
         if stream.stop:
             break
     if not stream.done or (at_eof is not None and at_eof()):
@@ -441,7 +584,8 @@ async def stream_chat(client: httpx.AsyncClient, endpoint: EndpointSpec, request
     overall deadline ``endpoint.timeout_s`` covers both attempts.
     """
     rec = TimingRecord(ok=False)
-    stream = _Stream(rec, endpoint.protocol, endpoint.max_body_bytes)
+    lane = _lane()
+    stream = _Stream(rec, endpoint.protocol, endpoint.max_body_bytes, lane)
     marks: dict[str, Any] = {}
     error: tuple[str, str] | None = None
     retried = False
@@ -466,6 +610,7 @@ async def stream_chat(client: httpx.AsyncClient, endpoint: EndpointSpec, request
             start()
             await _via_httpx(client, endpoint, url, headers, body, stream, marks)
 
+    await lane.turn()  # building and sending the request: one piece
     try:
         url, headers, body = _request_parts(endpoint, request)
         async with asyncio.timeout(endpoint.timeout_s):
@@ -480,6 +625,8 @@ async def stream_chat(client: httpx.AsyncClient, endpoint: EndpointSpec, request
     except (_Failure, TimeoutError, httpx.HTTPError, aiohttp.ClientError, httpx.InvalidURL,
             ValueError, TypeError, KeyError, AttributeError, UnicodeError, OSError) as exc:
         error = _classify(exc, stream.in_body, endpoint.timeout_s)
+    await lane.turn()  # the connection is back in the pool; the rest of the parsing and the
+    # record: one piece
     _fill_marks(rec, stream.t0, marks)
     try:  # the events that arrived, even when the request failed later
         stream.parse()
@@ -579,20 +726,30 @@ class _Stream:
     While the stream runs, :meth:`feed` does only what the raw-socket floor does: stamp the
     read, cut complete events on blank lines, keep ``(time, bytes)``, and watch for the end
     marker (``data: [DONE]`` / ``message_stop``) and for error events (which end reading at
-    once). The JSON is parsed by :meth:`parse` after the stream, so with hundreds of streams in
-    flight no event waits behind another's JSON parsing to be timestamped.
+    once). The JSON is parsed in the lane (:class:`_Lane`), between reads, while the stream
+    runs; :meth:`parse` takes what is left at the end. So no event waits behind another's JSON
+    parsing to be timestamped, and the end of a stream costs little: a wave of streams that
+    end together restarts in less time than a scripted first token takes.
     """
 
-    __slots__ = ("rec", "t0", "protocol", "buf", "events", "token_times", "token_pieces",
-                 "done", "stop", "usage_seen", "in_body", "tool_text", "logprobs", "text_parts",
-                 "reasoning_parts", "nbytes", "limit")
+    __slots__ = ("rec", "t0", "protocol", "buf", "events", "times", "token_times",
+                 "token_pieces", "done", "stop", "usage_seen", "in_body", "tool_text", "logprobs",
+                 "text_parts", "reasoning_parts", "nbytes", "limit", "lane", "parsed", "failure",
+                 "queued")
 
-    def __init__(self, rec: TimingRecord, protocol: str, limit: int) -> None:
-        self.rec, self.protocol, self.limit = rec, protocol, limit
+    def __init__(self, rec: TimingRecord, protocol: str, limit: int,
+                 lane: _Lane | None = None) -> None:
+        self.rec, self.protocol, self.limit, self.lane = rec, protocol, limit, lane
+        self.parsed = 0  # events[:parsed] are interpreted
+        self.failure: Exception | None = None  # the first bad event's; parsing stopped there
+        self.queued = False  # a parse piece waits in the lane
         self.t0: float | None = None
         self.in_body = False  # response headers were 2xx SSE: later failures cut the stream
         self.buf = b""
-        self.events: list[tuple[float, bytes]] = []
+        # events and their times in two lists: no tuple per event for the garbage collector
+        # to track (its pauses delay timestamps too)
+        self.events: list[bytes] = []
+        self.times: list[float] = []
         self.token_times: list[float] = []
         self.token_pieces: list[str] = []
         self.done = False  # the end marker arrived
@@ -613,19 +770,23 @@ class _Stream:
         buf = self.buf + chunk if self.buf else chunk
         if b"\r" in buf:
             buf = buf.replace(b"\r\n", b"\n")
-        start, events = 0, self.events
+        start, events, times = 0, self.events, self.times
         while not self.stop:
             end = buf.find(b"\n\n", start)
             if end < 0:
                 break
             raw = buf[start:end]
             start = end + 2
-            events.append((now, raw))
+            events.append(raw)
+            times.append(now)
             if raw.endswith(b"[DONE]") or b"message_stop" in raw:
                 self.done = self.stop = self._is_end(raw)
             elif b"error" in raw:
                 self.stop = self._is_error(raw)
         self.buf = buf[start:]
+        if self.lane is not None and not self.queued and len(events) > self.parsed:
+            self.queued = True
+            self.lane.defer(self._parse_pending)
         if over:
             raise _Failure("body_too_large", f"response body exceeded {self.limit} bytes")
 
@@ -647,10 +808,23 @@ class _Stream:
         return isinstance(obj, dict) and (bool(obj.get("error")) or obj.get("type") == "error")
 
     def parse(self) -> None:
-        """Interpret the kept events in order; raises ``_Failure`` at the first bad one."""
-        events, self.events = self.events, []
-        for now, raw in events:  # feed() kept nothing after the end marker
-            self._event(raw, now)
+        """Interpret the events not yet interpreted, in order; raises the first bad one's
+        ``_Failure`` (or parse error), also when a lane piece met it."""
+        self._parse_pending()
+        if self.failure is not None:
+            raise self.failure
+
+    def _parse_pending(self) -> None:
+        self.queued = False
+        events, times = self.events, self.times
+        while self.parsed < len(events) and self.failure is None:
+            i = self.parsed  # feed() kept nothing after the end marker
+            self.parsed += 1
+            try:
+                self._event(events[i], times[i])
+            except (_Failure, ValueError, TypeError, KeyError, AttributeError,
+                    UnicodeError) as exc:
+                self.failure = exc
 
     def _event(self, raw: bytes, now: float) -> None:
         name = ""
