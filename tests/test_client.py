@@ -435,3 +435,63 @@ def test_an_answer_that_says_connection_close_is_not_reused(liar, backend):
     first, second, _ = twice(liar, backend)
     assert first.ok and second.ok and RETRIED_MARKER not in second.headers
     assert liar.connections == 2 and not liar.reused_request_seen
+
+
+def test_many_concurrent_streams_each_keep_their_own_events_and_times(scripted):
+    """60 streams on one client: each record is complete and its own, and no token is stamped
+    before the server wrote it (stamps come from the protocol callback, mapped by byte offset)."""
+    ep = endpoint(scripted.url, "scripted", extra_body=script(ttft_ms=20, gap_ms=3, n_tokens=8))
+
+    async def go() -> list[tuple[float, TimingRecord]]:
+        async with make_client() as client:
+            async def one() -> tuple[float, TimingRecord]:
+                t0: list[float] = []
+                rec = await stream_chat(client, ep, ASK, on_start=t0.append)
+                return t0[-1], rec
+
+            return await asyncio.gather(*(one() for _ in range(60)))
+
+    results = asyncio.run(go())
+    assert len({rec.headers["x-request-id"] for _, rec in results}) == 60
+    for t0, rec in results:
+        assert rec.ok and rec.text == "".join(f"tok{i} " for i in range(8))
+        written = [t for kind, t in scripted.log(rec.headers["x-request-id"])["events"]
+                   if kind == "token"]
+        seen = [t0 + rec.ttft_ms / 1000]
+        for gap in rec.chunk_gaps_ms:
+            seen.append(seen[-1] + gap / 1000)
+        assert len(seen) == len(written) == 8
+        assert all(s * 1e9 >= w - 1000 for s, w in zip(seen, written, strict=True))  # 1 µs: float
+
+
+def test_cancelled_streams_do_not_hold_up_the_others(scripted):
+    """Cancelled while waiting for their turn or while reading: the rest still finish."""
+    ep = endpoint(scripted.url, "scripted", extra_body=script(ttft_ms=30, gap_ms=2))
+
+    async def go() -> list[TimingRecord]:
+        async with make_client() as client:
+            doomed = [asyncio.create_task(stream_chat(client, ep, ASK)) for _ in range(10)]
+            kept = [asyncio.create_task(stream_chat(client, ep, ASK)) for _ in range(10)]
+            await asyncio.sleep(0)
+            doomed[0].cancel()  # still waiting for its first turn
+            await asyncio.sleep(0.01)
+            for task in doomed[1:]:  # waiting for the first token
+                task.cancel()
+            return await asyncio.wait_for(asyncio.gather(*kept), timeout=10)
+
+    records = asyncio.run(go())
+    assert all(rec.ok and len(rec.chunk_tokens) == 6 for rec in records)
+
+
+def test_the_aiohttp_wire_takes_its_proxy_from_the_environment(scripted, monkeypatch):
+    """HTTP_PROXY as in httpx: the scripted server answers absolute-form requests, so a host that
+    does not resolve is reached through it; NO_PROXY exempts a host."""
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{scripted.port}")
+    monkeypatch.setenv("NO_PROXY", "direct.invalid")
+    for name in ("http_proxy", "no_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY",
+                 "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    proxied = run(endpoint("http://proxied.invalid/v1", "scripted", extra_body=script()))
+    assert proxied.ok and len(proxied.chunk_tokens) == 6
+    direct = run(endpoint("http://direct.invalid/v1", "scripted", extra_body=script()))
+    assert_failed(direct, "connect")
