@@ -53,6 +53,7 @@ import email.utils
 import errno
 import functools
 import json
+import json.scanner
 import ssl
 import time
 import weakref
@@ -847,7 +848,7 @@ class _Stream:
             if not stripped or stripped == b"[DONE]":
                 return
         try:
-            obj = json.loads(data)
+            obj = _json_object(data)
         except ValueError:
             raise _Failure(
                 "malformed_stream", f"unparseable data line: {data[:80].decode('utf-8', 'replace')}"
@@ -988,6 +989,25 @@ class _Stream:
             rec.tpot_ms = (rec.e2e_ms - rec.ttft_ms) / (out - 1)
         if self.logprobs:
             rec.logprobs = self.logprobs
+
+
+_SCAN = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[attr-defined]
+
+
+def _json_object(data: bytes) -> Any:
+    """``json.loads(data)``, in half the time for the usual ``{...}`` event (the C scanner
+    straight on the text: no encoding sniffing, no wrapper calls); anything else, and every
+    error, goes through ``json.loads`` itself."""
+    if data[:1] == b"{":
+        try:
+            text = data.decode()
+            obj, end = _SCAN(text, 0)
+        except (StopIteration, ValueError):
+            pass
+        else:
+            if end == len(text) or not text[end:].strip():
+                return obj
+    return json.loads(data)
 
 
 def _logprob_entry(x: dict[str, Any]) -> dict[str, Any]:
