@@ -143,7 +143,6 @@ DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "tierwatch@localhost")
 # Measurement policy (DESIGN.md): no percentile below MIN_N samples.
 TIERWATCH_MIN_N = env_int("TIERWATCH_MIN_N", 5)
 TIERWATCH_HTTP_TIMEOUT_S = env_float("TIERWATCH_HTTP_TIMEOUT_S", 120.0)
-TIERWATCH_SAMPLE_RETENTION_DAYS = env_int("TIERWATCH_SAMPLE_RETENTION_DAYS", 180)
 
 LOGGING = {
     "version": 1,
