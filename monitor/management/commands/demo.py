@@ -124,7 +124,7 @@ class Command(BaseCommand):
             for pair in pairs:  # data flows at once, not only after the first beat tick
                 execute_run_task.delay(create_run(pair=pair, trigger="manual").id)
             for pair in pairs:  # then a small audit (5 samples per prompt per tier) so a
-                # verdict shows in ~2 min (simulated; ~3-4 min per pair on the real engines)
+                # verdict shows in ~2 min (simulated; real engines take minutes per pair)
                 execute_run_task.delay(create_run(pair=pair, kind="audit", repeat=5).id)
             start(
                 worker_argv(
