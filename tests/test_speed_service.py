@@ -183,3 +183,22 @@ def test_the_load_probe_stores_each_level_apart_from_the_probe_runs(scenario_run
     call_command("load_probe", pair.name, "--levels", "2", "--requests", "5", "--json")
     out = json.loads(capsys.readouterr().out)
     assert out["load"]["2"]["fast"]["n"] == 5
+
+
+def test_the_speculative_hint_sees_tokens_written_back_to_back():
+    from types import SimpleNamespace
+
+    from monitor.services.speed import speculative_hint
+
+    def sample(tier, gaps):
+        return SimpleNamespace(ok=True, tier=tier, chunk_tokens=[1] * (len(gaps) + 1),
+                               chunk_gaps_ms=gaps)
+
+    bursty = [0.2, 0.3, 14.0, 0.2, 0.4, 15.0, 0.3, 0.2, 13.0]  # drafts as one event per token
+    steady = [13.0, 14.0, 13.5, 14.2, 13.1, 14.4, 13.3, 13.9, 14.1]
+    samples = [sample("fast", bursty) for _ in range(6)]
+    samples += [sample("base", steady) for _ in range(6)]
+    hint = speculative_hint(samples, min_n=5)
+    assert hint["indication"] == "suggested" and "back to back" in hint["finding"]
+    same = [sample("fast", steady) for _ in range(6)] + [sample("base", steady) for _ in range(6)]
+    assert speculative_hint(same, min_n=5)["indication"] == "no sign"
