@@ -11,7 +11,10 @@ read CLOCK_MONOTONIC, so, per stream:
 - gap error = |client gap - server gap| for each pair of consecutive tokens.
 
 Run: ``.venv/bin/python benchmarks/timing_fidelity.py --write-docs`` (about two minutes;
-``--uvloop`` adds a pass with the clients on uvloop; ``--quick`` is a smoke run).
+``--uvloop`` adds a pass with the clients on uvloop; ``--quick`` is a smoke run). For
+diagnosis, without ``--write-docs``: ``--plan 200:400`` (streams:requests, repeatable),
+``--clients aiohttp,floor`` (a subset), ``--no-gc`` (automatic garbage collection off in this
+process, to see how much of the error is collection pauses).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
+import gc
 import json
 import os
 import platform
@@ -53,6 +57,29 @@ class Errors:
     gap_ms: list[float] = field(default_factory=list)
     failed: int = 0
     cpu_us_per_event: float = float("nan")
+    gc_pauses_ms: list[float] = field(default_factory=list)  # the client process's collections
+
+
+class GcPauses:
+    """Wall time of each garbage collection in this process while measuring: a collection
+    stops the event loop, so every event that arrives during it is stamped late."""
+
+    def __init__(self) -> None:
+        self.pauses_ms: list[float] = []
+        self._began = 0.0
+
+    def _callback(self, phase: str, _info: dict) -> None:
+        if phase == "start":
+            self._began = time.perf_counter()
+        else:
+            self.pauses_ms.append((time.perf_counter() - self._began) * 1000)
+
+    def __enter__(self) -> GcPauses:
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        gc.callbacks.remove(self._callback)
 
 
 def start_server() -> tuple[subprocess.Popen[str], int]:
@@ -103,7 +130,8 @@ async def measure_client(port: int, make_stream: Stream, concurrency: int, n: in
     await asyncio.gather(*(one() for _ in range(min(concurrency, 20))))
     results.clear()
     cpu = time.process_time()
-    await asyncio.gather(*(one() for _ in range(n)))
+    with GcPauses() as pauses:
+        await asyncio.gather(*(one() for _ in range(n)))
     cpu = time.process_time() - cpu
     log = await server_log(port, [rid for rid, _ in results if rid])
     errors = Errors()
@@ -111,6 +139,7 @@ async def measure_client(port: int, make_stream: Stream, concurrency: int, n: in
         compare(times, log.get(rid), errors)
     events = n * (SCRIPT["n_tokens"] + 3)  # role, tokens, usage, [DONE]
     errors.cpu_us_per_event = cpu / events * 1e6
+    errors.gc_pauses_ms = pauses.pauses_ms
     return errors
 
 
@@ -171,14 +200,20 @@ async def with_raw_socket(port: int, concurrency: int, n: int) -> Errors:
 Row = tuple[int, int, dict[str, Errors]]
 
 
-async def measure(port: int, plan: list[tuple[int, int]]) -> list[Row]:
+CLIENT_KEYS = {"aiohttp": CLIENTS[0], "httpcore": CLIENTS[1], "floor": CLIENTS[2]}
+
+
+async def measure(port: int, plan: list[tuple[int, int]], clients: tuple[str, ...]) -> list[Row]:
     rows = []
     for conc, n in plan:
-        results = {
-            CLIENTS[0]: await with_stream_chat(port, "aiohttp", conc, n),
-            CLIENTS[1]: await with_stream_chat(port, "httpcore", conc, n),
-            CLIENTS[2]: await with_raw_socket(port, conc, n),
-        }
+        results = {}
+        for key in ("aiohttp", "httpcore", "floor"):
+            if key not in clients:
+                continue
+            if key == "floor":
+                results[CLIENT_KEYS[key]] = await with_raw_socket(port, conc, n)
+            else:
+                results[CLIENT_KEYS[key]] = await with_stream_chat(port, key, conc, n)
         rows.append((conc, n, results))
         print(f"{conc:>4} streams: " + " | ".join(
             f"{name.split('(')[-1][:-1]}: TTFT P99 {pct(e.ttft_ms, 99):.2f}, gap P99 "
@@ -211,21 +246,22 @@ def machine() -> str:
 def table(rows: list[Row]) -> str:
     out = [
         "| streams | client | requests | TTFT err P50 | TTFT err P99 | gap err P50 | gap err P99"
-        " | P99 / floor (TTFT, gap) | CPU µs/event |",
-        "|---:|---|---:|---:|---:|---:|---:|---|---:|",
+        " | P99 / floor (TTFT, gap) | CPU µs/event | GC pauses: n, longest ms |",
+        "|---:|---|---:|---:|---:|---:|---:|---|---:|---|",
     ]
     for conc, n, results in rows:
-        floor = results[CLIENTS[2]]
+        floor = results.get(CLIENTS[2])
         for name, e in results.items():
             ratio = "—"
-            if e is not floor:
+            if floor is not None and e is not floor:
                 ratio = (f"{pct(e.ttft_ms, 99) / pct(floor.ttft_ms, 99):.1f}x, "
                          f"{pct(e.gap_ms, 99) / pct(floor.gap_ms, 99):.1f}x")
             fail = f" ({e.failed} unmatched)" if e.failed else ""
             out.append(
                 f"| {conc} | {name} | {n}{fail} | {pct(e.ttft_ms, 50):.3f} "
                 f"| {pct(e.ttft_ms, 99):.3f} | {pct(e.gap_ms, 50):.3f} | {pct(e.gap_ms, 99):.3f}"
-                f" | {ratio} | {e.cpu_us_per_event:.0f} |"
+                f" | {ratio} | {e.cpu_us_per_event:.0f} "
+                f"| {len(e.gc_pauses_ms)}, {max(e.gc_pauses_ms, default=0):.1f} |"
             )
     return "\n".join(out)
 
@@ -237,7 +273,9 @@ INTRO = (
     "server logs `perf_counter_ns` just before each write, the client process reads the same "
     "CLOCK_MONOTONIC. Script per request: first token {ttft} ms after the request, {n} tokens "
     "{gap} ms apart. TTFT error = client first-token time − server write; gap error = |client "
-    "gap − server gap|; in milliseconds. CPU µs/event = client process CPU time / SSE events. "
+    "gap − server gap|; in milliseconds. CPU µs/event = client process CPU time / SSE events; "
+    "GC pauses: the client process's garbage collections while measuring (each one stops the "
+    "event loop). "
     "Clients: `stream_chat` through `ProbeClient` (aiohttp wire, the default), `stream_chat` "
     "through a plain httpx client (httpcore wire), and a raw-socket asyncio client (the floor "
     "of this machine). Goals: ≤ 1 ms P99 at 1 stream; within 1.5x the floor at 1/50/200.\n"
@@ -265,12 +303,13 @@ def write_docs(title: str, body: str) -> None:
     DOC.write_text(text[: match.start()] + section + text[match.end() :])
 
 
-def run_pass(port: int, plan: list[tuple[int, int]], uvloop: bool) -> list[Row]:
+def run_pass(port: int, plan: list[tuple[int, int]], uvloop: bool,
+             clients: tuple[str, ...] = tuple(CLIENT_KEYS)) -> list[Row]:
     if uvloop:
         import uvloop as uv  # optional: pip install uvloop
 
-        return uv.run(measure(port, plan))
-    return asyncio.run(measure(port, plan))
+        return uv.run(measure(port, plan, clients))
+    return asyncio.run(measure(port, plan, clients))
 
 
 def main() -> None:
@@ -278,15 +317,31 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer requests (a smoke run)")
     parser.add_argument("--uvloop", action="store_true", help="add a pass on uvloop")
     parser.add_argument("--write-docs", action="store_true", help="update docs/benchmarks.md")
+    parser.add_argument("--plan", action="append", metavar="STREAMS:REQUESTS",
+                        help="instead of the standard plan (diagnosis; not with --write-docs)")
+    parser.add_argument("--clients", default="aiohttp,httpcore,floor",
+                        help="comma-separated subset of aiohttp,httpcore,floor")
+    parser.add_argument("--no-gc", action="store_true",
+                        help="automatic garbage collection off (diagnosis)")
     args = parser.parse_args()
+    clients = tuple(c.strip() for c in args.clients.split(",") if c.strip())
+    if not clients or set(clients) - set(CLIENT_KEYS):
+        parser.error(f"--clients: a subset of {','.join(CLIENT_KEYS)}")
+    custom = bool(args.plan) or set(clients) != set(CLIENT_KEYS) or args.no_gc
+    if custom and args.write_docs:
+        parser.error("--plan, --clients and --no-gc are for diagnosis: not with --write-docs")
+    if args.no_gc:
+        gc.disable()
     plan = QUICK_PLAN if args.quick else PLAN
+    if args.plan:
+        plan = [(int(a), int(b)) for a, b in (x.split(":") for x in args.plan)]
     load_before = os.getloadavg()[0]
     proc, port = start_server()
     started = time.monotonic()
     try:
-        passes = {"asyncio": run_pass(port, plan, uvloop=False)}
+        passes = {"asyncio": run_pass(port, plan, uvloop=False, clients=clients)}
         if args.uvloop:
-            passes["uvloop"] = run_pass(port, plan, uvloop=True)
+            passes["uvloop"] = run_pass(port, plan, uvloop=True, clients=clients)
     finally:
         proc.terminate()
         proc.wait(timeout=10)

@@ -14,10 +14,13 @@ every other time is milliseconds after t0 on the same clock:
 - ``tpot_ms = (E2E - TTFT) / (output_tokens - 1)`` when output_tokens >= 2, output tokens being
   ``usage.completion_tokens`` when the server sends it, else our estimate.
 
-An event's timestamp is when the read that completed it returned. SSE framing is hand-written
-over raw bytes (``Accept-Encoding: identity``): one ``perf_counter()`` per read, events cut on
-blank lines and kept with their time. Their JSON is parsed after the stream, so no event waits
-behind another's parsing to be stamped (error events still end reading at once).
+An event's timestamp is when the socket read that completed it returned: on the aiohttp wire
+stamped in the protocol callback right after the ``recv``, on the httpx wire when the read
+returns to the reading task. SSE framing is hand-written over raw bytes (``Accept-Encoding:
+identity``): events cut on blank lines and kept with their time. Everything else (building and
+sending the request, each event's JSON, the record) takes turns in a lane between socket polls
+(:class:`_Lane`), so with hundreds of streams no read waits behind a wave of other work to be
+stamped (error events still end reading at once).
 
 Two wires, one measurement. :func:`make_client` returns a :class:`ProbeClient`, an ordinary
 ``httpx.AsyncClient`` whose streams ``stream_chat`` sends through aiohttp; any other httpx
