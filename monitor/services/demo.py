@@ -95,8 +95,12 @@ def ensure_demo(
         },
     )
     rule.channels.set([channel])
-    user_model = get_user_model()
-    user = user_model.objects.filter(username=DEMO_USER).first()
-    if user is None:
-        user_model.objects.create_superuser(DEMO_USER, "demo@example.invalid", DEMO_PASSWORD)
+    ensure_demo_user()
     return pairs
+
+
+def ensure_demo_user() -> None:
+    """The login the demo prints; a demo runs on the user's own machine only."""
+    user_model = get_user_model()
+    if not user_model.objects.filter(username=DEMO_USER).exists():
+        user_model.objects.create_superuser(DEMO_USER, "demo@example.invalid", DEMO_PASSWORD)

@@ -8,13 +8,12 @@ pairs switched off when their servers stop so schedules do not probe dead ports
 
 from __future__ import annotations
 
-from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Q
 
 from evals.engines import vendor
 from monitor.models import Endpoint, Pair
-from monitor.services.demo import DEMO_PASSWORD, DEMO_USER
+from monitor.services.demo import ensure_demo_user
 from monitor.services.schedules import ensure_probe_schedule, ensure_weekly_report_schedule
 from monitor.services.suites import sync_builtin_suite
 
@@ -76,7 +75,5 @@ def ensure_local_demo(
         ensure_probe_schedule(pair_name=pair.name, every_s=probe_every_s)
         ensure_probe_schedule(pair_name=pair.name, every_s=audit_every_s, kind="audit")
     ensure_weekly_report_schedule()
-    user_model = get_user_model()
-    if not user_model.objects.filter(username=DEMO_USER).exists():
-        user_model.objects.create_superuser(DEMO_USER, "demo@example.invalid", DEMO_PASSWORD)
+    ensure_demo_user()
     return pairs
