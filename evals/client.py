@@ -144,25 +144,27 @@ class _Lane:
         waiting, perf = self.waiting, time.perf_counter
         began = perf()
         ran = False
-        while waiting:
-            item = waiting[0]
-            if isinstance(item, asyncio.Future):
-                if ran:
-                    break
+        try:
+            while waiting:
+                item = waiting[0]
+                if isinstance(item, asyncio.Future):
+                    if ran:
+                        break
+                    waiting.popleft()
+                    if not item.done():  # a cancelled waiter gives its turn away
+                        item.set_result(None)
+                        break
+                    continue
                 waiting.popleft()
-                if not item.done():  # a cancelled waiter gives its turn away
-                    item.set_result(None)
+                ran = True
+                item()
+                if perf() - began > _LANE_BUDGET_S:
                     break
-                continue
-            waiting.popleft()
-            item()
-            ran = True
-            if perf() - began > _LANE_BUDGET_S:
-                break
-        if waiting:
-            self.loop.call_soon(self._arm)  # next iteration: the piece runs, then the timer
-        else:
-            self.scheduled = False
+        finally:  # a piece that raised (the loop reports it) must not stall every stream
+            if waiting:
+                self.loop.call_soon(self._arm)  # next iteration: the piece runs, then the timer
+            else:
+                self.scheduled = False
 
     def _arm(self) -> None:
         self.loop.call_later(0, self._release)
@@ -245,8 +247,8 @@ class ProbeClient(httpx.AsyncClient):
     :func:`stream_chat` uses for its streams (why: see the module docstring).
 
     Proxies come from the environment (``HTTP(S)_PROXY``, ``NO_PROXY``) as in httpx, looked up
-    once per origin: aiohttp's own ``trust_env`` looks them up (and reads ``.netrc``) in a
-    worker thread at every request, two thread hops per stream.
+    once per request URL and kept for the client's life: aiohttp's own ``trust_env`` looks them
+    up (and reads ``.netrc``) in a worker thread at every request, two thread hops per stream.
     """
 
     def __init__(self, *, limits: httpx.Limits | None = None,
@@ -257,25 +259,24 @@ class ProbeClient(httpx.AsyncClient):
         self._probe_ssl = verify if isinstance(verify, ssl.SSLContext) else _ssl_context(verify)
         self._session: aiohttp.ClientSession | None = None
         self._fresh: aiohttp.ClientSession | None = None
-        self._proxies: dict[tuple[str, str, int | None], dict[str, Any]] = {}
+        self._proxies: dict[str, dict[str, Any]] = {}  # per request URL (a few per endpoint)
 
     def proxy_kwargs(self, url: str) -> dict[str, Any]:
         """``proxy=`` (and its credentials) for a request to ``url``; ``{}`` when direct."""
-        parsed = URL(url)
-        key = (parsed.scheme, parsed.host or "", parsed.port)
-        if key not in self._proxies:
-            kwargs: dict[str, Any] = {}
+        kwargs = self._proxies.get(url)
+        if kwargs is None:
+            kwargs = {}
             if self.trust_env:
                 try:
-                    proxy, auth = get_env_proxy_for_url(parsed)
+                    proxy, auth = get_env_proxy_for_url(URL(url))
                 except LookupError:
                     pass
                 else:
                     kwargs["proxy"] = proxy
                     if auth is not None:
                         kwargs["proxy_headers"] = {"Proxy-Authorization": auth.encode()}
-            self._proxies[key] = kwargs
-        return self._proxies[key]
+            self._proxies[url] = kwargs
+        return kwargs
 
     def aiohttp_session(self) -> aiohttp.ClientSession:
         """The session, created on first use inside the running event loop."""
@@ -300,7 +301,7 @@ class ProbeClient(httpx.AsyncClient):
         return aiohttp.ClientSession(
             connector=connector, request_class=_TimedRequest, auto_decompress=False,
             cookie_jar=aiohttp.DummyCookieJar(), timeout=aiohttp.ClientTimeout(total=None),
-            trust_env=False,  # proxies: proxy_kwargs(), once per origin
+            trust_env=False,  # proxies: proxy_kwargs(), once per request URL
         )
 
     async def _close_sessions(self) -> None:

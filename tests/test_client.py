@@ -495,3 +495,31 @@ def test_the_aiohttp_wire_takes_its_proxy_from_the_environment(scripted, monkeyp
     assert proxied.ok and len(proxied.chunk_tokens) == 6
     direct = run(endpoint("http://direct.invalid/v1", "scripted", extra_body=script()))
     assert_failed(direct, "connect")
+
+
+def test_a_lane_piece_that_raises_is_reported_and_does_not_stall_the_lane():
+    from evals.client import _lane
+
+    async def go() -> tuple[list[str], list[BaseException]]:
+        loop = asyncio.get_running_loop()
+        reported: list[BaseException] = []
+        loop.set_exception_handler(lambda _loop, ctx: reported.append(ctx["exception"]))
+        order: list[str] = []
+
+        def boom() -> None:
+            raise RuntimeError("bad piece")
+
+        lane = _lane()
+        lane.defer(boom)
+        lane.defer(lambda: order.append("piece"))
+
+        async def task(name: str) -> None:
+            await lane.turn()
+            order.append(name)
+
+        await asyncio.wait_for(asyncio.gather(task("a"), task("b")), timeout=5)
+        return order, reported
+
+    order, reported = asyncio.run(go())
+    assert order == ["piece", "a", "b"]
+    assert [str(e) for e in reported] == ["bad piece"]
