@@ -46,6 +46,7 @@ class ServerSpec:
     threads: int = 1
     parallel: int = 1  # slots; the context is shared between them
     args: tuple[str, ...] = ()  # extra flags: speculative decoding, chat template, caching
+    cache_ram_mib: int = 0  # host-memory prompt cache; 0 = none
 
 
 @dataclass(frozen=True)
@@ -85,12 +86,12 @@ def port_in_use(port: int) -> bool:
 
 
 def command(binary: Path, spec: ServerSpec) -> list[str]:
-    # --cache-ram 0: no host-memory prompt cache across slots (a few GB by default); the slot's
-    # own prefix reuse is governed per target (vendor.py) so the behaviour is explicit.
+    # --cache-ram: host-memory prompt cache across requests (llama.cpp's default is a few GB; we
+    # set it per target, 0 for all but the cached tier, so the behaviour is explicit).
     return [
         str(binary), "-m", str(spec.model), "--host", HOST, "--port", str(spec.port),
         "-a", spec.alias, "-c", str(spec.ctx), "-t", str(spec.threads), "-tb", str(spec.threads),
-        "-np", str(spec.parallel), "--cache-ram", "0", "--no-webui", *spec.args,
+        "-np", str(spec.parallel), "--cache-ram", str(spec.cache_ram_mib), "--no-webui", *spec.args,
     ]
 
 
