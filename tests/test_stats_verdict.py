@@ -14,6 +14,7 @@ from evals.stats.verdict import (
     decide,
     grade_effect,
     load_reference_ladder,
+    reach,
 )
 from tests.test_stats_mmd import tiers
 
@@ -39,8 +40,8 @@ def test_it_says_no_detectable_difference_with_what_it_could_miss():
     assert v.label == "no_detectable_difference"
     assert v.sentence == (
         "no detectable difference (p = 0.41; n = 250 per tier; this run could miss "
-        "differences below MMD² 0.0012, about the distance of an 8-bit quantization of the "
-        "same model)"
+        "differences below MMD² 0.0012: it would catch a 4-bit quantization of the same model, "
+        "could miss an 8-bit quantization of the same model)"
     )
     assert v.min_detectable_effect == pytest.approx(0.0012)
     assert v.noise_floor == pytest.approx(0.0001)
@@ -167,6 +168,21 @@ def test_it_loads_a_measured_ladder_and_rejects_a_malformed_one(tmp_path):
     path.write_text(json.dumps({"L": 1000, "rungs": measured["rungs"][:2]}))
     with pytest.raises(ValueError):
         load_reference_ladder(path)
+
+
+def test_it_grades_only_against_rungs_that_were_significant_when_measured():
+    measured = {"L": 1000, "rungs": [
+        {"key": "a_vs_a", "label": "itself", "mmd2": 0.0003, "p_value": 0.35},
+        {"key": "q8_0", "label": "an 8-bit quantization", "mmd2": 0.0005, "p_value": 0.29},
+        {"key": "q4_0", "label": "a 4-bit quantization", "mmd2": 0.007, "p_value": 0.001},
+        {"key": "different_model", "label": "a different model", "mmd2": 0.04, "p_value": 0.001},
+    ]}  # fmt: skip
+    # a false alarm just above the threshold is not "about the distance of an 8-bit one"
+    assert grade_effect(0.0006, measured)[1] == "below the distance of a 4-bit quantization"
+    assert reach(0.002, measured) == (
+        "it would catch a 4-bit quantization, could miss an 8-bit quantization"
+    )
+    assert reach(0.05, measured) == "could miss a different model"
 
 
 def test_it_does_not_grade_against_a_ladder_measured_at_another_l():

@@ -115,15 +115,24 @@ def _fraction_words(r: float) -> str:
     return f"{words} of"
 
 
+def _gradable(ladder: Mapping[str, Any], alpha: float = 0.05) -> list[dict[str, Any]]:
+    """Rungs a statistic may be graded against: positive, and significant when measured (a
+    measured rung carries its own p). A rung its own measurement could not tell from chance
+    (on real engines: A-vs-A and Q8_0) is noise, and "about the distance of" it would dress a
+    false alarm up as a finding (benchmarks/verdict_validation.py)."""
+    return [r for r in ladder["rungs"] if r["mmd2"] > 0 and r.get("p_value", 0.0) < alpha]
+
+
 def grade_effect(statistic: float | None, ladder: Mapping[str, Any]) -> tuple[str, str, str]:
     """(nearest rung key, "about the distance of …", "a tenth of the distance to …") for an
-    MMD² on the ladder's log scale; ("", "", "") when it cannot be graded (≤ 0, no rungs).
-    The third part is empty when the nearest rung is the different model itself."""
-    rungs = [r for r in ladder["rungs"] if r["mmd2"] > 0]
+    MMD² on the ladder's log scale, among the gradable rungs; ("", "", "") when it cannot be
+    graded (≤ 0, no rungs). The third part is empty when the nearest rung is the different
+    model itself."""
+    rungs = _gradable(ladder)
     if statistic is None or statistic <= 0 or not rungs:
         return "", "", ""
     lowest = min(rungs, key=lambda r: r["mmd2"])
-    different = next(r for r in rungs if r["key"] == DIFFERENT)
+    different = next(r for r in ladder["rungs"] if r["key"] == DIFFERENT)
     if statistic < lowest["mmd2"] / 2:
         nearest, near = lowest, f"below the distance of {lowest['label']}"
     else:
@@ -135,6 +144,23 @@ def grade_effect(statistic: float | None, ladder: Mapping[str, Any]) -> tuple[st
             f"{_fraction_words(statistic / different['mmd2'])} the distance to {different['label']}"
         )
     return nearest["key"], near, frac
+
+
+def reach(threshold: float, ladder: Mapping[str, Any]) -> str:
+    """What a run with this detection threshold would catch and could miss, in ladder words:
+    the smallest reference difference above the threshold and the largest one below it. (The
+    nearest rung to the threshold said the wrong thing: a run whose threshold lay near Q4_0
+    caught Q4_0 every time and missed Q8_0.)"""
+    rungs = sorted((r for r in ladder["rungs"] if r["key"] != "a_vs_a" and r["mmd2"] > 0),
+                   key=lambda r: r["mmd2"])  # fmt: skip
+    caught = [r for r in rungs if r["mmd2"] > threshold]
+    missed = [r for r in rungs if r["mmd2"] <= threshold]
+    parts = []
+    if caught:
+        parts.append(f"it would catch {caught[0]['label']}")
+    if missed:
+        parts.append(f"could miss {missed[-1]['label']}")
+    return ", ".join(parts)
 
 
 def _n_words(n_per_tier: tuple[int, int]) -> str:
@@ -278,8 +304,8 @@ def decide(
 
     if not (mmd_hit or cap_hit):
         miss = f"this run could miss differences below MMD² {mde:.2g}"
-        near = grade_effect(mde, ladder)[1] if ladder_ok else ""
-        miss += f", {near}" if near else ""
+        words = reach(mde, ladder) if ladder_ok else ""
+        miss += f": {words}" if words else ""
         # The primary test's own p: a Holm-adjusted family p (often 1) would hide how far from
         # significance the MMD test was; the adjusted values stay in ``adjusted_p_values``.
         parts = [fmt_p(fvb.p_value), _n_words(fvb.n_per_tier), miss]
