@@ -151,6 +151,13 @@ class Command(BaseCommand):
             "rungs": sorted(out_rungs, key=lambda r: r["mmd2"]),
         }
         opts["out"].write_text(json.dumps(ladder, indent=2) + "\n")
+        a_vs_a = next((r for r in out_rungs if r["key"] == "a_vs_a"), None)
+        if a_vs_a and a_vs_a["p_value"] < 0.05:
+            # Under the null this happens 1 time in 20; more often means the base server is not
+            # stable (failed requests, a restart, caching): the ladder then grades noise.
+            self.stderr.write(self.style.WARNING(
+                f"warning: the base tier differs from itself (A-vs-A p = {a_vs_a['p_value']:.3g});"
+                " check failed requests and the server, then measure again before shipping"))
         self.stdout.write(self.style.SUCCESS(
             f"wrote {opts['out']} ({sampled_s:.0f} s of sampling; failed requests: "
             f"{failed or 'none'})"))
