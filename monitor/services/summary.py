@@ -8,18 +8,16 @@ fingerprints; then similarity fast-vs-base beside base-vs-base (the noise floor)
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from statistics import median
 from typing import Any
 
 from django.conf import settings
 
-from evals.latency import percentiles
+from evals.latency import percentiles, summarise_tier
 from evals.similarity import compare_pairs
 from evals.suites import NONCE
-
-TOKEN_MISMATCH = 0.10  # DESIGN.md: flag a >10% difference between server and estimated counts
 
 
 def _values(samples: Iterable[Any], field: str) -> list[float]:
@@ -34,32 +32,24 @@ def timing_block(samples: Sequence[Any], min_n: int) -> dict[str, Any]:
 
 
 def tier_block(samples: Sequence[Any], min_n: int) -> dict[str, Any]:
-    errors = Counter(s.error_class for s in samples if not s.ok)
-    rate_limited = errors.get("rate_limited", 0)
-    counted = len(samples) - rate_limited
-    n_ok = sum(1 for s in samples if s.ok)
+    """``evals.latency.summarise_tier`` in the summary contract's names, plus what only the
+    product stores: token totals, unit-test pass rate, model ids and fingerprints."""
+    tier = summarise_tier(samples, min_n=min_n)
     tested = [s.tests_passed for s in samples if s.tests_passed is not None]
-    mismatch = sum(
-        1
-        for s in samples
-        if s.ok
-        and s.completion_tokens
-        and s.estimated_tokens is not None
-        and abs(s.estimated_tokens - s.completion_tokens) > TOKEN_MISMATCH * s.completion_tokens
-    )
-    block = timing_block(samples, min_n)
-    tpot_p50 = block["tpot_ms"].get("p50")
+    tpot_p50 = tier["tpot_ms"].get("p50")
     return {
-        "n": len(samples),
-        "n_ok": n_ok,
-        "errors": dict(errors),
-        "rate_limited": rate_limited,
-        "availability": (n_ok / counted) if counted else None,
-        **block,
+        "n": tier["n"],
+        "n_ok": tier["n_ok"],
+        "errors": tier["errors"],
+        "rate_limited": tier["rate_limited"],
+        "availability": tier["availability_excl_rate_limited"],  # 429s counted apart
+        "ttft_ms": tier["ttft_ms"],
+        "e2e_ms": tier["e2e_ms"],
+        "tpot_ms": tier["tpot_ms"],
         "decode_tps_p50": (1000.0 / tpot_p50) if tpot_p50 else None,
         "tokens_server": sum(s.completion_tokens or 0 for s in samples if s.ok),
         "tokens_estimated": sum(s.estimated_tokens or 0 for s in samples if s.ok),
-        "token_mismatch": mismatch,
+        "token_mismatch": tier["token_count_flags"],
         "pass_rate": (sum(tested) / len(tested)) if tested else None,
         "n_tested": len(tested),
         "model_ids": sorted({s.model_id for s in samples if s.model_id}),
