@@ -8,7 +8,7 @@ below the run's minimum n is left out (a gap), as DESIGN.md asks.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -125,6 +125,24 @@ def latency_figure(runs: Sequence[Run], metric: str, label: str, *, note: str = 
     return fig
 
 
+def _percent_series(
+    runs: Sequence[Run], block: Callable[[Run], dict[str, Any]], value: str, count: str,
+    ns: list[int],
+) -> tuple[list[str], list[float | None], list[int]]:
+    """(run times, value in percent or None, n) per run from a fraction stored in a summary
+    block; each non-zero n is also added to ``ns`` for the chart's subtitle."""
+    xs, ys, n_col = [], [], []
+    for run in runs:
+        data = block(run)
+        fraction, n = data.get(value), int(data.get(count) or 0)
+        xs.append(_run_time(run))
+        ys.append(None if fraction is None else 100.0 * fraction)
+        n_col.append(n)
+        if n:
+            ns.append(n)
+    return xs, ys, n_col
+
+
 def similarity_figure(runs: Sequence[Run], *, note: str = "") -> go.Figure:
     """Mean Indel similarity per run, fast-vs-base beside the base-vs-base noise floor.
 
@@ -136,16 +154,10 @@ def similarity_figure(runs: Sequence[Run], *, note: str = "") -> go.Figure:
     ns: list[int] = []
     labels = {"fast_vs_base": "fast vs base", "base_vs_base": "base vs base<br>(noise floor)"}
     for key, name in labels.items():
-        xs, ys, n_col = [], [], []
-        for run in runs:
-            sim = (run.summary.get("similarity") or {}).get(key) or {}
-            ratio = sim.get("mean_ratio")
-            n = int(sim.get("n") or 0)
-            xs.append(_run_time(run))
-            ys.append(None if ratio is None else 100.0 * ratio)
-            n_col.append(n)
-            if n:
-                ns.append(n)
+        xs, ys, n_col = _percent_series(
+            runs, lambda run, key=key: (run.summary.get("similarity") or {}).get(key) or {},
+            "mean_ratio", "n", ns,
+        )
         fig.add_trace(go.Scatter(
             x=xs, y=ys, name=name, mode="lines+markers", customdata=n_col,
             line={"color": SIM_COLOURS[key], "width": 2,
@@ -164,15 +176,9 @@ def pass_rate_figure(runs: Sequence[Run], *, note: str = "") -> go.Figure:
     fig = go.Figure()
     ns: list[int] = []
     for tier in TIERS:
-        xs, ys, n_col = [], [], []
-        for run in runs:
-            t = _tier(run, tier)
-            rate, n = t.get("pass_rate"), int(t.get("n_tested") or 0)
-            xs.append(_run_time(run))
-            ys.append(None if rate is None else 100.0 * rate)
-            n_col.append(n)
-            if n:
-                ns.append(n)
+        xs, ys, n_col = _percent_series(
+            runs, lambda run, tier=tier: _tier(run, tier), "pass_rate", "n_tested", ns
+        )
         fig.add_trace(go.Scatter(
             x=xs, y=ys, name=f"{tier}", mode="lines+markers", customdata=n_col,
             line={"color": TIER_COLOURS[tier], "width": 2},
