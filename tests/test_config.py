@@ -129,3 +129,14 @@ def test_it_rejects_an_alert_rule_with_an_unknown_metric():
     with pytest.raises(ConfigError, match=r"t.yaml:34: alert_rules\[0\].metric: unknown metric"):
         apply_config_text(GOOD.replace("metric: ttft_p95", "metric: ttft_p42"), source="t.yaml")
     assert AlertRule.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_it_rejects_a_case_with_an_invalid_constraint():
+    text = GOOD.replace(
+        "        max_tokens: 16\n",
+        "        max_tokens: 16\n        constraints: [{kind: max_wrds, n: 5}]\n",
+    )
+    with pytest.raises(ConfigError, match=r"t.yaml:19: suites\[0\].cases\[0\]: constraints\[0\]"):
+        apply_config_text(text, source="t.yaml")
+    assert Suite.objects.count() == 0

@@ -129,3 +129,13 @@ def test_similarity_leaves_out_cases_whose_prompt_differs_per_request(demo_vendo
         run.samples.exclude(case__scenario="long_cold").values("case").distinct().count()
     )
     assert run.summary["similarity"]["base_vs_base"]["n"] == n_cases_compared
+
+
+@pytest.mark.django_db
+def test_stacked_constraint_cases_are_checked_and_count_in_the_pass_rate(demo_vendor_url):
+    pair = make_pair(demo_vendor_url, suite="long_tail", repeat=1)
+    run = execute_run(run_id=create_run(pair=pair, seed=5).id, cases_limit=3)
+    details = [s.tests_detail for s in run.samples.all() if s.tests_passed is not None]
+    assert len(details) == 6 and all(d["kind"] == "constraints" for d in details)
+    assert all(d["n_tests"] >= 1 and 0 <= d["n_failed"] <= d["n_tests"] for d in details)
+    assert run.summary["tiers"]["fast"]["n_tested"] == 3

@@ -16,6 +16,7 @@ import yaml
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from evals.constraints import validate_all
 from evals.suites import BUILTIN_SUITES
 from monitor.models import AlertRule, Channel, Endpoint, Pair, Suite
 from monitor.services.alerts import check_rule
@@ -276,6 +277,15 @@ def _apply_suite(a: _Applier, path: str, item: Located) -> bool:
                 "must be a list of {role, content} mappings",
             )
             bad.add("messages")
+        if "constraints" in case.value:
+            constraints = _plain(case.value["constraints"])
+            try:
+                if not isinstance(constraints, list):
+                    raise ValueError("constraints: must be a list of {kind, …} mappings")
+                validate_all(constraints)  # a typo must fail here, not in the middle of a run
+            except ValueError as exc:
+                a.error(case.value["constraints"].line, cpath, str(exc))
+                bad.add("constraints")
         if not bad:
             specs.append(CaseSpec(**_plain(case)))
     if len(specs) != len(cases_node.value):

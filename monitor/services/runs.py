@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from django.db import transaction
 from django.utils import timezone
 
+from evals.constraints import check_all
 from evals.plan import PlannedRequest, execute_plan, plan_run
 from evals.records import ChatRequest, EndpointSpec, TimingRecord
 from evals.sandbox import extract_code, run_unit_tests
@@ -195,25 +196,38 @@ RECORD_COLUMNS = frozenset(
 )
 
 
+def task_check(*, case: Case, record: TimingRecord) -> tuple[bool | None, dict | None]:
+    """The task-level check of a temperature-0 sample (the article's "verify, don't trust"):
+    generated code against the case's unit tests, inside the sandbox, or the text against the
+    case's stacked constraints. ``(None, None)`` for a case with neither; a failed request
+    fails the check."""
+    if not (case.unit_tests or case.constraints):
+        return None, None
+    if not record.ok:
+        return False, {"error_class": "request_failed", "output": record.error_class or ""}
+    if case.unit_tests:
+        result = run_unit_tests(extract_code(record.text), case.unit_tests)
+        return result.passed, {
+            "n_tests": result.n_tests,
+            "n_failed": result.n_failed,
+            "error_class": result.error_class,
+            "output": result.output[-2000:],
+            "duration_ms": result.duration_ms,
+        }
+    n_passed, n_total, failures = check_all(record.text, case.constraints)
+    return n_passed == n_total, {
+        "kind": "constraints", "n_tests": n_total, "n_failed": n_total - n_passed,
+        "output": "; ".join(failures),
+    }
+
+
 def save_sample(
     *, run: Run, case: Case, endpoint: Endpoint, item: PlannedRequest, record: TimingRecord
 ) -> Sample:
     """One row per request, failed or not; unit tests run here, inside the sandbox."""
     tests_passed, tests_detail = None, None
-    if case.unit_tests and run.kind == "probe":
-        if record.ok:
-            result = run_unit_tests(extract_code(record.text), case.unit_tests)
-            tests_passed = result.passed
-            tests_detail = {
-                "n_tests": result.n_tests,
-                "n_failed": result.n_failed,
-                "error_class": result.error_class,
-                "output": result.output[-2000:],
-                "duration_ms": result.duration_ms,
-            }
-        else:
-            tests_passed = False
-            tests_detail = {"error_class": "request_failed", "output": record.error_class or ""}
+    if run.kind == "probe":
+        tests_passed, tests_detail = task_check(case=case, record=record)
     measured = {f.name: getattr(record, f.name) for f in fields(record) if f.name in RECORD_COLUMNS}
     sample = Sample.objects.create(
         run=run,
