@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evals.records import CaseSpec, SuiteSpec
+from evals.tokens import estimate_tokens
 
 NONCE = "{nonce}"
 
@@ -97,9 +98,22 @@ SCENARIOS: dict[str, Scenario] = {
 }
 
 
+def prompt_estimate(messages: list[dict[str, Any]]) -> int:
+    """Our tokenizer estimate of a prompt (``evals.tokens``); other tokenizers differ."""
+    return sum(estimate_tokens(m["content"]) for m in messages if isinstance(m.get("content"), str))
+
+
+def context_needed(messages: list[dict[str, Any]], max_tokens: int, scenario: str) -> int:
+    """Tokens an endpoint's context window must hold for a case: the prompt (our estimate) plus
+    ``max_tokens`` (servers reject prompt + max_tokens above the window), and at least the
+    scenario's ``min_context_tokens`` (a margin for tokenizers that count more than ours)."""
+    floor = SCENARIOS[scenario].min_context_tokens if scenario in SCENARIOS else 0
+    return max(prompt_estimate(messages) + max_tokens, floor)
+
+
 def fits_context(case: CaseSpec, context_window: int | None) -> bool:
     """Whether ``case`` can run on an endpoint with this context window (None: unknown, run)."""
-    need = SCENARIOS[case.scenario].min_context_tokens if case.scenario in SCENARIOS else 0
+    need = context_needed(case.messages, case.max_tokens, case.scenario)
     return context_window is None or context_window >= need
 
 

@@ -35,8 +35,7 @@ from evals.plan import PlannedRequest, execute_plan
 from evals.records import ChatRequest, TimingRecord
 from evals.similarity import compare_pairs
 from evals.stats.speedup import RatioCI, claim_check, paired_ratio_ci
-from evals.suites import SCENARIOS, fill_nonce
-from evals.tokens import estimate_tokens
+from evals.suites import SCENARIOS, context_needed, fill_nonce, prompt_estimate
 from monitor.models import Case, Endpoint, Pair, Run, Sample
 
 log = logging.getLogger(__name__)
@@ -61,26 +60,15 @@ SAMPLE_FIELDS = (
 
 # --- context windows -------------------------------------------------------------------------
 
-def prompt_tokens_estimate(case: Case) -> int:
-    """Our tokenizer estimate of the prompt (``evals.tokens``); other tokenizers differ."""
-    return sum(estimate_tokens(m["content"]) for m in case.messages
-               if isinstance(m.get("content"), str))
-
-
 def split_by_context(
     cases: Iterable[Case], endpoints: Sequence[Endpoint]
 ) -> tuple[list[Case], list[dict[str, str]]]:
-    """Cases that fit every endpoint's context window, and the others with a reason.
-
-    A case needs its prompt estimate plus ``max_tokens`` (servers reject prompt + max_tokens
-    above the window), and at least its scenario's ``min_context_tokens`` (a margin for
-    tokenizers that count more than our estimate). An endpoint without a window runs all.
-    """
+    """Cases that fit every endpoint's context window (``evals.suites.context_needed``), and
+    the others with a reason. An endpoint without a window runs all."""
     kept, skipped = [], []
     for case in cases:
-        prompt = prompt_tokens_estimate(case)
-        scenario = SCENARIOS.get(case.scenario)
-        need = max(prompt + case.max_tokens, scenario.min_context_tokens if scenario else 0)
+        need = context_needed(case.messages, case.max_tokens, case.scenario)
+        prompt = prompt_estimate(case.messages)
         small = [ep for ep in endpoints if ep.context_window and need > ep.context_window]
         if not small:
             kept.append(case)
