@@ -39,7 +39,7 @@ def vendor_url() -> Iterator[str]:
     a few seconds.
     """
     port = free_port()
-    proc = start_process([sys.executable, "-m", "evals.demo_vendor", "--port", str(port),
+    proc = start_process([sys.executable, "-m", "evals.vendors.simulated", "--port", str(port),
                           "--time-scale", "0.25"], f"http://127.0.0.1:{port}/health")
     yield f"http://127.0.0.1:{port}/v1"
     proc.terminate()

@@ -22,7 +22,7 @@ Faults for tests, by model name or header ``x-tierwatch-fault``: ``demo-broken-h
 ``demo-truncated`` (connection closed mid-stream), ``demo-slow`` (keep-alives, no token for an
 hour). ``time_scale`` multiplies every scripted delay (tests use 0), except ``demo-slow``'s.
 
-Run: ``python -m evals.demo_vendor --port 8811``.
+Run: ``python -m evals.vendors.simulated --port 8811``.
 """
 
 from __future__ import annotations
