@@ -43,6 +43,7 @@ from typing import Any
 
 from aiohttp import web
 
+from evals.suites import find_case
 from evals.tokens import token_pieces
 
 
@@ -173,7 +174,7 @@ def compose(tier: Tier, messages: list[dict[str, Any]], temperature: float,
             logits = [x + 0.02 * e for x, e in zip(logits, noise, strict=True)]
         return _choose(logits, temperature, rng, tier.flips and late)
 
-    case = _find_case(messages)
+    case = find_case(messages)
     if case is not None and case.reference_solution:
         code = case.reference_solution
         if fam == "distilled" and case.difficulty == "hard" and case.weak_solution:
@@ -206,14 +207,6 @@ def compose(tier: Tier, messages: list[dict[str, Any]], temperature: float,
 
 def _pick_stop(logits: list[float], temperature: float, rng: random.Random) -> bool:
     return _choose(logits, temperature, rng, False) == 1
-
-
-def _find_case(messages: list[dict[str, Any]]) -> Any:
-    try:
-        from evals.suites import find_case  # lazily: written alongside, may not exist yet
-    except ImportError:
-        return None
-    return find_case(messages)
 
 
 def _content_text(content: Any) -> str:
