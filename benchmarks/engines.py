@@ -5,7 +5,7 @@ running vendor is untouched) and probed one request at a time with the project's
 client (``evals.client.stream_chat``), so the figures double as a check of the product:
 
 - short prompts (10 distinct ones, 64 output tokens), twice each: TTFT and decode speed
-  (1 / TPOT, DESIGN.md) of the first pass; decode speed of the repeat (n-gram speculative
+  (1 / TPOT, docs/measures.md) of the first pass; decode speed of the repeat (n-gram speculative
   decoding only drafts text it has seen); temperature-0 agreement of the first pass with the
   base tier's (exact-match rate, first-divergence position) via ``evals.similarity``; for the
   base tier itself, its repeat against its first pass (same weights, same server);

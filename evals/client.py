@@ -4,7 +4,7 @@ This module sends the request and says what went wrong; :mod:`evals.wire` gets t
 bytes off the socket, each read with its time; :mod:`evals.sse` turns those timestamped bytes
 into events and the record's texts, tokens and times.
 
-Timing follows DESIGN.md exactly. ``t0 = time.perf_counter()`` just before the request is sent;
+Timing follows docs/measures.md. ``t0 = time.perf_counter()`` just before the request is sent;
 every other time is milliseconds after t0 on the same clock:
 
 - ``connect_ms``: the connection was ready: TCP (and TLS) done for a new connection, request

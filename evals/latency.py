@@ -1,6 +1,6 @@
 """Latency statistics of one tier: percentiles with n, availability, goodput.
 
-Definitions are DESIGN.md's "Measurement definitions". Percentiles use linear interpolation
+Definitions are in docs/measures.md. Percentiles use linear interpolation
 between order statistics (numpy's default ``method="linear"``, Hyndman & Fan 1996 type 7),
 and none is given below ``MIN_N`` values: with four samples "P99" is just the maximum, and
 showing it as a P99 would be a false precision.
@@ -43,7 +43,7 @@ def percentiles(
 
 
 def availability(n_ok: int, n_total: int, n_rate_limited: int) -> dict[str, float | None]:
-    """Successes / requests, with 429s counted apart (DESIGN.md): ``availability`` counts a
+    """Successes / requests, with 429s counted apart: ``availability`` counts a
     429 as a failure; ``availability_excl_rate_limited`` leaves 429s out of the denominator
     (the vendor answered, it just refused our volume)."""
     if n_total <= 0:
@@ -61,7 +61,7 @@ def availability(n_ok: int, n_total: int, n_rate_limited: int) -> dict[str, floa
 
 
 def goodput(records: Iterable[Any], slo: Mapping[str, float]) -> float | None:
-    """Share of requests meeting every SLO, errors in the denominator (DESIGN.md).
+    """Share of requests meeting every SLO, errors in the denominator (docs/measures.md).
 
     ``slo`` maps a timing field to its maximum, e.g. {"ttft_ms": 500, "e2e_ms": 8000}. A
     request counts when it succeeded and each named value is present and ≤ its limit; a
@@ -82,7 +82,7 @@ def summarise_tier(samples: Sequence[Any], min_n: int = MIN_N) -> dict[str, Any]
     e2e_ms, tpot_ms, completion_tokens, estimated_tokens).
 
     Timings come from successful samples only; decode speed is 1000/TPOT tok/s per sample
-    (DESIGN.md: decode speed = 1/TPOT). ``token_count_flags`` counts samples whose server
+    (docs/measures.md: decode speed = 1/TPOT). ``token_count_flags`` counts samples whose server
     token count and tokenizer estimate differ by more than 10% of the server count.
     """
     ok = [s for s in samples if _get(s, "ok")]

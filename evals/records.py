@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 Protocol = Literal["openai", "anthropic"]
 
-# Error classes of a failed sample (DESIGN.md: never dropped, always classified).
+# Error classes of a failed sample (never dropped, always classified; docs/measures.md).
 ERROR_CLASSES = (
     "connect",  # DNS, refused, TLS: the request never reached an HTTP server
     "timeout",  # connect/read/overall deadline passed
@@ -55,7 +55,7 @@ class ChatRequest:
 class TimingRecord:
     """One request's full record (a *sample* in the glossary), times in milliseconds from t0.
 
-    t0 is ``time.perf_counter()`` just before the request is sent (DESIGN.md definitions).
+    t0 is ``time.perf_counter()`` just before the request is sent (docs/measures.md).
     """
 
     ok: bool
@@ -87,7 +87,7 @@ class TimingRecord:
 
     @property
     def output_tokens(self) -> int | None:
-        """Server count when reported, else our estimate (DESIGN.md: usage first)."""
+        """Server count when reported, else our estimate (docs/measures.md: usage first)."""
         if self.completion_tokens is not None:
             return self.completion_tokens
         return self.estimated_tokens

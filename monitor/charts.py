@@ -2,8 +2,8 @@
 
 The browser only draws: each figure travels as JSON inside ``<script type="application/json">``
 and ``static/js/charts.js`` hands it to the plotly.js served from ``static/`` (no CDN). Charts
-read ``Run.summary`` (SUMMARY.md) and never recompute a percentile; a percentile whose n is
-below the run's minimum n is left out (a gap), as DESIGN.md asks.
+read ``Run.summary`` and never recompute a percentile; a percentile whose n is
+below the run's minimum n is left out (a gap), as docs/measures.md says.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""Storage for the glossary of DESIGN.md: endpoint, pair, suite, case, run, sample; plus the
+"""Storage for the glossary (docs/measures.md): endpoint, pair, suite, case, run, sample; plus the
 alerting rows (rule, channel, alert, notification).
 
 Rows hold data, not behaviour: workflows live in ``monitor.services`` and reads in
-``monitor.selectors`` (STYLE.md). API keys are never stored: an endpoint names the environment
+``monitor.selectors``. API keys are never stored: an endpoint names the environment
 variable that holds its key.
 """
 

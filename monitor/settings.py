@@ -140,7 +140,7 @@ EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
 EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10)
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "tierwatch@localhost")
 
-# Measurement policy (DESIGN.md): no percentile below MIN_N samples.
+# Measurement policy (docs/measures.md): no percentile below MIN_N samples.
 TIERWATCH_MIN_N = env_int("TIERWATCH_MIN_N", 5)
 TIERWATCH_HTTP_TIMEOUT_S = env_float("TIERWATCH_HTTP_TIMEOUT_S", 120.0)
 

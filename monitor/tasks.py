@@ -1,4 +1,4 @@
-"""Celery tasks: thin wrappers that take ids and call a service (STYLE.md).
+"""Celery tasks: thin wrappers that take ids and call a service (docs/architecture.md).
 
 Runs are claimed idempotently inside ``execute_run`` (a redelivered task finds the run no longer
 queued and does nothing), so ``acks_late`` is safe. Only named transient errors are retried.

@@ -2,7 +2,7 @@
 
 Nothing here is a real model. It exists so that tierwatch can be demonstrated and tested end to
 end without a key: every response carries ``x-tierwatch-simulated: true`` and ``/v1/models``
-says "simulated". Three tiers play the story of DESIGN.md:
+says "simulated". Three tiers play the story tierwatch is built to tell apart:
 
 - ``demo-base``: the base tier, ~40 tokens/s, one token per chunk, no prefix cache.
 - ``demo-fast``: the *same* simulated weights served faster: ~5x decode in bursts of 1-5 tokens

@@ -1,6 +1,6 @@
 """Alert rules evaluated after each run, and delivery of their alerts to channels.
 
-A rule is a threshold on one metric of the run summary (SUMMARY.md) aggregated over the pair's
+A rule is a threshold on one metric of the run summary (docs/measures.md) aggregated over the pair's
 last K done runs. Aggregate: the plain mean of the per-run values over those of the K runs whose
 metric has at least ``rule.min_n`` observations. Runs with fewer are skipped rather than
 weighted down, because a P95 over three samples says nothing; when none of the K runs qualifies
@@ -60,7 +60,7 @@ def read_metric(summary: dict[str, Any], metric: str, tier: str) -> Reading | No
     """One run's value of a rule metric and the n behind it; None when the summary lacks it.
 
     error_rate is every failed request (any class, 429s included) over all requests, unlike
-    availability, which leaves 429s out of both counts (SUMMARY.md).
+    availability, which leaves 429s out of both counts (docs/measures.md).
     """
     if metric in PAIR_METRICS:
         if metric in ("verdict_different", "drift"):

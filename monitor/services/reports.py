@@ -2,7 +2,7 @@
 by class from the week's samples; per pair similarity and pass rates from the week's run
 summaries. Rendered as plain text, CSV or HTML, and emailed.
 
-Definitions (DESIGN.md): availability = successes / requests with 429s left out of both and
+Definitions (docs/measures.md): availability = successes / requests with 429s left out of both and
 counted apart; percentiles only from at least ``settings.TIERWATCH_MIN_N`` values, else
 "n too small". The report names endpoints and models only: never base URLs, API keys, or the
 names of the environment variables that hold them.
@@ -51,7 +51,7 @@ class EndpointRow:
 
     @property
     def availability(self) -> float | None:
-        """Successes / requests with 429s out of both (SUMMARY.md), formula in evals.latency."""
+        """Successes / requests with 429s out of both (docs/measures.md), formula: evals.latency."""
         shares = availability(self.successes, self.requests, self.rate_limited)
         return shares["availability_excl_rate_limited"]
 

@@ -6,7 +6,7 @@ A vendor's "6x" is usually measured where it looks best (long cached context, sh
 (batch 0), which were sent interleaved and so share the vendor's load at that moment.
 
 - Speed-up = base/fast of TTFT, of decode speed (fast tok/s ÷ base tok/s = base TPOT ÷ fast
-  TPOT, DESIGN.md: decode speed = 1/TPOT) and of E2E, with a BCa bootstrap interval over pairs
+  TPOT, docs/measures.md) and of E2E, with a BCa bootstrap interval over pairs
   (``evals.stats.speedup.paired_ratio_ci``), each against the pair's claimed factor.
 - Where the time goes: medians of connect, headers − connect, TTFT − headers (queue + prefill)
   and E2E − TTFT (decode) per tier and scenario.

@@ -1,7 +1,7 @@
 """The local vendor: real llama.cpp servers whose tiers differ the way real fast tiers differ.
 
 Each target is one ``llama-server`` process on 127.0.0.1 with an OpenAI-compatible ``/v1``.
-The fast tiers are made faster by the serving tricks of DESIGN.md, so each pair has a known
+The fast tiers are made faster by the serving tricks tierwatch looks for, so each pair has a known
 answer to "same model?":
 
 - ``smollm2-f16``: the base tier, SmolLM2-135M-Instruct in F16, prompt cache off.
