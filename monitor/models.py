@@ -45,6 +45,15 @@ class Endpoint(models.Model):
     context_window = models.PositiveIntegerField(null=True, blank=True)
     extra_body = models.JSONField(default=dict, blank=True)
     simulated = models.BooleanField(default=False, help_text="Served by the simulated demo vendor.")
+    expected_tier = models.CharField(
+        max_length=40, blank=True,
+        help_text="The tier the vendor should report serving, e.g. 'priority'; empty: not checked.",
+    )
+    served_tier_fields = models.JSONField(
+        default=list, blank=True,
+        help_text="Response header names or JSON keys (dotted) that report the tier served, "
+        "besides OpenAI's service_tier and Anthropic's usage.service_tier.",
+    )
     notes = models.TextField(blank=True)
 
     class Meta:
@@ -197,6 +206,7 @@ class Sample(models.Model):
     cached_tokens = models.PositiveIntegerField(null=True, blank=True)
     model_id = models.CharField(max_length=200, blank=True)
     system_fingerprint = models.CharField(max_length=200, blank=True)
+    served_tier = models.CharField(max_length=40, blank=True, help_text="as the vendor reported")
     headers = models.JSONField(default=dict, blank=True)
     logprobs = models.JSONField(null=True, blank=True)
     server_timings = models.JSONField(null=True, blank=True)
@@ -217,15 +227,26 @@ class Sample(models.Model):
 class Channel(models.Model):
     """Where alerts go. A Slack webhook URL is a secret: the channel names its env var."""
 
-    KINDS = [("email", "email"), ("slack", "Slack incoming webhook")]
+    KINDS = [
+        ("email", "email"),
+        ("slack", "Slack incoming webhook"),
+        ("apprise", "Apprise URLs (Teams, Discord, Telegram, Opsgenie, JSON webhook, ...)"),
+        ("webhook", "webhook, HMAC-SHA256 signed"),
+        ("pagerduty", "PagerDuty Events v2"),
+    ]
 
     name = models.SlugField(max_length=80, unique=True)
     kind = models.CharField(max_length=16, choices=KINDS)
     target = models.CharField(
         max_length=500,
         help_text=(
-            "email: comma-separated addresses; slack: NAME of the env var with the webhook URL"
+            "email: comma-separated addresses; webhook: the URL; slack, apprise, pagerduty: "
+            "NAME of the env var with the webhook URL, the apprise URLs or the routing key"
         ),
+    )
+    secret_env = models.CharField(
+        max_length=100, blank=True, validators=[validate_env_name],
+        help_text="webhook: NAME of the env var holding the HMAC signing secret",
     )
     disabled = models.BooleanField(default=False)
     last_error = models.TextField(blank=True)

@@ -142,6 +142,10 @@ DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "tierwatch@localhost")
 
 # Measurement policy (DESIGN.md): no percentile below MIN_N samples.
 TIERWATCH_MIN_N = env_int("TIERWATCH_MIN_N", 5)
+# PagerDuty Events API v2; overridable so tests post to a local receiver
+TIERWATCH_PAGERDUTY_URL = env_str(
+    "TIERWATCH_PAGERDUTY_URL", "https://events.pagerduty.com/v2/enqueue"
+)
 TIERWATCH_HTTP_TIMEOUT_S = env_float("TIERWATCH_HTTP_TIMEOUT_S", 120.0)
 
 LOGGING = {
