@@ -25,6 +25,14 @@ def validate_env_name(value: str) -> None:
         )
 
 
+def validate_tier_fields(value: object) -> None:
+    if not isinstance(value, list) or not all(isinstance(x, str) and x for x in value):
+        raise ValidationError(
+            "served_tier_fields must be a list of header names or JSON keys, "
+            'e.g. ["x-served-tier", "usage.service_tier"]'
+        )
+
+
 class Endpoint(models.Model):
     """One API target: protocol, base URL, model name and the env var holding its key."""
 
@@ -50,7 +58,7 @@ class Endpoint(models.Model):
         help_text="The tier the vendor should report serving, e.g. 'priority'; empty: not checked.",
     )
     served_tier_fields = models.JSONField(
-        default=list, blank=True,
+        default=list, blank=True, validators=[validate_tier_fields],
         help_text="Response header names or JSON keys (dotted) that report the tier served, "
         "besides OpenAI's service_tier and Anthropic's usage.service_tier.",
     )

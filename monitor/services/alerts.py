@@ -40,6 +40,7 @@ TIER_METRICS = {  # name: (summary key, percentile or None, label, unit)
     "error_rate": ("error_rate", None, "error rate", "%"),
     "availability": ("availability", None, "availability", "%"),
     "pass_rate": ("pass_rate", None, "unit-test pass rate", "%"),
+    "downgrade_rate": ("served_tier", None, "served-tier downgrade rate", "%"),
 }
 PAIR_METRICS = {
     "similarity": ("similarity", None, "similarity fast vs base (mean Indel ratio)", ""),
@@ -85,6 +86,9 @@ def read_metric(summary: dict[str, Any], metric: str, tier: str) -> Reading | No
         return Reading((n - block.get("n_ok", 0)) / n if n else None, n)
     if key == "pass_rate":
         return Reading(block.get("pass_rate"), block.get("n_tested") or 0)
+    if key == "served_tier":  # share of reported tiers ≠ the endpoint's expected_tier
+        served = block.get("served_tier") or {}
+        return Reading(served.get("downgrade_rate"), served.get("n_reported") or 0)
     return Reading(block.get("availability"), n - (block.get("rate_limited") or 0))
 
 
