@@ -107,6 +107,26 @@ def output_tps(record: Any, *, definition: str = "generation") -> float | None:
     return tokens / (span / 1000.0) if span and span > 0 else None
 
 
+def error_budget(n_ok: int, n_eligible: int, target: float) -> dict[str, float | None]:
+    """An availability SLO's error budget over a period (Google SRE Workbook, ch. 2
+    "Implementing SLOs" and ch. 5 "Alerting on SLOs").
+
+    allowed failures = (1 − target) × eligible requests; budget spent = failures / allowed;
+    burn rate = failure rate / (1 − target). A burn rate of 1 spends the budget exactly over
+    the SLO window, 2 twice as fast. When the period is the SLO window, budget spent equals the
+    burn rate; a week read against a 30-day budget spends burn rate × 7/30 of it.
+    Eligible requests are those availability counts (429s left out, see ``availability``).
+    """
+    if not 0 < target < 1:
+        raise ValueError(f"an availability target must be between 0 and 1, got {target}")
+    failures = n_eligible - n_ok
+    allowed = (1 - target) * n_eligible
+    burn = (failures / n_eligible) / (1 - target) if n_eligible else None
+    return {"target": target, "failures": failures, "allowed_failures": allowed,
+            "burn_rate": burn, "budget_spent": failures / allowed if allowed else None,
+            "budget_left": (1 - failures / allowed) if allowed else None}
+
+
 def downgrades(served: Iterable[str], expected: str) -> dict[str, Any]:
     """How often the vendor reported serving another tier than the one bought.
 

@@ -319,3 +319,37 @@ class Notification(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+
+
+class ReportArchive(models.Model):
+    """One generated SLA report, kept so that what was sent to a vendor can be shown later.
+
+    The file lives in the database, not under var/: the worker that writes it and the web
+    process that serves it need share nothing but the database. Regenerating a period and
+    format replaces its row (a retried task adds no duplicate).
+    """
+
+    KINDS = [("week", "weekly"), ("month", "monthly")]
+    FORMATS = [("pdf", "PDF"), ("csv", "CSV"), ("html", "HTML"), ("text", "text")]
+
+    kind = models.CharField(max_length=8, choices=KINDS)
+    period = models.CharField(max_length=10, help_text="YYYY-Www or YYYY-MM")
+    format = models.CharField(max_length=8, choices=FORMATS)
+    content = models.BinaryField()
+    size = models.PositiveIntegerField(default=0)
+    render_ms = models.FloatField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-period", "format"]
+        constraints = [
+            models.UniqueConstraint(fields=["period", "format"], name="one_report_per_format")
+        ]
+
+    def __str__(self) -> str:
+        return f"SLA report {self.period} ({self.format})"
+
+    @property
+    def filename(self) -> str:
+        ext = {"text": "txt"}.get(self.format, self.format)
+        return f"tierwatch-sla-{self.period}.{ext}"

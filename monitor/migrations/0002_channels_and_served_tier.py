@@ -24,7 +24,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='endpoint',
             name='served_tier_fields',
-            field=models.JSONField(blank=True, default=list, help_text="Response header names or JSON keys (dotted) that report the tier served, besides OpenAI's service_tier and Anthropic's usage.service_tier."),
+            field=models.JSONField(blank=True, default=list, help_text="Response header names or JSON keys (dotted) that report the tier served, besides OpenAI's service_tier and Anthropic's usage.service_tier.", validators=[monitor.models.validate_tier_fields]),
         ),
         migrations.AddField(
             model_name='sample',
