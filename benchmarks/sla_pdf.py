@@ -38,6 +38,7 @@ from django.core.management import call_command  # noqa: E402
 
 from benchmarks.docs_section import write_section  # noqa: E402
 from monitor.models import Case, Endpoint, Pair, Run, Sample, Suite  # noqa: E402
+from monitor.report_charts import report_charts  # noqa: E402
 from monitor.services.report_pdf import render_pdf  # noqa: E402
 from monitor.services.reports import build_sla_report  # noqa: E402
 
@@ -103,6 +104,8 @@ def main() -> None:
     pdf = render_pdf(report)  # the first render in the process loads pango and fonts
     cold = time.perf_counter() - cold
     render = timed(lambda: render_pdf(report), args.repeats)
+    charts = timed(lambda: report_charts(report), args.repeats)
+    load = os.getloadavg()[0]
     Path(args.pdf).write_bytes(pdf)
     if shutil.which("pdftoppm"):
         subprocess.run(["pdftoppm", "-png", "-r", "80", "-f", "1", "-l", "1", args.pdf,
@@ -116,7 +119,8 @@ def main() -> None:
         f"`benchmarks/sla_pdf.py`: a week of {n:,} synthetic samples (4 endpoints × 7 days × "
         f"{args.per_day}), SQLite, median (min–max) of {args.repeats} runs after a warm-up; "
         f"{platform.python_implementation()} {platform.python_version()}, "
-        f"{os.cpu_count()} CPUs shared with other work.",
+        f"{os.cpu_count()} CPUs shared with other work (load average {load:.1f} at the end: "
+        "the machine was busy, so read these as upper figures).",
         "",
         "| step | median | min | max |",
         "| --- | --- | --- | --- |",
@@ -124,6 +128,8 @@ def main() -> None:
         f"{build[2]:.2f} s |",
         f"| `render_pdf` (3 SVG charts + WeasyPrint) | {render[0]:.2f} s | {render[1]:.2f} s | "
         f"{render[2]:.2f} s |",
+        f"| of which the 3 SVG charts (matplotlib) | {charts[0]:.2f} s | {charts[1]:.2f} s | "
+        f"{charts[2]:.2f} s |",
         f"| first `render_pdf` in a fresh process (loads pango, fonts) | {cold:.2f} s | | |",
         "",
         f"The PDF: {len(pdf) / 1024:.0f} KiB, {n_pages} pages.",

@@ -141,8 +141,14 @@ def test_a_run_stores_the_served_tier_and_alerts_on_the_downgrade_rate():
 
 
 @pytest.mark.django_db
-def test_an_undowngraded_run_reads_zero(demo_vendor_url):
+def test_an_undowngraded_run_reads_zero_and_the_pair_page_charts_it(demo_vendor_url,
+                                                                    admin_client):
     pair = make_pair(demo_vendor_url, "priority")
     run = execute_run(run_id=create_run(pair=pair, seed=3).id, cases_limit=3)
     assert run.summary["tiers"]["fast"]["served_tier"]["downgrade_rate"] == 0.0
     assert run.summary["tiers"]["base"]["served_tier"]["downgrade_rate"] is None  # none expected
+    html = admin_client.get("/pairs/p/").content.decode()
+    data = html.split('id="chart-downgrade-data">')[1].split("</script>")[0]
+    figure = json.loads(data)
+    assert figure["data"][0]["y"] == [0.0] and figure["data"][0]["customdata"] == [3]
+    assert figure["layout"]["yaxis"]["title"]["text"] == "downgraded (%)"
