@@ -156,5 +156,7 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env_str("TIERWATCH_LOG_LEVEL", "INFO")},
     "loggers": {"httpx": {"level": "WARNING"}, "httpcore": {"level": "WARNING"},
-                "weasyprint": {"level": "WARNING"}, "fontTools": {"level": "WARNING"}},
+                "weasyprint": {"level": "WARNING"}, "fontTools": {"level": "WARNING"},
+                # Apprise's messages quote the URLs it was given, and those hold tokens
+                "apprise": {"level": "CRITICAL"}},
 }

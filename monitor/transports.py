@@ -199,7 +199,8 @@ class Apprise(Transport):
     """Every service Apprise speaks (Teams, Discord, Telegram, Opsgenie, ``json://`` webhooks,
     ...); ``channel.target`` is the NAME of the env var holding one or more Apprise URLs
     (space- or comma-separated), since they carry tokens. Apprise reports only success or
-    failure per message, so a failure is taken as transient."""
+    failure per message, so a failure is taken as transient; its own log lines quote the URLs,
+    so its logger is silenced in settings."""
 
     def notify(self, subject: str, text: str, html: str | None = None) -> None:
         import apprise  # imported here: only channels of this kind need it
@@ -211,7 +212,7 @@ class Apprise(Transport):
                 f"{self.channel.target.strip()} holds no URL Apprise understands", permanent=True
             )
         if not sender.notify(title=subject, body=text):
-            raise TransportError("Apprise could not deliver to every URL (see the worker log)")
+            raise TransportError("Apprise could not deliver to every URL")
 
 
 class Webhook(HttpTransport):

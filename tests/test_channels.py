@@ -265,3 +265,16 @@ def test_it_sends_a_test_from_the_admin_action(client, webhook):
     assert [str(m) for m in response.context["messages"]] == ["hook: test sent"]
     assert len(webhook.requests) == 1
     assert Notification.objects.get(channel=channel).ok
+
+
+def test_apprise_never_logs_the_urls_it_holds(monkeypatch, caplog):
+    import logging
+    from logging.config import dictConfig
+
+    from django.conf import settings
+
+    dictConfig(settings.LOGGING)  # the project's logging, as the worker runs it
+    monkeypatch.setenv(APPRISE_ENV, "nosuchscheme://s3cret-token@host")
+    with caplog.at_level(logging.DEBUG), pytest.raises(TransportError):
+        transport_for(Channel(name="a", kind="apprise", target=APPRISE_ENV)).notify("s", "t")
+    assert "s3cret-token" not in caplog.text
