@@ -338,7 +338,7 @@ class ReportArchive(models.Model):
     content = models.BinaryField()
     size = models.PositiveIntegerField(default=0)
     render_ms = models.FloatField(null=True, blank=True)
-    created_at = models.DateTimeField(auto_now=True)
+    created_at = models.DateTimeField(auto_now=True, help_text="when this file was generated")
 
     class Meta:
         ordering = ["-period", "format"]

@@ -20,7 +20,7 @@ class Migration(migrations.Migration):
                 ('content', models.BinaryField()),
                 ('size', models.PositiveIntegerField(default=0)),
                 ('render_ms', models.FloatField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(auto_now=True)),
+                ('created_at', models.DateTimeField(auto_now=True, help_text='when this file was generated')),
             ],
             options={
                 'ordering': ['-period', 'format'],
