@@ -228,6 +228,7 @@ async def _take_response(status: int, headers: Mapping[str, str],
     rec = stream.rec
     rec.http_status = status
     rec.headers = _kept_headers(headers)
+    stream.take_tier_headers(headers)
     if status == 429:
         rec.retry_after_s = parse_retry_after(headers.get("retry-after"))
         raise _Failure("rate_limited", f"HTTP 429: {await _read_snippet(read)}")
@@ -332,7 +333,8 @@ async def stream_chat(client: httpx.AsyncClient, endpoint: EndpointSpec, request
     """
     rec = TimingRecord(ok=False)
     lane = _lane()
-    stream = _Stream(rec, endpoint.protocol, endpoint.max_body_bytes, lane)
+    stream = _Stream(rec, endpoint.protocol, endpoint.max_body_bytes, lane,
+                     endpoint.served_tier_fields)
     marks: dict[str, Any] = {}
     error: tuple[str, str] | None = None
     retried = False

@@ -37,6 +37,8 @@ class EndpointSpec:
     timeout_s: float = 120.0
     max_body_bytes: int = 4_000_000
     extra_body: dict[str, Any] = field(default_factory=dict)
+    # headers or (dotted) JSON keys reporting the tier served, besides the protocol's own
+    served_tier_fields: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,7 @@ class TimingRecord:
     cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens
     model_id: str = ""
     system_fingerprint: str = ""
+    served_tier: str = ""  # the tier the vendor says it served (service_tier), "" if unsaid
     headers: dict[str, str] = field(default_factory=dict)
     logprobs: list[dict[str, Any]] | None = None  # per token: token, logprob, top_logprobs
     server_timings: dict[str, Any] | None = None  # llama.cpp's ``timings`` object if sent
