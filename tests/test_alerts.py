@@ -77,7 +77,7 @@ def test_it_ignores_runs_outside_the_last_k(pair, rule):
 def test_it_leaves_load_probes_and_audits_out_of_the_last_k(pair, rule):
     add_run(pair, ttft=300)
     add_run(pair, ttft=300)
-    Run.objects.filter(pk=add_run(pair, ttft=9000).pk).update(trigger="load")
+    Run.objects.filter(pk=add_run(pair, ttft=9000).pk).update(kind="load")
     Run.objects.filter(pk=add_run(pair, ttft=9000).pk).update(kind="audit")
     run = add_run(pair, ttft=300)
     assert evaluate_after_run(run_id=run.id) == []

@@ -111,7 +111,7 @@ def test_it_shows_the_newest_load_probe_apart_from_the_probes(admin_client, pair
              "wall_s": 2.0, "throughput_rps": 4.0}
     load = make_run(pair, repeat=1, load={str(c): {"fast": block, "base": block}
                                           for c in (1, 4, 16)})
-    Run.objects.filter(id=load.id).update(trigger="load")
+    Run.objects.filter(id=load.id).update(kind="load")
     html = admin_client.get("/pairs/demo/speed/").content.decode()
     assert 'id="load-table"' in html and 'data-plotly-figure="speed-load-data"' in html
     assert "75.0% (n=8)" in html and "4.0 req/s" in html

@@ -176,7 +176,7 @@ def test_it_polls_the_pair_page_only_while_a_run_is_active(admin_client, runs, p
 
 def test_it_leaves_audits_and_load_probes_out_of_the_trend(admin_client, runs, pair):
     make_run(pair, minutes_ago=5, kind="audit", summary=summary(fast_ttft=5000.0))
-    make_run(pair, minutes_ago=4, trigger="load", summary=summary(fast_ttft=7000.0))
+    make_run(pair, minutes_ago=4, kind="load", summary=summary(fast_ttft=7000.0))
     html = admin_client.get("/").content.decode()
     assert "222 ms (n=20)" in html and "10,000 ms" not in html and "14,000 ms" not in html
     ttft = figures(admin_client.get("/pairs/demo/").content.decode())["chart-ttft"]

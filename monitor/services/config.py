@@ -19,7 +19,6 @@ from django.db import transaction
 from evals.constraints import validate_all
 from evals.suites import BUILTIN_SUITES
 from monitor.models import AlertRule, Channel, Endpoint, Pair, Suite
-from monitor.services.alerts import check_rule
 from monitor.services.schedules import ensure_probe_schedule
 from monitor.services.suites import save_suite, sync_builtin_suite
 
@@ -380,12 +379,7 @@ def _apply_rule(a: _Applier, path: str, item: Located) -> bool:
     obj = AlertRule.objects.filter(name=plain["name"]).first() or AlertRule(name=plain["name"])
     for field, value in plain.items():
         setattr(obj, field, value)
-    try:
-        check_rule(obj)
-    except ValueError as exc:
-        a.error(data.get("metric", item).line, f"{path}.metric", str(exc))
-        return False
-    if not a.save(obj, item, path):
+    if not a.save(obj, item, path):  # AlertRule.clean checks the metric and its tier
         return False
     obj.channels.set(channels)
     return True
