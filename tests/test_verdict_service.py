@@ -15,6 +15,7 @@ from django.core.management import CommandError, call_command
 from evals.logprobs import logprob_gap, token_at
 from evals.stats.verdict import load_reference_ladder
 from monitor.models import AlertRule, Endpoint, Pair, Run, Sample
+from monitor.run_summary import RunSummary
 from monitor.selectors import endpoint_events
 from monitor.services.alerts import Reading, evaluate_after_run, read_metric
 from monitor.services.drift import drift_track
