@@ -9,7 +9,7 @@ from monitor.models import Endpoint, Pair, Run, Sample
 from monitor.services.pipeline import execute_run
 from monitor.services.runs import create_run
 from monitor.services.suites import sync_builtin_suite
-from tests.conftest import free_port
+from tests.factories import free_port
 
 
 def make_pair(

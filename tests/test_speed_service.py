@@ -20,7 +20,8 @@ from monitor.services.pipeline import execute_run
 from monitor.services.runs import create_run, split_by_context
 from monitor.services.speed import claim_line, default_runs, speed_report
 from monitor.services.suites import sync_builtin_suite
-from tests.conftest import free_port, start_process
+from tests.conftest import start_process
+from tests.factories import free_port
 
 pytestmark = pytest.mark.django_db
 

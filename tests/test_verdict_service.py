@@ -14,6 +14,7 @@ from django.core.management import CommandError, call_command
 
 from evals.logprobs import logprob_gap, token_at
 from evals.stats.verdict import load_reference_ladder
+from evals.suites import NONCE
 from monitor.models import AlertRule, Endpoint, Pair, Run, Sample
 from monitor.run_summary import RunSummary
 from monitor.selectors import endpoint_events
@@ -22,7 +23,8 @@ from monitor.services.drift import drift_track
 from monitor.services.pipeline import execute_run
 from monitor.services.runs import create_run
 from monitor.services.suites import sync_builtin_suite
-from monitor.services.verdict import compute_verdict
+from monitor.services.verdict import compute_verdict, temperature0_diagnostics
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 
@@ -186,3 +188,20 @@ def test_verdict_and_drift_metrics_read_one_summary():
                 "drifting": ["ttft_p50:fast"], "runs": 9}
     assert read_metric(RunSummary.from_json({"drift": drifting}), "drift", "pair") == Reading(1.0,
                                                                                             9)
+
+
+def test_the_temperature_0_table_leaves_out_prompts_that_carried_a_nonce(db):
+    """long_cold's prompt gets a fresh nonce per request: its fast and base answers answered
+    different prompts, so the verdict page must not compare them."""
+    suite = factories.suite("scenarios", {
+        "plain": [{"role": "user", "content": "Say hi."}],
+        "cold": [{"role": "user", "content": f"Request {NONCE}.\nSay hi."}],
+    })
+    pair = factories.pair(suite_row=suite)
+    probe = factories.run(pair)
+    for key in ("plain", "cold"):
+        for tier in ("fast", "base"):
+            factories.sample(probe, suite.cases.get(key=key), tier, text=f"{key} from {tier}")
+    t0 = temperature0_diagnostics(pair=pair)
+    assert t0["fast_vs_base_full"]["n"] == 1
+    assert [row["case"] for row in t0["divergences"]] == ["plain"]
