@@ -39,6 +39,17 @@ from evals.latency import MIN_N
 TIERS = ("fast", "base")
 
 
+def _plain(value: Any) -> Any:
+    """JSON's own types: dataclasses as dicts, tuples as lists (as JSON reads them back)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
 def _flat(cls: Any, data: Mapping[str, Any] | None) -> Any:
     """A dataclass of plain values from a stored mapping; missing keys take the defaults."""
     data = data or {}
@@ -286,20 +297,20 @@ class RunSummary:
         out: dict[str, Any] = {}
         if self.tiers:
             out["min_n"] = self.min_n
-            out["tiers"] = {t: dataclasses.asdict(v) for t, v in self.tiers.items()}
-            out["similarity"] = {k: dataclasses.asdict(v) if v else None
+            out["tiers"] = {t: _plain(v) for t, v in self.tiers.items()}
+            out["similarity"] = {k: _plain(v) if v else None
                                  for k, v in self.similarity.items()}
-            out["speedup"] = dataclasses.asdict(self.speedup)
-            out["by_scenario"] = {k: dataclasses.asdict(v) for k, v in self.by_scenario.items()}
+            out["speedup"] = _plain(self.speedup)
+            out["by_scenario"] = {k: _plain(v) for k, v in self.by_scenario.items()}
         if self.skipped:
-            out["skipped"] = [dataclasses.asdict(s) for s in self.skipped]
+            out["skipped"] = [_plain(s) for s in self.skipped]
         if self.load is not None:
-            out["load"] = {lv: {t: dataclasses.asdict(b) for t, b in tiers.items()}
+            out["load"] = {lv: {t: _plain(b) for t, b in tiers.items()}
                            for lv, tiers in self.load.items()}
         if self.verdict is not None:
             out["verdict"] = dict(self.verdict.data)
         if self.drift is not None:
-            out["drift"] = {"series": {k: dataclasses.asdict(v)
+            out["drift"] = {"series": {k: _plain(v)
                                        for k, v in self.drift.series.items()},
                             "drifting": list(self.drift.drifting), "runs": self.drift.runs}
         return out
