@@ -11,7 +11,14 @@ from typing import Any
 from django.utils import timezone
 
 from monitor.models import Case, Endpoint, Pair, Run, Sample, Suite
-from monitor.run_summary import Percentiles, RunSummary, Similarity, SpeedUp, TierStats
+from monitor.run_summary import (
+    Percentiles,
+    RunSummary,
+    ScenarioStats,
+    Similarity,
+    SpeedUp,
+    TierStats,
+)
 
 LOCAL_URL = "http://127.0.0.1:9/v1"  # nothing listens: rows only, never a request
 
@@ -61,17 +68,19 @@ def tier(n: int = 20, *, ttft: tuple[float, float] = (300.0, 300.0),
 
 
 def summary(*, fast: TierStats | None = None, base: TierStats | None = None,
-            similarity: float | None = None, noise_floor: float | None = None, n_sim: int = 20,
-            speedup: SpeedUp | None = None, **blocks: Any) -> dict[str, Any]:
-    """A run summary as stored JSON; ``similarity``/``noise_floor`` are the mean Indel ratios
-    fast-vs-base and base-vs-base."""
+            similarity: Similarity | float | None = None,
+            noise_floor: Similarity | float | None = None, n_sim: int = 20,
+            speedup: SpeedUp | None = None, by_scenario: dict[str, ScenarioStats] | None = None,
+            **blocks: Any) -> dict[str, Any]:
+    """A run summary as stored JSON; ``similarity``/``noise_floor`` are fast-vs-base and
+    base-vs-base (a bare number is the mean Indel ratio over ``n_sim`` pairs)."""
     sims = {}
-    if similarity is not None:
-        sims["fast_vs_base"] = Similarity(n=n_sim, mean_ratio=similarity)
-    if noise_floor is not None:
-        sims["base_vs_base"] = Similarity(n=n_sim, mean_ratio=noise_floor)
+    for key, sim in (("fast_vs_base", similarity), ("base_vs_base", noise_floor)):
+        if sim is not None:
+            sims[key] = sim if isinstance(sim, Similarity) else Similarity(n_sim, sim)
     typed = RunSummary(min_n=5, tiers={"fast": fast or tier(), "base": base or tier()},
-                       similarity=sims, speedup=speedup or SpeedUp())
+                       similarity=sims, speedup=speedup or SpeedUp(),
+                       by_scenario=by_scenario or {})
     return typed.replace(**blocks).to_json() if blocks else typed.to_json()
 
 
