@@ -33,7 +33,7 @@ def latest_load(pair: Pair) -> dict[str, Any] | None:
     """The pair's newest finished load probe: run id, time and its levels (as stored)."""
     run = (Run.objects.filter(pair=pair, kind=RunKind.LOAD, status=RunStatus.DONE)
            .order_by("-created_at", "-id").first())
-    if run is None or not run.summary.get("load"):
+    if run is None or not run.summary_obj.load:
         return None
     when = run.finished_at or run.created_at
     return {"run": run.id, "at": when.isoformat(), "levels": run.summary["load"]}
