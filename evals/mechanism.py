@@ -1,7 +1,7 @@
 """Mechanism hints: numbers that are *consistent with* a serving trick, never a certainty.
 
 Pure functions over what a run observed (``Observed``: a stored sample has every field), used
-by the speed report (``monitor.services.speed``):
+by the product's speed report:
 
 - prefix cache: TTFT of a repeated long prefix (long_cached) against a unique one (long_cold);
 - speculative decoding: tokens per streamed chunk and the shape of the gaps between chunks;

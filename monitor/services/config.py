@@ -17,6 +17,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from evals.constraints import validate_all
+from evals.records import CaseSpec, SuiteSpec
 from evals.suites import BUILTIN_SUITES
 from monitor.models import AlertRule, Channel, Endpoint, Pair, Suite
 from monitor.services.schedules import ensure_probe_schedule
@@ -239,7 +240,6 @@ def _apply_suite(a: _Applier, path: str, item: Located) -> bool:
             return False
         sync_builtin_suite(name=name)
         return True
-    from evals.records import CaseSpec, SuiteSpec
 
     cases_node = data.get("cases")
     if cases_node is None or not isinstance(cases_node.value, list) or not cases_node.value:
