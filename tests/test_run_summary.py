@@ -1,9 +1,12 @@
 """The typed run summary reads stored rows as they are, writes the same shape, and its one
-writer keeps the blocks other steps wrote."""
+writer keeps the blocks other steps wrote; stored load probes become runs of kind "load"."""
 
 from __future__ import annotations
 
+from importlib import import_module
+
 import pytest
+from django.apps import apps
 
 from monitor.models import Run
 from monitor.run_summary import RunSummary
@@ -51,3 +54,16 @@ def test_the_writer_replaces_one_block_and_keeps_the_others(summarised):
     typed = summarised.summary_obj
     assert [s.case for s in typed.skipped] == ["long"] and typed.drift.runs == 0
     assert typed.tier("base").n == 6
+
+
+def test_the_migration_moves_load_probes_from_trigger_to_kind():
+    migration = import_module("monitor.migrations.0002_run_kind_load")
+    pair = factories.pair()
+    old_load = factories.run(pair, trigger="load")  # how load probes were stored before
+    probe = factories.run(pair, trigger="scheduled")
+    migration.load_trigger_to_kind(apps, None)
+    old_load.refresh_from_db()
+    probe.refresh_from_db()
+    assert (old_load.kind, old_load.trigger) == ("load", "manual")
+    assert (probe.kind, probe.trigger) == ("probe", "scheduled")
+    assert list(Run.objects.trend()) == [probe]
