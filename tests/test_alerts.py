@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import pytest
+from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from monitor.models import (
@@ -243,3 +244,12 @@ def test_it_announces_the_resolution(alert, pair, rule, slack):
     (result,) = notify(alert_id=resolved.id)
     assert result.ok and result.subject == "[tierwatch] Resolved demo (simulated): fast TTFT P95"
     assert "back to 100 ms" in slack.posted[-1]["text"]
+
+
+def test_a_rule_is_checked_against_the_metric_catalogue_where_it_is_saved(pair):
+    bad = AlertRule(name="bad", pair=pair, metric="similarity", tier="fast", threshold=0.9)
+    with pytest.raises(ValidationError) as err:
+        bad.full_clean()
+    assert err.value.message_dict["metric"] == [
+        "metric similarity compares the tiers: set tier to 'pair'"]
+    AlertRule(name="ok", pair=pair, metric="similarity", tier="pair", threshold=0.9).full_clean()
