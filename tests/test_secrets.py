@@ -9,7 +9,8 @@ import pytest
 from django.core import serializers
 
 from monitor.models import Endpoint, Pair, Run, Sample
-from monitor.services.runs import create_run, execute_run
+from monitor.services.pipeline import execute_run
+from monitor.services.runs import create_run
 from monitor.services.suites import sync_builtin_suite
 
 SECRET = "sk-test-7f3a9c1e5b2d4f6a8c0e"

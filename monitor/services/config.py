@@ -17,9 +17,9 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from evals.constraints import validate_all
+from evals.records import CaseSpec, SuiteSpec
 from evals.suites import BUILTIN_SUITES
 from monitor.models import AlertRule, Channel, Endpoint, Pair, Suite
-from monitor.services.alerts import check_rule
 from monitor.services.schedules import ensure_probe_schedule
 from monitor.services.suites import save_suite, sync_builtin_suite
 
@@ -242,7 +242,6 @@ def _apply_suite(a: _Applier, path: str, item: Located) -> bool:
             return False
         sync_builtin_suite(name=name)
         return True
-    from evals.records import CaseSpec, SuiteSpec
 
     cases_node = data.get("cases")
     if cases_node is None or not isinstance(cases_node.value, list) or not cases_node.value:
@@ -382,12 +381,7 @@ def _apply_rule(a: _Applier, path: str, item: Located) -> bool:
     obj = AlertRule.objects.filter(name=plain["name"]).first() or AlertRule(name=plain["name"])
     for field, value in plain.items():
         setattr(obj, field, value)
-    try:
-        check_rule(obj)
-    except ValueError as exc:
-        a.error(data.get("metric", item).line, f"{path}.metric", str(exc))
-        return False
-    if not a.save(obj, item, path):
+    if not a.save(obj, item, path):  # AlertRule.clean checks the metric and its tier
         return False
     obj.channels.set(channels)
     return True
