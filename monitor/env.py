@@ -55,3 +55,15 @@ def env_list(name: str, default: list[str] | None = None) -> list[str]:
     if raw is None or raw.strip() == "":
         return list(default or [])
     return [part.strip() for part in raw.split(",") if part.strip()]
+
+
+def env_secret(name: str) -> str | None:
+    """An API key: surrounding whitespace stripped (a pasted key often ends in a newline);
+    ``None`` when unset or blank. A key with a control character inside (CR, LF, NUL or any
+    other C0, or DEL) would split or smuggle an HTTP header, so it is refused with the
+    variable's name and never its value."""
+    raw = (os.environ.get(name) or "").strip()
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in raw):
+        raise EnvError(f"{name} contains a control character (CR, LF, NUL or another); "
+                       "set it to the key alone")
+    return raw or None

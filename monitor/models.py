@@ -8,11 +8,12 @@ variable that holds its key.
 
 from __future__ import annotations
 
-import os
 import re
 
 from django.core.exceptions import ValidationError
 from django.db import models
+
+from monitor.env import env_secret
 
 ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 
@@ -54,8 +55,9 @@ class Endpoint(models.Model):
         return self.name + (" (simulated)" if self.simulated else "")
 
     def api_key(self) -> str | None:
-        """Read at request time, so a rotated key needs no database change."""
-        return os.environ.get(self.api_key_env) if self.api_key_env else None
+        """Read at request time, so a rotated key needs no database change; stripped, and
+        refused naming the variable if it holds a control character (``env_secret``)."""
+        return env_secret(self.api_key_env) if self.api_key_env else None
 
 
 class Suite(models.Model):
