@@ -85,7 +85,7 @@ def test_it_refuses_duplicate_endpoint_pair_and_channel_names():
     assert "t.yaml:27: pairs[1].name: duplicate name 'acme' (first on line 20)" in refused(text)
     text = GOOD.replace("alert_rules:\n", "  - {name: ops, kind: email, target: a@b.c}\n"
                         "alert_rules:\n")
-    assert "t.yaml:35: channels[1].name: duplicate name 'ops' (first on line 32)" in refused(text)
+    assert "t.yaml:31: channels[1].name: duplicate name 'ops' (first on line 28)" in refused(text)
 
 
 @pytest.mark.django_db
