@@ -11,7 +11,7 @@ import logging
 import queue
 import random
 import threading
-from dataclasses import fields
+from dataclasses import fields, replace
 from datetime import UTC, datetime
 
 from django.db import DatabaseError, transaction
@@ -243,6 +243,8 @@ def save_sample(
     times and texts lost, the reason kept) and the run goes on: one bad reply never costs the
     other samples (a savepoint keeps PostgreSQL's transaction usable)."""
     tests_passed, tests_detail = None, None
+    # storable before the sandbox too: code with a lone surrogate cannot even be written out
+    record = replace(record, text=storable(record.text))
     if run.kind == "probe":
         tests_passed, tests_detail = task_check(case=case, record=record)
     measured = {f.name: getattr(record, f.name) for f in fields(record) if f.name in RECORD_COLUMNS}
