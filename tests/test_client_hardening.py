@@ -16,8 +16,7 @@ from evals.client import key_scrubber
 from evals.demo_vendor import serve_in_thread
 from evals.records import TEXT_KEPT_CHARS, storable
 from tests.test_client import endpoint, run
-
-CANARY = "sk-canary-Zq8xW2vLm5Rt9Yp3Kd7N"
+from tests.test_secrets import CANARY, canary_forms
 
 
 @pytest.fixture(scope="module")
@@ -26,16 +25,10 @@ def vendor() -> Iterator[str]:
         yield url
 
 
-def forms(key: str) -> list[str]:
-    """The key as a server may echo it (the scrubber's docstring lists them)."""
-    return [key, key.lower(), key.upper(), urllib.parse.quote(f"Bearer {key}"),
-            base64.b64encode(key.encode()).decode().rstrip("="), key[:8] + "...", key[-6:]]
-
-
 def leaks(record_or_text: object, key: str = CANARY) -> list[str]:
     text = record_or_text if isinstance(record_or_text, str) else json.dumps(
         asdict(record_or_text), ensure_ascii=False)  # type: ignore[call-overload]
-    return [f for f in forms(key) if f.lower() in text.lower()]
+    return [f for f in canary_forms(key) if f.lower() in text.lower()]
 
 
 def test_an_empty_200_stream_is_a_failed_sample_of_its_own_class(vendor):
