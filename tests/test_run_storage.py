@@ -97,3 +97,12 @@ def test_the_request_loop_stops_when_the_run_stops_reading(demo_vendor_url, monk
     run = execute_run(run_id=create_run(pair=pair).id, cases_limit=5)
     assert run.status == "failed" and "the database went away" in run.error
     assert not [t for t in threading.enumerate() if t.name == f"run-{run.id}-loop"]
+
+
+@pytest.mark.django_db
+def test_empty_streams_count_against_availability(demo_vendor_url):
+    pair = make_pair(demo_vendor_url, fast_model="demo-empty", suite="smoke", repeat=1)
+    run = execute_run(run_id=create_run(pair=pair).id, cases_limit=3)
+    fast, base = run.summary["tiers"]["fast"], run.summary["tiers"]["base"]
+    assert fast["errors"] == {"empty_stream": 3} and fast["availability"] == 0.0
+    assert base["availability"] == 1.0
