@@ -152,23 +152,27 @@ def _execute(run: Run, cases: dict[str, Case], plan: list[PlannedRequest]) -> No
         )
 
     stop = threading.Event()  # the consumer gave up: the request loop must not go on unread
+    running: list[tuple[asyncio.AbstractEventLoop, asyncio.Task]] = []
 
     async def on_record(item: PlannedRequest, record: TimingRecord) -> None:
         if stop.is_set():
             raise RuntimeError("the run stopped reading records")  # ends execute_plan's gather
         records.put((item, record))
 
+    async def plan_task() -> None:
+        running.append((asyncio.get_running_loop(), asyncio.current_task()))  # type: ignore[arg-type]
+        if not stop.is_set():
+            await execute_plan(
+                plan,
+                endpoints=specs,
+                build_request=build_request,
+                concurrency=concurrency,
+                on_record=on_record,
+            )
+
     def produce() -> None:
         try:
-            asyncio.run(
-                execute_plan(
-                    plan,
-                    endpoints=specs,
-                    build_request=build_request,
-                    concurrency=concurrency,
-                    on_record=on_record,
-                )
-            )
+            asyncio.run(plan_task())
             records.put(_DONE)
         except BaseException as exc:  # handed to the caller's thread, which raises it
             records.put(exc)
@@ -189,10 +193,10 @@ def _execute(run: Run, cases: dict[str, Case], plan: list[PlannedRequest]) -> No
             )
     finally:
         stop.set()
-        while loop_thread.is_alive():  # drain so a producer blocked on nothing can finish
+        for loop, task in running:  # requests in flight are cancelled, not waited for
             try:
-                records.get(timeout=0.1)
-            except queue.Empty:
+                loop.call_soon_threadsafe(task.cancel)
+            except RuntimeError:  # the loop has already closed
                 pass
         loop_thread.join()
 
