@@ -9,7 +9,6 @@ that holds its key.
 
 from __future__ import annotations
 
-import os
 import re
 
 from django.core.exceptions import ValidationError
@@ -17,6 +16,7 @@ from django.db import models, transaction
 
 from evals.records import EndpointSpec
 from monitor import metrics_catalogue
+from monitor.env import env_secret
 from monitor.run_summary import RunSummary
 
 ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
@@ -76,8 +76,9 @@ class Endpoint(models.Model):
         return self.name + (" (simulated)" if self.simulated else "")
 
     def api_key(self) -> str | None:
-        """Read at request time, so a rotated key needs no database change."""
-        return os.environ.get(self.api_key_env) if self.api_key_env else None
+        """Read at request time, so a rotated key needs no database change; stripped, and
+        refused naming the variable if it holds a control character (``env_secret``)."""
+        return env_secret(self.api_key_env) if self.api_key_env else None
 
     def spec(self) -> EndpointSpec:
         """What the client needs; the key is read from the environment now and lives only in

@@ -13,14 +13,15 @@ import queue
 import random
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import fields
+from dataclasses import fields, replace
 from datetime import UTC, datetime
 
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from evals.constraints import check_all
 from evals.plan import PlannedRequest, execute_plan, plan_run
-from evals.records import ChatRequest, TimingRecord
+from evals.records import ChatRequest, TimingRecord, storable
 from evals.sandbox import extract_code, run_unit_tests
 from evals.suites import context_needed, fill_nonce, prompt_estimate
 from monitor.models import Case, Endpoint, Pair, Run, RunKind, RunStatus, RunTrigger, Sample
@@ -148,38 +149,54 @@ def _execute(run: Run, cases: dict[str, Case], plan: list[PlannedRequest]) -> No
             seed=None if run.temperature > 0 else 0,
         )
 
+    stop = threading.Event()  # the consumer gave up: the request loop must not go on unread
+    running: list[tuple[asyncio.AbstractEventLoop, asyncio.Task]] = []
+
     async def on_record(item: PlannedRequest, record: TimingRecord) -> None:
+        if stop.is_set():
+            raise RuntimeError("the run stopped reading records")  # ends execute_plan's gather
         records.put((item, record))
+
+    async def plan_task() -> None:
+        running.append((asyncio.get_running_loop(), asyncio.current_task()))  # type: ignore[arg-type]
+        if not stop.is_set():
+            await execute_plan(
+                plan,
+                endpoints=specs,
+                build_request=build_request,
+                concurrency=concurrency,
+                on_record=on_record,
+            )
 
     def produce() -> None:
         try:
-            asyncio.run(
-                execute_plan(
-                    plan,
-                    endpoints=specs,
-                    build_request=build_request,
-                    concurrency=concurrency,
-                    on_record=on_record,
-                )
-            )
+            asyncio.run(plan_task())
             records.put(_DONE)
         except BaseException as exc:  # handed to the caller's thread, which raises it
             records.put(exc)
 
     loop_thread = threading.Thread(target=produce, name=f"run-{run.id}-loop", daemon=True)
     loop_thread.start()
-    while (message := records.get()) is not _DONE:
-        if isinstance(message, BaseException):
-            raise message
-        item, record = message
-        save_sample(
-            run=run,
-            case=cases[item.case_key],
-            endpoint=tier_endpoint[item.tier],
-            item=item,
-            record=record,
-        )
-    loop_thread.join()
+    try:
+        while (message := records.get()) is not _DONE:
+            if isinstance(message, BaseException):
+                raise message
+            item, record = message
+            save_sample(
+                run=run,
+                case=cases[item.case_key],
+                endpoint=tier_endpoint[item.tier],
+                item=item,
+                record=record,
+            )
+    finally:
+        stop.set()
+        for loop, task in running:  # requests in flight are cancelled, not waited for
+            try:
+                loop.call_soon_threadsafe(task.cancel)
+            except RuntimeError:  # the loop has already closed
+                pass
+        loop_thread.join()
 
 
 _DONE = object()
@@ -221,12 +238,19 @@ def task_check(*, case: Case, record: TimingRecord) -> tuple[bool | None, dict |
 def save_sample(
     *, run: Run, case: Case, endpoint: Endpoint, item: PlannedRequest, record: TimingRecord
 ) -> Sample:
-    """One row per request, failed or not; unit tests run here, inside the sandbox."""
+    """One row per request, failed or not; unit tests run here, inside the sandbox.
+
+    Every text and JSON value is made storable first (``evals.records.storable``). Should the
+    row still not save, the sample is kept as a failed one of class ``store_error`` (its
+    times and texts lost, the reason kept) and the run goes on: one bad reply never costs the
+    other samples (a savepoint keeps PostgreSQL's transaction usable)."""
     tests_passed, tests_detail = None, None
+    # storable before the sandbox too: code with a lone surrogate cannot even be written out
+    record = replace(record, text=storable(record.text))
     if run.kind == RunKind.PROBE:
         tests_passed, tests_detail = task_check(case=case, record=record)
     measured = {f.name: getattr(record, f.name) for f in fields(record) if f.name in RECORD_COLUMNS}
-    sample = Sample.objects.create(
+    row = dict(
         run=run,
         case=case,
         endpoint=endpoint,
@@ -235,12 +259,25 @@ def save_sample(
         repetition=item.repetition,
         seq=item.seq,
         started_at=datetime.fromtimestamp(record.started_at or datetime.now().timestamp(), tz=UTC),
-        **measured,
-        error_class=record.error_class or "",
-        finish_reason=record.finish_reason or "",
-        tests_passed=tests_passed,
-        tests_detail=tests_detail,
     )
+    try:
+        with transaction.atomic():
+            sample = Sample.objects.create(
+                **row,
+                **storable(measured),
+                error_class=record.error_class or "",
+                finish_reason=storable(record.finish_reason or ""),
+                tests_passed=tests_passed,
+                tests_detail=storable(tests_detail),
+            )
+    except (DatabaseError, ValueError, TypeError) as exc:
+        log.warning("run %s: sample %s could not be stored (%s)", run.id, item.seq,
+                    type(exc).__name__)
+        first_line = (str(exc).splitlines() or [""])[0][:200]  # no row values (PG's DETAIL)
+        sample = Sample.objects.create(
+            **row, ok=False, error_class="store_error",
+            error_message=storable(f"not stored: {type(exc).__name__}: {first_line}"),
+        )
     Run.objects.filter(id=run.id).update(completed=Sample.objects.filter(run_id=run.id).count())
     return sample
 
