@@ -10,7 +10,7 @@ from celery import shared_task
 from django.db import OperationalError
 
 from monitor.models import Pair
-from monitor.services import alerts, reports, runs
+from monitor.services import alerts, reports, runs, watchdog
 
 TRANSIENT = (OperationalError, ConnectionError)
 
@@ -52,3 +52,13 @@ def notify_task(alert_id: int) -> int:
 @shared_task(acks_late=True, time_limit=600)
 def weekly_report_task(week: str | None = None) -> int:
     return reports.email_weekly_report(week=week)
+
+
+@shared_task(time_limit=50)
+def watchdog_task() -> int:
+    """Every minute (settings.CELERY_BEAT_SCHEDULE): reap stuck runs, check that each
+    scheduled pair is still measured, and record that the watchdog ran (``/health``)."""
+    changed = watchdog.run_watchdog()
+    for alert in changed:
+        notify_task.delay(alert.id)
+    return len(changed)

@@ -48,6 +48,12 @@ PAIR_METRICS = {
     "verdict_different": ("verdict", None, "audit verdict: different model (1 = yes)", ""),
     "drift": ("drift", None, "drift of a tracked statistic (1 = yes)", ""),
 }
+# Raised by the watchdog (monitor.services.watchdog), not by a threshold: never evaluated after
+# a run. A rule on one of them routes those alerts; with no channels it goes to every channel.
+SYSTEM_METRICS = {
+    "worker_lost": "run failed: worker lost",
+    "schedule_overdue": "scheduled run overdue (beat, worker or broker down)",
+}
 
 
 @dataclass(frozen=True)
@@ -90,25 +96,27 @@ def read_metric(summary: dict[str, Any], metric: str, tier: str) -> Reading | No
 
 def check_rule(rule: AlertRule) -> None:
     """Raise ValueError naming what is wrong with a rule's metric/tier combination."""
-    if rule.metric in PAIR_METRICS:
+    if rule.metric in PAIR_METRICS or rule.metric in SYSTEM_METRICS:
         if rule.tier != "pair":
             raise ValueError(f"metric {rule.metric} compares the tiers: set tier to 'pair'")
     elif rule.metric in TIER_METRICS:
         if rule.tier not in ("fast", "base"):
             raise ValueError(f"metric {rule.metric} is per tier: set tier to 'fast' or 'base'")
     else:
-        known = ", ".join([*TIER_METRICS, *PAIR_METRICS])
+        known = ", ".join([*TIER_METRICS, *PAIR_METRICS, *SYSTEM_METRICS])
         raise ValueError(f"unknown metric {rule.metric!r}; expected one of {known}")
 
 
 def label(rule: AlertRule) -> str:
+    if rule.metric in SYSTEM_METRICS:
+        return SYSTEM_METRICS[rule.metric]
     if rule.metric in PAIR_METRICS:
         return PAIR_METRICS[rule.metric][2]
     return f"{rule.tier} {TIER_METRICS[rule.metric][2]}"
 
 
 def fmt(rule: AlertRule, value: float | None) -> str:
-    if value is None:
+    if value is None or rule.metric in SYSTEM_METRICS:
         return "n/a"
     unit = (PAIR_METRICS.get(rule.metric) or TIER_METRICS[rule.metric])[3]
     if unit == "ms":
@@ -183,6 +191,7 @@ def evaluate_after_run(*, run_id: int) -> list[Alert]:
     if run.status != "done":
         return []
     rules = AlertRule.objects.filter(enabled=True).filter(Q(pair=run.pair) | Q(pair__isnull=True))
+    rules = rules.exclude(metric__in=SYSTEM_METRICS)
     changed = []
     for rule in rules.order_by("pk"):
         try:
@@ -208,6 +217,7 @@ def render_alert(alert: Alert) -> tuple[str, str, str]:
         "pair": pair,
         "simulated": is_simulated(pair),
         "link": pair_link(pair),
+        "system": rule.metric in SYSTEM_METRICS,
     }
     return render_email("alert", context)
 
@@ -250,7 +260,10 @@ def notify(*, alert_id: int) -> list[Notification]:
         return []
     subject, text, html = render_alert(alert)
     sent = []
-    for channel in alert.rule.channels.filter(disabled=False).order_by("pk"):
+    channels = alert.rule.channels.all()
+    if alert.rule.metric in SYSTEM_METRICS and not channels.exists():
+        channels = Channel.objects.all()  # the monitor itself is down: tell everyone
+    for channel in channels.filter(disabled=False).order_by("pk"):
         done = Notification.objects.filter(alert=alert, channel=channel, subject=subject[:300])
         if done.filter(ok=True).exists():
             continue  # a retried task: this channel already has this message

@@ -13,7 +13,9 @@ import random
 import threading
 from dataclasses import fields
 from datetime import UTC, datetime
+from functools import partial
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -23,6 +25,7 @@ from evals.records import ChatRequest, EndpointSpec, TimingRecord
 from evals.sandbox import extract_code, run_unit_tests
 from evals.suites import fill_nonce
 from monitor.models import Case, Endpoint, Pair, Run, Sample
+from monitor.services import heartbeat
 from monitor.services.summary import summarise_samples
 from monitor.services.verdict import after_summary, audit_suite
 
@@ -100,33 +103,40 @@ def run_tiers(run: Run) -> tuple[tuple[str, int], ...]:
 
 
 def claim_run(run_id: int) -> bool:
-    """Only one worker executes a run, even if the task is delivered twice (acks_late)."""
-    return bool(
-        Run.objects.filter(id=run_id, status="queued").update(
-            status="running", started_at=timezone.now()
-        )
-    )
+    """Only one worker executes a run, even if the task is delivered twice (acks_late); an
+    abandoned running run may be claimed again (``heartbeat.claim``)."""
+    return heartbeat.claim(run_id) is not None
+
+
+def not_yet_stored(run: Run, plan: list[PlannedRequest]) -> list[PlannedRequest]:
+    """A taken-over run resumes: requests already stored, keyed by (case, tier, batch,
+    repetition), are not sent again, so no sample is duplicated."""
+    stored = set(run.samples.values_list("case__key", "tier", "batch", "repetition"))
+    return [p for p in plan if (p.case_key, p.tier, p.batch, p.repetition) not in stored]
 
 
 def execute_run(*, run_id: int, cases_limit: int | None = None) -> Run | None:
     """Execute a queued run; ``None`` when it no longer exists (a stale redelivered task)."""
     if not claim_run(run_id):
-        log.info("run %s is not queued (or gone); skipping", run_id)
+        log.info("run %s is not queued (or gone, or alive elsewhere); skipping", run_id)
         return Run.objects.filter(id=run_id).first()
     run = Run.objects.select_related("pair__fast", "pair__base", "suite").get(id=run_id)
+    mine = Run.objects.filter(id=run.id, attempt=run.attempt)  # writes only while it is ours
     try:
         cases = select_cases(run, cases_limit or run.pair.cases_per_run)
         plan = plan_run(
             [c.key for c in cases], repeat=run.repeat, seed=run.seed, tiers=run_tiers(run)
         )
-        Run.objects.filter(id=run.id).update(planned=len(plan))
-        _execute(run, {c.key: c for c in cases}, plan)
+        mine.update(planned=len(plan))
+        _execute(run, {c.key: c for c in cases}, not_yet_stored(run, plan))
         summarise_run(run_id=run.id)
         after_summary(run_id=run.id)  # an audit's verdict; drift of every run
-        Run.objects.filter(id=run.id).update(status="done", finished_at=timezone.now())
+        mine.filter(status="running").update(status="done", finished_at=timezone.now())
+    except heartbeat.RunLost as exc:  # reaped or taken over: the run is no longer ours
+        log.warning("%s; stopping", exc)
     except Exception as exc:  # the run is marked failed with its reason; samples stay
         log.exception("run %s failed", run.id)
-        Run.objects.filter(id=run.id).update(
+        mine.filter(status="running").update(
             status="failed", finished_at=timezone.now(), error=f"{type(exc).__name__}: {exc}"
         )
     return Run.objects.get(id=run.id)
@@ -171,18 +181,38 @@ def _execute(run: Run, cases: dict[str, Case], plan: list[PlannedRequest]) -> No
 
     loop_thread = threading.Thread(target=produce, name=f"run-{run.id}-loop", daemon=True)
     loop_thread.start()
-    while (message := records.get()) is not _DONE:
+    while (message := _next(records, run)) is not _DONE:
         if isinstance(message, BaseException):
             raise message
         item, record = message
-        save_sample(
-            run=run,
-            case=cases[item.case_key],
-            endpoint=tier_endpoint[item.tier],
-            item=item,
-            record=record,
+        heartbeat.store_once(
+            partial(
+                save_sample,
+                run=run,
+                case=cases[item.case_key],
+                endpoint=tier_endpoint[item.tier],
+                item=item,
+                record=record,
+            ),
+            partial(stored_sample, run, item),
         )
+        heartbeat.beat(run)
     loop_thread.join()
+
+
+def stored_sample(run: Run, item: PlannedRequest) -> Sample | None:
+    return run.samples.filter(
+        case__key=item.case_key, tier=item.tier, batch=item.batch, repetition=item.repetition
+    ).first()
+
+
+def _next(records: queue.Queue, run: Run) -> object:
+    """The next record; the owner beats while it waits, so a slow vendor is not a lost worker."""
+    while True:
+        try:
+            return records.get(timeout=settings.TIERWATCH_HEARTBEAT_S)
+        except queue.Empty:
+            heartbeat.beat(run)
 
 
 _DONE = object()
