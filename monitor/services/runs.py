@@ -129,6 +129,7 @@ def execute_run(*, run_id: int, cases_limit: int | None = None) -> Run | None:
         )
         mine.update(planned=len(plan))
         _execute(run, {c.key: c for c in cases}, not_yet_stored(run, plan))
+        mine.update(completed=run.samples.count())  # exact even after a save was retried
         summarise_run(run_id=run.id)
         after_summary(run_id=run.id)  # an audit's verdict; drift of every run
         mine.filter(status="running").update(status="done", finished_at=timezone.now())

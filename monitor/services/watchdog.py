@@ -99,6 +99,7 @@ def reap_stale_runs(now: datetime | None = None) -> list[Alert]:
         if not claimed:
             continue
         log.warning("run %s of %s: %s", run.id, run.pair.name, reason)
+        Run.objects.filter(id=run.id).update(completed=run.samples.count())
         try:
             summarise_run(run_id=run.id)
         except Exception:  # the run is failed either way; the summary is best effort
