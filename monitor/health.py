@@ -1,4 +1,5 @@
-"""``/health``: the database, the broker, a worker and beat, for an outside uptime check.
+"""``/health``: the database, the broker, a worker, beat and the probe schedules, for an
+outside uptime check.
 
 No login, JSON, HTTP 200 when every check passes and 503 otherwise, each check with its latency
 and a reason. Beat is judged by the last time the watchdog ran (it runs from beat, in a worker),
@@ -100,6 +101,18 @@ def check_beat() -> Check:
     return Check(True, when)
 
 
+def check_schedules() -> Check:
+    """The dead man's switch, evaluated here too: the watchdog that alerts on it runs from
+    beat in a worker, so with either down only this answer says that pairs went unmeasured."""
+    from monitor.services.watchdog import overdue_schedules
+
+    late, on_time = overdue_schedules(record=False)
+    if late:
+        return Check(False, "overdue: " + "; ".join(
+            f"pair {pair.name}: {', '.join(why)}" for pair, why in late.items()))
+    return Check(True, f"{len(on_time)} scheduled pair(s) on time")
+
+
 def timed(check: Callable[[], Check]) -> Check:
     start = time.perf_counter()
     try:
@@ -117,9 +130,10 @@ def health(request: HttpRequest) -> JsonResponse:
         checks["worker"] = timed(check_worker)
     else:  # a ping through a dead broker would only wait for its connection retries
         checks["worker"] = Check(False, "not asked: the broker is down")
-    checks["beat"] = timed(check_beat) if checks["database"].ok else Check(
-        False, "not known: the database is down"
-    )
+    for name, check in (("beat", check_beat), ("schedules", check_schedules)):
+        checks[name] = timed(check) if checks["database"].ok else Check(
+            False, "not known: the database is down"
+        )
     ok = all(c.ok for c in checks.values())
     body = {"status": "ok" if ok else "fail", "checks": {k: asdict(v) for k, v in checks.items()}}
     return JsonResponse(body, status=200 if ok else 503)

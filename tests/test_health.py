@@ -8,8 +8,10 @@ import pytest
 from django.utils import timezone
 
 from monitor.models import Beacon
+from monitor.services.schedules import ensure_probe_schedule
 from monitor.services.watchdog import run_watchdog
 from tests.conftest import free_port
+from tests.test_runs import make_pair
 
 pytestmark = pytest.mark.django_db
 
@@ -26,6 +28,7 @@ def test_it_answers_503_naming_the_missing_worker_and_beat(client):
         "latency_ms": checks["worker"]["latency_ms"],
     }
     assert checks["beat"]["reason"] == "the watchdog has never run (is beat running?)"
+    assert checks["schedules"]["reason"] == "0 scheduled pair(s) on time"
     assert all(c["latency_ms"] >= 0 for c in checks.values())
 
 
@@ -46,3 +49,18 @@ def test_a_dead_broker_fails_without_showing_its_password(client, settings):
     assert checks["broker"]["reason"].startswith("ConnectionError")
     assert checks["worker"]["reason"] == "not asked: the broker is down"
     assert "hunter2" not in response.content.decode()
+
+
+def test_it_fails_when_a_scheduled_pair_went_unmeasured(client, demo_vendor_url):
+    """The dead man's switch seen from outside: it holds even when beat and every worker are
+    down, because the web process evaluates it."""
+    pair = make_pair(demo_vendor_url, suite="smoke")
+    task = ensure_probe_schedule(pair_name=pair.name, every_s=60)
+    schedules = client.get("/health").json()["checks"]["schedules"]
+    assert schedules["ok"] and schedules["reason"] == "1 scheduled pair(s) on time"
+    Beacon.objects.create(name=f"schedule-{task.pk}", seen_at=timezone.now() - timedelta(hours=1))
+    schedules = client.get("/health").json()["checks"]["schedules"]
+    assert not schedules["ok"]
+    assert schedules["reason"] == (
+        "overdue: pair p: probe every 60 s (none finished yet; grace 900 s)"
+    )

@@ -13,7 +13,9 @@
   (once, until a scheduled run finishes again, which resolves it). Beat down, worker down and
   broker down all end here, because each of them stops runs from finishing.
 - it stores the time it ran (``Beacon`` "watchdog"), which ``/health`` reports: the watchdog
-  is watched from outside.
+  is watched from outside. The watchdog needs beat and a worker to run at all, so ``/health``
+  (served by the web process) also evaluates the overdue schedules itself: with beat or every
+  worker down, the outside uptime check still sees it.
 """
 
 from __future__ import annotations
@@ -128,25 +130,32 @@ def _probe_schedules() -> list[tuple[PeriodicTask, Pair, str, float]]:
     return found
 
 
-def _armed_at(task: PeriodicTask, now: datetime) -> datetime:
+def _armed_at(task: PeriodicTask, now: datetime, record: bool) -> datetime:
     """When the watchdog first saw the schedule enabled: a new schedule is not overdue for
-    the time before it existed."""
-    beacon, _ = Beacon.objects.get_or_create(name=f"schedule-{task.pk}", defaults={"seen_at": now})
-    return max(beacon.seen_at, task.start_time) if task.start_time else beacon.seen_at
+    the time before it existed. ``record=False`` only reads (``/health``)."""
+    name = f"schedule-{task.pk}"
+    if record:
+        seen = Beacon.objects.get_or_create(name=name, defaults={"seen_at": now})[0].seen_at
+    else:
+        seen = Beacon.objects.filter(name=name).values_list("seen_at", flat=True).first() or now
+    return max(seen, task.start_time) if task.start_time else seen
 
 
-def overdue_schedules(now: datetime | None = None) -> tuple[dict[Pair, list[str]], list[Pair]]:
+def overdue_schedules(
+    now: datetime | None = None, record: bool = True
+) -> tuple[dict[Pair, list[str]], list[Pair]]:
     """(pairs with an overdue schedule and why, pairs whose schedules are all on time)."""
     now = now or timezone.now()
     late: dict[Pair, list[str]] = {}
     on_time: dict[int, Pair] = {}
     schedules = _probe_schedules()
-    armed_names = [f"schedule-{task.pk}" for task, *_ in schedules]
-    Beacon.objects.filter(name__startswith="schedule-").exclude(name__in=armed_names).delete()
+    if record:
+        armed = [f"schedule-{task.pk}" for task, *_ in schedules]
+        Beacon.objects.filter(name__startswith="schedule-").exclude(name__in=armed).delete()
     for task, pair, kind, every in schedules:
         done = Run.objects.filter(pair=pair, kind=kind, trigger="scheduled", status="done")
         last = done.order_by("-finished_at").values_list("finished_at", flat=True).first()
-        since = max(t for t in (last, _armed_at(task, now)) if t)
+        since = max(t for t in (last, _armed_at(task, now, record)) if t)
         if _age(since, now) > every + settings.TIERWATCH_OVERDUE_GRACE_S:
             what = f"last finished {last:%Y-%m-%d %H:%M:%S} UTC" if last else "none finished yet"
             late.setdefault(pair, []).append(
