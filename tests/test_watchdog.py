@@ -148,3 +148,14 @@ def test_the_watchdog_records_that_it_ran():
     watchdog.run_watchdog()
     assert (timezone.now() - watchdog.last_watchdog_run()).total_seconds() < 5
     assert not Alert.objects.exists() and not Sample.objects.exists()
+
+
+def test_a_rule_naming_a_watchdog_metric_routes_its_alerts(demo_vendor_url):
+    pair = make_pair(demo_vendor_url, suite="smoke")
+    rule = AlertRule.objects.create(name="lost-to-ops", metric="worker_lost", tier="pair",
+                                    threshold=0)
+    assert watchdog.system_rules("worker_lost", pair) == [rule]
+    assert not AlertRule.objects.filter(name="system-worker-lost").exists()
+    assert [r.name for r in watchdog.system_rules("schedule_overdue", pair)] == [
+        "system-schedule-overdue"
+    ]
