@@ -1,7 +1,8 @@
 """Celery tasks: thin wrappers that take ids and call a service (docs/architecture.md).
 
-Runs are claimed idempotently inside ``execute_run`` (a redelivered task finds the run no longer
-queued and does nothing), so ``acks_late`` is safe. Only named transient errors are retried.
+Runs are claimed idempotently inside ``execute_run`` (a redelivered task finds the run claimed
+and does nothing, unless its heartbeat is stale: then it takes the run over), so ``acks_late``
+is safe. Only named transient errors are retried.
 """
 
 from __future__ import annotations
