@@ -211,7 +211,7 @@ def _next(records: queue.Queue, run: Run) -> object:
     """The next record; the owner beats while it waits, so a slow vendor is not a lost worker."""
     while True:
         try:
-            return records.get(timeout=settings.TIERWATCH_HEARTBEAT_S)
+            return records.get(timeout=max(1.0, settings.TIERWATCH_HEARTBEAT_S))
         except queue.Empty:
             heartbeat.beat(run)
 
