@@ -215,6 +215,10 @@ class Run(models.Model):
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Liveness (monitor.services.heartbeat): the owner beats while it measures; a claim bumps
+    # ``attempt`` so a worker whose stale run was taken over or reaped stops on its next beat.
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    attempt = models.PositiveSmallIntegerField(default=0)
     summary = models.JSONField(default=dict, blank=True)
     verdict = models.TextField(blank=True)
     error = models.TextField(blank=True)
@@ -291,6 +295,17 @@ class Sample(models.Model):
 
     def __str__(self) -> str:
         return f"sample {self.pk} {self.tier} {self.case.key}"
+
+
+class Beacon(models.Model):
+    """The last time a periodic part of the system was seen alive (the watchdog task), read by
+    ``/health`` in another process, so it lives in the database rather than a cache."""
+
+    name = models.SlugField(max_length=80, unique=True)
+    seen_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.name} at {self.seen_at:%Y-%m-%d %H:%M:%S}"
 
 
 class Channel(models.Model):
