@@ -201,8 +201,9 @@ class Baseline:
             offsets = _hour_offsets(y, [h for _, h in pts]) if hours is not None else None
             resid = y - (np.array([offsets[h] for _, h in pts]) if offsets else 0.0)
             center = float(np.median(resid))
-            phi = _lag1(resid)
             mad = float(median_abs_deviation(resid, scale="normal"))
+            # φ from values clipped at 3 robust sd: one wild run must not hide the correlation
+            phi = _lag1(np.clip(resid, center - 3 * mad, center + 3 * mad))
             scale = max(mad, min_scale) * math.sqrt((1 + phi) / (1 - phi))
             series.append(SeriesBaseline(spec.name, spec.transform, spec.direction, center,
                                          scale, phi, len(y), offsets))  # fmt: skip
