@@ -1,5 +1,9 @@
 """The verdict of a run: does the fast tier serve the same model as the base tier?
 
+Superseded by :func:`evals.stats.labels.judge` (labels that claim only what the tests show,
+80%-power wording, no cause read off the size of MMD²); ``decide`` stays, with its labels,
+until the product is wired to ``judge``.
+
 Rules (DESIGN.md "Verdict"), in order:
 1. *Inconclusive* when the run cannot support a statement: fewer than ``min_prompts`` prompts or
    ``min_samples`` samples of a prompt on a tier, more than ``max_failed_share`` failed requests
