@@ -5,9 +5,12 @@ What is simulated, plainly:
   text its server streams), on the ``audit`` suite's 25 prompts, 10 samples per prompt per tier
   at temperature 1, cut to the case's ``max_tokens``. Each audit is the product's MMD test
   (``evals.stats.mmd.mmd_test``, L = 1,000, B = 1,000). Running 720 × months tests would take
-  hours on two shared cores, so a *bank* of audits is computed per comparison (fresh samples
-  each) and each simulated hour draws one audit's p-value from its bank with replacement:
-  audits are independent given the tiers, which is what the draws keep. Comparisons:
+  hours on two shared cores, so each model's texts are generated once into a pool (40 per
+  prompt), a *bank* of audits per comparison draws 10 per prompt per tier from the pools
+  (disjoint draws within one pool), and each simulated hour draws one audit's p-value from
+  its bank with replacement. Limits: audits drawn from one pool share texts, so the figures
+  describe these pools (as in ``benchmarks/verdict_validation.py``); under the null the
+  p-value of each audit is uniform by construction whatever the pool. Comparisons:
   ``null`` demo-base vs demo-base (the tiers are one model: any alarm is false),
   ``numerics`` demo-fast vs demo-base (same weights, its own serving stack's logit noise:
   outputs do differ a little), ``distilled`` demo-distilled vs demo-base (a different model).
@@ -63,26 +66,42 @@ ARL_PAIR = eprocess.AUDITS_PER_QUARTER_HOURLY / eprocess.DEFAULT_BUDGET
 THRESHOLD = eprocess.threshold_for(eprocess.AUDITS_PER_QUARTER_HOURLY)
 
 
-def samples(model: str, cases: list, rng: random.Random) -> dict[str, list[str]]:
+def samples(model: str, cases: list, rng: random.Random, n: int) -> dict[str, list[str]]:
     tier = TIERS[model]
     out = {}
     for case in cases:
         texts = []
-        for _ in range(PER_PROMPT):
+        for _ in range(n):
             text = compose(tier, case.messages, 1.0, rng)
             texts.append("".join(token_pieces(text)[: case.max_tokens]))
         out[case.key] = texts
     return out
 
 
-def bank(kind: str, size: int, seed: int) -> np.ndarray:
-    """``size`` audit p-values of ``kind`` (module docstring), each from fresh samples."""
+def pools(seed: int, per_prompt: int) -> dict[str, dict[str, list[str]]]:
+    """``per_prompt`` texts per audit prompt from each simulated model (generated once)."""
     cases = list(get_suite("audit").cases)[:25]
     rng = random.Random(seed)
+    models = sorted(set(BANK_TIERS.values()))
+    return {m: samples(m, cases, rng, per_prompt) for m in models}
+
+
+def bank(kind: str, size: int, pool: dict, seed: int) -> np.ndarray:
+    """``size`` audit p-values of ``kind`` (module docstring): each audit draws 10 texts per
+    prompt per tier from the pools, disjoint within one pool (so base-vs-base is a null by
+    construction), and runs the product's MMD test on them."""
+    rng = np.random.default_rng(seed)
     ps = []
     for i in range(size):
-        fast = samples(BANK_TIERS[kind], cases, rng)
-        base = samples("demo-base", cases, rng)
+        fast, base = {}, {}
+        for key, base_texts in pool["demo-base"].items():
+            order = rng.permutation(len(base_texts))
+            base[key] = [base_texts[j] for j in order[:PER_PROMPT]]
+            if kind == "null":
+                fast[key] = [base_texts[j] for j in order[PER_PROMPT : 2 * PER_PROMPT]]
+            else:
+                own = pool[BANK_TIERS[kind]][key]
+                fast[key] = [own[j] for j in rng.permutation(len(own))[:PER_PROMPT]]
         ps.append(mmd_test(fast, base, seed=seed + i).p_value)
     return np.array(ps)
 
@@ -164,10 +183,12 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--months", type=int, default=60)
     ap.add_argument("--bank", type=int, default=200)
+    ap.add_argument("--pool", type=int, default=40)
     ap.add_argument("--write-docs", action="store_true")
     args = ap.parse_args()
     t0 = time.monotonic()
-    banks = {k: bank(k, args.bank, seed=17 * (i + 1)) for i, k in enumerate(BANK_TIERS)}
+    pool = pools(seed=17, per_prompt=args.pool)
+    banks = {k: bank(k, args.bank, pool, seed=17 * (i + 1)) for i, k in enumerate(BANK_TIERS)}
     bank_s = time.monotonic() - t0
     null = [one_month(m, banks, None) for m in range(args.months)]
     switches = {k: [one_month(m, banks, k) for m in range(args.months)]
@@ -177,9 +198,10 @@ def main() -> None:
     lines = [
         SECTION, "",
         f"Measured with `.venv/bin/python benchmarks/monitoring_month.py --months {n} "
-        f"--bank {args.bank} --write-docs` (Python {platform.python_version()}, numpy "
-        f"{np.__version__}, scipy {scipy.__version__}, 2 shared cores; banks of {args.bank} "
-        f"audits per comparison took {bank_s:.0f} s, the whole script "
+        f"--bank {args.bank} --pool {args.pool} --write-docs` (Python "
+        f"{platform.python_version()}, numpy {np.__version__}, scipy {scipy.__version__}, "
+        f"2 shared cores; pools of {args.pool} texts per prompt per model and banks of "
+        f"{args.bank} audits per comparison took {bank_s:.0f} s, the whole script "
         f"{time.monotonic() - t0:.0f} s). How the month is simulated is the script's docstring: "
         "audits are the product's MMD test on the simulated vendor's texts (25 prompts × 10 "
         "per tier), drawn from a bank per comparison; latencies are AR(1) with a daily cycle.",
