@@ -49,17 +49,22 @@ def min_n_for(q: float, confidence: float = 0.95) -> int:
 
 
 def percentiles(
-    values: Iterable[float | None], qs: Sequence[float] = DEFAULT_QS, min_n: int = MIN_N
+    values: Iterable[float | None],
+    qs: Sequence[float] = DEFAULT_QS,
+    min_n: int = MIN_N,
+    per_quantile: bool = False,
 ) -> dict[str, Any]:
-    """{"n": n, "too_small": bool, "p50": …, "p90": …}; missing values are skipped, every
-    percentile is None when fewer than ``min_n`` values remain, and each one is None below
-    its own :func:`min_n_for` (P95 below 59 values, P99 below 299)."""
+    """{"n": n, "too_small": bool, "p50": …, "p90": …}; missing values are skipped and every
+    percentile is None when fewer than ``min_n`` values remain. With ``per_quantile`` each
+    one is also None below its own :func:`min_n_for` (P95 below 59 values, P99 below 299);
+    off by default until the pages and reports that format every percentile handle a None
+    P95 beside a P50."""
     arr = _finite(values)
     too_small = arr.size < min_n
     out: dict[str, Any] = {"n": int(arr.size), "too_small": too_small}
     vals = [None] * len(qs) if too_small else np.percentile(arr, qs, method="linear").tolist()
     out.update({
-        f"p{q:g}": v if arr.size >= min_n_for(q) else None
+        f"p{q:g}": v if not per_quantile or arr.size >= min_n_for(q) else None
         for q, v in zip(qs, vals, strict=True)
     })  # fmt: skip
     return out

@@ -16,7 +16,7 @@ from evals.records import TimingRecord
 
 
 def test_it_interpolates_percentiles_linearly():
-    out = percentiles(list(range(1, 301)))
+    out = percentiles(list(range(1, 301)), per_quantile=True)
     assert out["n"] == 300 and out["too_small"] is False
     # type 7: position (n − 1)·q = 299·0.9 = 269.1 → 270 + 0.1·(271 − 270)
     assert out["p50"] == pytest.approx(150.5)
@@ -30,8 +30,9 @@ def test_each_percentile_has_its_own_minimum_n():
     for q in (0.5, 0.95, 0.99):
         n = min_n_for(q)
         assert 1 - q**n - (1 - q) ** n >= 0.95 > 1 - q ** (n - 1) - (1 - q) ** (n - 1)
-    out = percentiles(list(range(60)))
+    out = percentiles(list(range(60)), per_quantile=True)
     assert out["p50"] is not None and out["p95"] is not None and out["p99"] is None
+    assert percentiles(list(range(10)))["p99"] is not None  # off by default (the pages)
 
 
 def test_it_withholds_percentiles_below_min_n():
@@ -47,8 +48,8 @@ def test_it_withholds_percentiles_below_min_n():
 
 
 def test_it_skips_missing_values_when_counting_n():
-    out = percentiles([None, 1.0, float("nan"), 2.0, 3.0, 4.0, 5.0, 6.0], qs=(50,))
-    assert out == {"n": 6, "too_small": False, "p50": 3.5}
+    out = percentiles([None, 1.0, float("nan"), 2.0, 3.0, 4.0, 5.0], qs=(50,))
+    assert out == {"n": 5, "too_small": False, "p50": 3.0}
 
 
 def test_it_counts_rate_limits_apart_in_availability():
