@@ -38,7 +38,7 @@ def main() -> None:
     args = ap.parse_args()
     t0 = time.monotonic()
     rows = []
-    for d in (0.0, 0.03, 0.05, 0.07, 0.09, 0.12):
+    for d in (0.0, 0.05, 0.09, 0.12, 0.14, 0.16):
         hits, stats, d80, crit = 0, [], [], []
         for s in range(args.reps):
             a, b = two_tiers(s, 0.30 + d, 0.30, prompts=25, k=6, length=60)

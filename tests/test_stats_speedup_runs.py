@@ -7,7 +7,7 @@ from evals.stats.speedup import RatioCI
 from evals.stats.speedup_runs import assess_claim, cluster_ratio_ci
 
 
-def probes(seed, runs=4, per=10, ratio=1.5, load=0.5):
+def probes(seed, runs=5, per=8, ratio=1.5, load=0.5):
     rng = np.random.default_rng(seed)
     base, fast, ids = [], [], []
     for r in range(runs):
@@ -30,8 +30,8 @@ def test_it_resamples_whole_runs_when_pairs_come_from_several():
     by_run = cluster_ratio_ci(b, f, ids, n_resamples=1000)
     assert by_run.method == "cluster bootstrap over runs"
     assert by_run.low <= 1.5 <= by_run.high
-    one_run = cluster_ratio_ci(b, f, [0] * len(b), n_resamples=1000)
-    assert one_run.method == "bootstrap over pairs"  # one run: the pairs are the clusters
+    few = cluster_ratio_ci(b, f, [i // 20 for i in range(len(b))], n_resamples=1000)
+    assert few.method == "bootstrap over pairs"  # 2 runs: too few clusters to resample
 
 
 def test_failed_probes_count_as_slowest_not_dropped():
