@@ -45,7 +45,6 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 import scipy  # noqa: E402
-from evals.vendors.simulated import TIERS, compose  # noqa: E402
 from scipy.stats import chi2  # noqa: E402
 
 from benchmarks.docs_section import write_section  # noqa: E402
@@ -53,6 +52,7 @@ from evals.stats import cusum, eprocess  # noqa: E402
 from evals.stats.mmd import mmd_test  # noqa: E402
 from evals.suites import get_suite  # noqa: E402
 from evals.tokens import token_pieces  # noqa: E402
+from evals.vendors.simulated import TIERS, compose  # noqa: E402
 
 SECTION = "## Monitoring over a month (error budget)"
 HOURS, SWITCH, BASELINE_RUNS = 720, 360, 168
