@@ -12,7 +12,7 @@ import pytest
 
 from evals.sandbox import extract_code, isolation, run_unit_tests
 
-MODES = ["bubblewrap", "subprocess-rlimits"]
+MODES = ["bwrap", "unsafe-subprocess"]
 TESTS = (
     "assert inc(1) == 2\n\n"
     "def test_zero():\n    assert inc(0) == 1\n\n"
@@ -25,12 +25,12 @@ needs_bwrap = pytest.mark.skipif(
 
 
 def _modes() -> list[str]:
-    return MODES if isolation() == "bubblewrap" else MODES[1:]
+    return MODES if isolation() == "bwrap" else MODES[1:]
 
 
 def test_it_uses_bubblewrap_when_installed():
     if shutil.which("bwrap"):
-        assert isolation() == "bubblewrap"
+        assert isolation() == "bwrap"
     else:
         assert isolation() == "subprocess-rlimits"
 
@@ -142,7 +142,7 @@ def test_it_blocks_network_connections():
     # The external name is only tried inside the network namespace: no packet can leave it.
     tests = f"assert not connects('127.0.0.1', {port})\nassert not connects('example.com', 80)\n"
     try:
-        result = run_unit_tests(code, tests, mode="bubblewrap")
+        result = run_unit_tests(code, tests, mode="bwrap")
         with pytest.raises(socket.timeout):
             server.accept()
     finally:
@@ -169,7 +169,7 @@ def test_it_cannot_write_outside_its_work_dir():
         "assert not can_write('/usr/x-outside')\n"
         "assert can_write('scratch.txt')\n"
     )
-    result = run_unit_tests(code, tests, mode="bubblewrap")
+    result = run_unit_tests(code, tests, mode="bwrap")
     assert result.passed and result.n_tests == 4, result.output
     assert not outside.exists() and not in_repo.exists()
 
@@ -199,7 +199,7 @@ def test_it_bounds_the_number_of_processes():
         f"        os.execv('/bin/sleep', ['sleep', '{marker}'])\n"
         "    FORKED += 1\n"
     )
-    result = run_unit_tests(code, "assert FORKED < 40, FORKED\n", max_procs=32, mode="bubblewrap")
+    result = run_unit_tests(code, "assert FORKED < 40, FORKED\n", max_procs=32, mode="bwrap")
     assert result.passed, result.output
     assert _processes_with(marker) == 0  # the namespace died with the runner
 
@@ -207,7 +207,7 @@ def test_it_bounds_the_number_of_processes():
 @needs_bwrap
 def test_it_survives_a_fork_bomb():
     bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"
-    result = run_unit_tests(bomb, TESTS, timeout_s=2, mode="bubblewrap")
+    result = run_unit_tests(bomb, TESTS, timeout_s=2, mode="bwrap")
     assert (result.passed, result.error_class) == (False, "timeout")
 
 
