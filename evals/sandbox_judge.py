@@ -194,26 +194,25 @@ def main():
         pass
     deadline = time.monotonic() + settings["timeout_s"]
     buf, replies, timed_out = b"", [], False
-    while True:
+    # Read until the child exits (processes it left may hold the pipe open), the pipe closes,
+    # or the deadline passes.
+    exited = False
+    while len(buf) <= 4_000_000:  # beyond that it is a flood, not replies
         left = deadline - time.monotonic()
         if left <= 0:
             timed_out = True
             break
-        ready, _, _ = select.select([reply_r], [], [], left)
-        if not ready:
-            continue
-        chunk = os.read(reply_r, 65536)
-        if not chunk:
+        ready, _, _ = select.select([reply_r], [], [], 0.0 if exited else min(left, 0.05))
+        if ready:
+            chunk = os.read(reply_r, 65536)
+            if not chunk:
+                break
+            buf += chunk
+        elif exited:
             break
-        buf += chunk
-        if len(buf) > 4_000_000:  # a flood, not replies
-            break
-    child_rc = None
-    if not timed_out:
-        try:
-            child_rc = child.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            timed_out = True
+        else:
+            exited = child.poll() is not None
+    child_rc = None if timed_out else child.poll()
     _descendants_killed(child)
     child_rc = child.wait() if child_rc is None else child_rc
     for line in buf.split(b"\n"):
