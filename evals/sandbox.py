@@ -2,29 +2,37 @@
 
 Why a sandbox: the code comes from a vendor's model, so it is treated like code from a
 stranger. It never runs in this process, never sees our environment (API keys live there), and
-runs under CPU, memory, file-size, open-file and process rlimits (set by our runner before any
-generated code runs) plus a wall-clock deadline that kills the whole process group.
+runs under CPU, memory, file-size, open-file and process rlimits plus a wall-clock deadline.
 
-Two isolation levels, chosen once per process by :func:`isolation`:
+Two processes run inside: the judge (``sandbox_judge.py``) reads the tests from stdin, never
+runs generated code, and alone writes the verdict on its stdout; the child
+(``sandbox_child.py``) imports the code, evaluates what the judge asks and sends back values in
+a typed encoding, so ``assert f(x) == <literal>`` is decided by the judge with exact types (see
+the judge's docstring for what stays in the child). The child's stdout and stderr are our
+output; it never holds the verdict channel.
 
-- ``"bubblewrap"`` (``bwrap``, Debian package ``bubblewrap``): new pid, net, ipc, uts and cgroup
+Isolation levels (``SandboxResult.isolation``), chosen by :func:`isolation`:
+
+- ``"bwrap"`` (bubblewrap, Debian package ``bubblewrap``): new pid, net, ipc, uts and cgroup
   namespaces (no network at all: only a loopback with nothing listening), a root made of a tmpfs
   with read-only binds of ``/usr`` and the interpreter's prefix, a small tmpfs work dir holding
-  only ``solution.py``, ``tests.py`` and the runner, a cleared environment, a new session, and
-  death with its parent. When we are root the runner drops to ``nobody`` (65534) before any
-  generated code runs: root is exempt from ``RLIMIT_NPROC`` (so a fork bomb would be unbounded)
-  and a user namespace would map back to root, which is why, as root, the user namespace is
-  not unshared. As a normal user ``--unshare-all`` is used.
-- ``"subprocess-rlimits"``: the fallback when ``bwrap`` is missing or cannot start. A bare
-  subprocess with the same rlimits, an empty environment, ``python -I``, a fresh temp dir as
-  cwd. It does NOT block the network or the filesystem, and as root the process-count limit
-  does not bind; results say which level was used so a reader can weigh them.
+  only the code and the two runner scripts, a cleared environment, a new session, and death with
+  its parent. When we are root the judge starts the child as ``nobody`` (65534): root is exempt
+  from ``RLIMIT_NPROC`` and a user namespace would map back to root, which is why, as root, the
+  user namespace is not unshared. As a normal user ``--unshare-all`` is used.
+- ``"unsafe-subprocess"``: only when bwrap does not work AND the operator set
+  ``TIERWATCH_SANDBOX=unsafe-subprocess``. Same judge and child, empty environment, rlimits,
+  own session, the child as ``nobody`` when we are root, killed (with every process it left:
+  the judge is a child subreaper) at the deadline and when the worker dies (PR_SET_PDEATHSIG).
+  It does NOT block the network (127.0.0.1 included) or writes to world-writable places such as
+  /tmp; run as non-root it cannot drop privileges, so the code can signal the worker's uid.
+- ``"none"``: bwrap does not work and no opt-in: nothing runs, the result is
+  ``sandbox_unavailable`` (never passed). Fails closed.
 
-The runner prints its verdict as JSON on a line that starts with a per-run nonce sent on stdin,
-so text printed by the generated code cannot be mistaken for the verdict by accident. (Code that
-inspects the runner's own frames could forge it; this is a guard against accidents, and the
-limits above are the security boundary.)
+bwrap is probed once per binary (``$TIERWATCH_BWRAP``, default the one on PATH) by a real run,
+and the outcome logged (an error when it fails, with the reason).
 """
+
 
 from __future__ import annotations
 
@@ -401,4 +409,15 @@ def run_unit_tests(
         why = _probed.get(bwrap_path(), (False, "not probed"))[1]
         return SandboxResult(False, error_class="sandbox_unavailable",
                              output=f"sandbox unavailable: {why}", isolation=NONE)
+    if mode == UNSAFE and os.geteuid() != 0:
+        _hide_this_process()
     return _run(mode, code, tests, timeout_s, memory_mb, cpu_s, max_procs)
+
+
+def _hide_this_process() -> None:
+    """Without bwrap and without root the code runs as our own uid: make this process
+    non-dumpable, so that uid cannot read its memory or ``/proc/<pid>/environ`` (the API
+    keys). It can still signal us; only bwrap or a root worker prevents that."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
