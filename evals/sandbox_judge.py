@@ -135,12 +135,16 @@ def judge(item_check, reply):
 
 
 def _descendants_killed(child):
-    """SIGKILL the child's group, then every process re-parented to us, until none is left."""
+    """SIGKILL the child's group, then every process re-parented to us, until none is left.
+
+    The child is waited for first, by Popen: reaped by ``waitpid(-1)`` below, its status would
+    be lost (Popen then reports 0)."""
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    child_rc = child.wait()
     for _ in range(200):
-        try:
-            os.killpg(child.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
         mine = []
         for entry in os.listdir("/proc"):
             if entry.isdigit():
@@ -161,8 +165,9 @@ def _descendants_killed(child):
                 pass
         except ChildProcessError:
             if not mine:
-                return
+                return child_rc
         time.sleep(0.01)
+    return child_rc
 
 
 def main():
@@ -212,9 +217,14 @@ def main():
             break
         else:
             exited = child.poll() is not None
-    child_rc = None if timed_out else child.poll()
-    _descendants_killed(child)
-    child_rc = child.wait() if child_rc is None else child_rc
+    child_rc = None
+    if not timed_out:  # the pipe closed: let the child finish exiting before the kill
+        try:
+            child_rc = child.wait(timeout=max(0.1, min(1.0, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            pass
+    killed_rc = _descendants_killed(child)
+    child_rc = killed_rc if child_rc is None else child_rc
     for line in buf.split(b"\n"):
         try:
             replies.append(json.loads(line))
