@@ -6,12 +6,13 @@ demo vendor can be used and tested without Django. ``monitor`` copies them into 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Protocol = Literal["openai", "anthropic"]
 
-# Error classes of a failed sample (DESIGN.md: never dropped, always classified).
+# Error classes of a failed sample (never dropped, always classified; docs/measures.md).
 ERROR_CLASSES = (
     "connect",  # DNS, refused, TLS: the request never reached an HTTP server
     "timeout",  # connect/read/overall deadline passed
@@ -21,7 +22,44 @@ ERROR_CLASSES = (
     "stream_incomplete",  # the connection ended before the end-of-stream marker
     "body_too_large",  # the response grew past the endpoint's byte limit
     "protocol",  # anything else the client could not interpret
+    "empty_stream",  # a 2xx stream that ended with no token and no finish reason
+    "store_error",  # the measured record could not be saved; kept as this failed sample
 )
+TEXT_KEPT_CHARS = 65_536  # of an oversized body's text: a bounded prefix, said so in the record
+REPLACEMENT = "\ufffd"
+
+
+def storable(value: Any) -> Any:
+    """``value`` made storable in PostgreSQL text and jsonb columns (and SQLite alike).
+
+    PostgreSQL refuses NUL in text (``A string literal cannot contain NUL``) and jsonb refuses
+    ``\\u0000``; UTF-8 cannot encode a lone surrogate (a JSON ``"\\ud800"`` decodes to one);
+    jsonb refuses NaN and infinities. One rule for all three: what cannot be stored becomes
+    U+FFFD, the Unicode replacement character (meant for exactly this: "a character was here
+    that could not be kept"; it never looks like padding or a space), or ``None`` for a
+    non-finite float inside JSON. A valid surrogate pair that arrived split in two code units
+    becomes its character. Applied to strings, and recursively to dict keys and values, lists
+    and tuples; every other value is returned as is.
+    """
+    if isinstance(value, str):
+        if "\x00" in value:
+            value = value.replace("\x00", REPLACEMENT)
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:  # surrogates: pairs rejoined, lone ones replaced
+            value = value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        return value
+    if isinstance(value, dict):
+        return {storable(k): _json_storable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_storable(v) for v in value]
+    return value
+
+
+def _json_storable(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return storable(value)
 
 
 @dataclass(frozen=True)
@@ -37,6 +75,8 @@ class EndpointSpec:
     timeout_s: float = 120.0
     max_body_bytes: int = 4_000_000
     extra_body: dict[str, Any] = field(default_factory=dict)
+    # headers or (dotted) JSON keys reporting the tier served, besides the protocol's own
+    served_tier_fields: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -55,7 +95,7 @@ class ChatRequest:
 class TimingRecord:
     """One request's full record (a *sample* in the glossary), times in milliseconds from t0.
 
-    t0 is ``time.perf_counter()`` just before the request is sent (DESIGN.md definitions).
+    t0 is ``time.perf_counter()`` just before the request is sent (docs/measures.md).
     """
 
     ok: bool
@@ -81,13 +121,14 @@ class TimingRecord:
     cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens
     model_id: str = ""
     system_fingerprint: str = ""
+    served_tier: str = ""  # the tier the vendor says it served (service_tier), "" if unsaid
     headers: dict[str, str] = field(default_factory=dict)
     logprobs: list[dict[str, Any]] | None = None  # per token: token, logprob, top_logprobs
     server_timings: dict[str, Any] | None = None  # llama.cpp's ``timings`` object if sent
 
     @property
     def output_tokens(self) -> int | None:
-        """Server count when reported, else our estimate (DESIGN.md: usage first)."""
+        """Server count when reported, else our estimate (docs/measures.md: usage first)."""
         if self.completion_tokens is not None:
             return self.completion_tokens
         return self.estimated_tokens

@@ -1,18 +1,23 @@
-"""Storage for the glossary of DESIGN.md: endpoint, pair, suite, case, run, sample; plus the
-alerting rows (rule, channel, alert, notification).
+"""Storage for the glossary: endpoint, pair, suite, case, run, sample; plus the alerting rows
+(rule, channel, alert, notification).
 
-Rows hold data, not behaviour: workflows live in ``monitor.services`` and reads in
-``monitor.selectors`` (STYLE.md). API keys are never stored: an endpoint names the environment
-variable that holds its key.
+Rows hold data and the small rules that define them (a simulated pair, comparable runs, a run's
+typed summary, a valid alert rule); workflows live in ``monitor.services`` and page reads in
+``monitor.selectors``. API keys are never stored: an endpoint names the environment variable
+that holds its key.
 """
 
 from __future__ import annotations
 
-import os
 import re
 
 from django.core.exceptions import ValidationError
-from django.db import models
+from django.db import models, transaction
+
+from evals.records import EndpointSpec
+from monitor import metrics_catalogue
+from monitor.env import env_secret
+from monitor.run_summary import RunSummary
 
 ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 
@@ -22,6 +27,14 @@ def validate_env_name(value: str) -> None:
         raise ValidationError(
             f"{value!r} is not an environment variable name (A-Z, 0-9, _); "
             "store the NAME of the variable holding the key, never the key itself"
+        )
+
+
+def validate_tier_fields(value: object) -> None:
+    if not isinstance(value, list) or not all(isinstance(x, str) and x for x in value):
+        raise ValidationError(
+            "served_tier_fields must be a list of header names or JSON keys, "
+            'e.g. ["x-served-tier", "usage.service_tier"]'
         )
 
 
@@ -45,6 +58,15 @@ class Endpoint(models.Model):
     context_window = models.PositiveIntegerField(null=True, blank=True)
     extra_body = models.JSONField(default=dict, blank=True)
     simulated = models.BooleanField(default=False, help_text="Served by the simulated demo vendor.")
+    expected_tier = models.CharField(
+        max_length=40, blank=True,
+        help_text="The tier the vendor should report serving, e.g. 'priority'; empty: not checked.",
+    )
+    served_tier_fields = models.JSONField(
+        default=list, blank=True, validators=[validate_tier_fields],
+        help_text="Response header names or JSON keys (dotted) that report the tier served, "
+        "besides OpenAI's service_tier and Anthropic's usage.service_tier.",
+    )
     notes = models.TextField(blank=True)
 
     class Meta:
@@ -54,8 +76,23 @@ class Endpoint(models.Model):
         return self.name + (" (simulated)" if self.simulated else "")
 
     def api_key(self) -> str | None:
-        """Read at request time, so a rotated key needs no database change."""
-        return os.environ.get(self.api_key_env) if self.api_key_env else None
+        """Read at request time, so a rotated key needs no database change; stripped, and
+        refused naming the variable if it holds a control character (``env_secret``)."""
+        return env_secret(self.api_key_env) if self.api_key_env else None
+
+    def spec(self) -> EndpointSpec:
+        """What the client needs; the key is read from the environment now and lives only in
+        memory."""
+        return EndpointSpec(
+            name=self.name,
+            protocol=self.protocol,  # type: ignore[arg-type]
+            base_url=self.base_url.rstrip("/"),
+            model=self.model,
+            api_key=self.api_key(),
+            timeout_s=self.timeout_s,
+            extra_body=dict(self.extra_body or {}),
+            served_tier_fields=tuple(self.served_tier_fields or ()),
+        )
 
 
 class Suite(models.Model):
@@ -111,13 +148,51 @@ class Pair(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    @property
+    def simulated(self) -> bool:
+        """A pair with either tier on the simulated vendor: its numbers are not a vendor's."""
+        return self.fast.simulated or self.base.simulated
+
+    @property
+    def slo(self) -> dict[str, float]:
+        """The pair's service-level objectives by sample field (only those that are set)."""
+        return {k: v for k, v in (("ttft_ms", self.slo_ttft_ms), ("e2e_ms", self.slo_e2e_ms)) if v}
+
+
+class RunStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class RunKind(models.TextChoices):
+    PROBE = "probe", "probe (temperature 0)"
+    AUDIT = "audit", "audit (temperature 1)"
+    LOAD = "load", "load probe (concurrency levels)"
+
+
+class RunTrigger(models.TextChoices):
+    MANUAL = "manual"
+    SCHEDULED = "scheduled"
+
 
 class RunQuerySet(models.QuerySet):
     def trend(self) -> RunQuerySet:
         """Runs comparable over time: finished temperature-0 probes at the pair's own
         concurrency. Audits (temperature 1) and load probes (other concurrencies) measure
         something else and would bend a trend or an alert's mean."""
-        return self.filter(status="done", kind="probe").exclude(trigger="load")
+        return self.filter(status=RunStatus.DONE, kind=RunKind.PROBE)
+
+    def merge_summary(self, run_id: int, **blocks: object) -> RunSummary:
+        """The one writer of ``Run.summary``: replace the named blocks (``RunSummary`` field
+        names; values are blocks or None to drop one) under a row lock, so two writers (the
+        summariser and the verdict, say) never lose each other's block."""
+        with transaction.atomic():
+            run = self.select_for_update().only("id", "summary").get(id=run_id)
+            merged = run.summary_obj.replace(**blocks)
+            self.filter(id=run_id).update(summary=merged.to_json())
+        return merged
 
 
 class Run(models.Model):
@@ -125,19 +200,13 @@ class Run(models.Model):
 
     objects = RunQuerySet.as_manager()
 
-    KINDS = [("probe", "probe (temperature 0)"), ("audit", "audit (temperature 1)")]
-    STATUSES = [
-        ("queued", "queued"),
-        ("running", "running"),
-        ("done", "done"),
-        ("failed", "failed"),
-    ]
-
     pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="runs")
     suite = models.ForeignKey(Suite, on_delete=models.PROTECT, related_name="runs")
-    kind = models.CharField(max_length=16, choices=KINDS, default="probe")
-    trigger = models.CharField(max_length=16, default="manual")  # manual | scheduled
-    status = models.CharField(max_length=16, choices=STATUSES, default="queued", db_index=True)
+    kind = models.CharField(max_length=16, choices=RunKind, default=RunKind.PROBE)
+    trigger = models.CharField(max_length=16, choices=RunTrigger, default=RunTrigger.MANUAL)
+    status = models.CharField(
+        max_length=16, choices=RunStatus, default=RunStatus.QUEUED, db_index=True
+    )
     seed = models.BigIntegerField(default=0)
     temperature = models.FloatField(default=0.0)
     repeat = models.PositiveSmallIntegerField(default=1)
@@ -160,6 +229,15 @@ class Run(models.Model):
     @property
     def progress_percent(self) -> int:
         return int(100 * self.completed / self.planned) if self.planned else 0
+
+    @property
+    def summary_obj(self) -> RunSummary:
+        """The stored summary, typed (``monitor.run_summary``); empty blocks while running."""
+        return RunSummary.from_json(self.summary)
+
+    @property
+    def active(self) -> bool:
+        return self.status in (RunStatus.QUEUED, RunStatus.RUNNING)
 
 
 class Sample(models.Model):
@@ -197,6 +275,7 @@ class Sample(models.Model):
     cached_tokens = models.PositiveIntegerField(null=True, blank=True)
     model_id = models.CharField(max_length=200, blank=True)
     system_fingerprint = models.CharField(max_length=200, blank=True)
+    served_tier = models.CharField(max_length=40, blank=True, help_text="as the vendor reported")
     headers = models.JSONField(default=dict, blank=True)
     logprobs = models.JSONField(null=True, blank=True)
     server_timings = models.JSONField(null=True, blank=True)
@@ -217,15 +296,26 @@ class Sample(models.Model):
 class Channel(models.Model):
     """Where alerts go. A Slack webhook URL is a secret: the channel names its env var."""
 
-    KINDS = [("email", "email"), ("slack", "Slack incoming webhook")]
+    KINDS = [
+        ("email", "email"),
+        ("slack", "Slack incoming webhook"),
+        ("apprise", "Apprise URLs (Teams, Discord, Telegram, Opsgenie, JSON webhook, ...)"),
+        ("webhook", "webhook, HMAC-SHA256 signed"),
+        ("pagerduty", "PagerDuty Events v2"),
+    ]
 
     name = models.SlugField(max_length=80, unique=True)
     kind = models.CharField(max_length=16, choices=KINDS)
     target = models.CharField(
         max_length=500,
         help_text=(
-            "email: comma-separated addresses; slack: NAME of the env var with the webhook URL"
+            "email: comma-separated addresses; webhook: the URL; slack, apprise, pagerduty: "
+            "NAME of the env var with the webhook URL, the apprise URLs or the routing key"
         ),
+    )
+    secret_env = models.CharField(
+        max_length=100, blank=True, validators=[validate_env_name],
+        help_text="webhook: NAME of the env var holding the HMAC signing secret",
     )
     disabled = models.BooleanField(default=False)
     last_error = models.TextField(blank=True)
@@ -256,6 +346,12 @@ class AlertRule(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        """A known metric with a tier that fits it (``monitor.metrics_catalogue``)."""
+        problem = metrics_catalogue.problem(self.metric, self.tier)
+        if problem:
+            raise ValidationError({"metric": problem})
 
 
 class Alert(models.Model):
@@ -290,3 +386,37 @@ class Notification(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+
+
+class ReportArchive(models.Model):
+    """One generated SLA report, kept so that what was sent to a vendor can be shown later.
+
+    The file lives in the database, not under var/: the worker that writes it and the web
+    process that serves it need share nothing but the database. Regenerating a period and
+    format replaces its row (a retried task adds no duplicate).
+    """
+
+    KINDS = [("week", "weekly"), ("month", "monthly")]
+    FORMATS = [("pdf", "PDF"), ("csv", "CSV"), ("html", "HTML"), ("text", "text")]
+
+    kind = models.CharField(max_length=8, choices=KINDS)
+    period = models.CharField(max_length=10, help_text="YYYY-Www or YYYY-MM")
+    format = models.CharField(max_length=8, choices=FORMATS)
+    content = models.BinaryField()
+    size = models.PositiveIntegerField(default=0)
+    render_ms = models.FloatField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now=True, help_text="when this file was generated")
+
+    class Meta:
+        ordering = ["-period", "format"]
+        constraints = [
+            models.UniqueConstraint(fields=["period", "format"], name="one_report_per_format")
+        ]
+
+    def __str__(self) -> str:
+        return f"SLA report {self.period} ({self.format})"
+
+    @property
+    def filename(self) -> str:
+        ext = {"text": "txt"}.get(self.format, self.format)
+        return f"tierwatch-sla-{self.period}.{ext}"

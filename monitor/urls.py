@@ -6,7 +6,5 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("", include("monitor.web_urls")),
-    path("", include("monitor.verdict_urls")),
-    path("", include("monitor.speed_urls")),
+    path("", include("monitor.web.urls")),
 ]

@@ -6,9 +6,10 @@ import pytest
 from django.core.management import call_command
 
 from monitor.models import Endpoint, Pair, Run, Sample
-from monitor.services.runs import create_run, execute_run
+from monitor.services.pipeline import execute_run
+from monitor.services.runs import create_run
 from monitor.services.suites import sync_builtin_suite
-from tests.conftest import free_port
+from tests.factories import free_port
 
 
 def make_pair(

@@ -1,6 +1,10 @@
 """The verdict of a run: does the fast tier serve the same model as the base tier?
 
-Rules (DESIGN.md "Verdict"), in order:
+``assess`` is the whole verdict of one audit's texts (the three MMD tests, then ``decide``);
+the product (``monitor.services.verdict``) and ``benchmarks/verdict_validation.py`` both call
+it, so the benchmark measures exactly what the product computes.
+
+Rules of ``decide`` (docs/measures.md, "The verdict"), in order:
 1. *Inconclusive* when the run cannot support a statement: fewer than ``min_prompts`` prompts or
    ``min_samples`` samples of a prompt on a tier, more than ``max_failed_share`` failed requests
    or empty outputs on a tier, no base-vs-base calibration, or a calibration that rejects
@@ -27,13 +31,13 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from evals.stats.capability import PairedTable
-from evals.stats.mmd import MMDResult
+from evals.stats.mmd import DEFAULT_B, MMDResult, mmd_test
 from evals.stats.multiple import holm
 
 Label = Literal[
@@ -324,3 +328,49 @@ def decide(
         f"({'; '.join(parts)})"
     )
     return Verdict(label, sentence, reasons=reasons, effect=effect, **common)
+
+
+Texts = Mapping[Hashable, Sequence[str]]
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """The three tests of an audit and the verdict they give."""
+
+    fast_vs_base: MMDResult
+    base_vs_base: MMDResult | None
+    fast_vs_fast: MMDResult | None
+    verdict: Verdict
+
+
+def halves(texts: Texts) -> tuple[dict[Hashable, list[str]], dict[Hashable, list[str]]]:
+    """Even against odd samples of one batch, per prompt: the fast-vs-fast calibration."""
+    return ({k: list(v[0::2]) for k, v in texts.items()},
+            {k: list(v[1::2]) for k, v in texts.items()})
+
+
+def assess(
+    fast: Texts,
+    base0: Texts,
+    base1: Texts | None,
+    *,
+    seed: int,
+    B: int = DEFAULT_B,
+    alpha: float = 0.05,
+    t0_fast_vs_base: Mapping[str, Any] | None = None,
+    t0_base_vs_base: Mapping[str, Any] | None = None,
+    capability: PairedTable | None = None,
+    tiers: Mapping[str, TierCounts] | None = None,
+) -> Assessment:
+    """Fast against base batch 0, calibrated by base batch 0 against batch 1 (the noise floor)
+    and by fast against itself (even vs odd samples; left out when it has no statistic), each
+    ``mmd_test`` on its own seed (seed, seed + 1, seed + 2), then :func:`decide`."""
+    fvb = mmd_test(fast, base0, B=B, seed=seed)
+    bvb = mmd_test(base0, base1, B=B, seed=seed + 1) if base1 else None
+    fvf = mmd_test(*halves(fast), B=B, seed=seed + 2)
+    fvf = fvf if fvf.statistic is not None else None
+    verdict = decide(
+        fast_vs_base=fvb, base_vs_base=bvb, fast_vs_fast=fvf, t0_fast_vs_base=t0_fast_vs_base,
+        t0_base_vs_base=t0_base_vs_base, capability=capability, tiers=tiers, alpha=alpha,
+    )
+    return Assessment(fvb, bvb, fvf, verdict)

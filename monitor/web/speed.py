@@ -1,0 +1,126 @@
+"""The speed page of a pair: speed-ups per scenario against the claim, percentiles with n,
+where the time goes, mechanism hints with their evidence, goodput, load, skipped cases.
+
+The view formats ``monitor.services.speed.speed_report`` and the runs' stored summaries; it
+computes nothing itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from monitor import selectors
+from monitor.run_summary import LoadLevel
+from monitor.services.speed import BREAKDOWN, METRICS, OTPS, TIERS, default_runs, speed_report
+from monitor.web.cells import NO_DATA, Cell, fraction, percentile
+from monitor.web.speed_charts import speed_charts
+
+QUANTILES = ("p50", "p90", "p95", "p99")
+TIMINGS = (("ttft_ms", "TTFT"), ("e2e_ms", "E2E"), ("tpot_ms", "TPOT"))
+
+
+def speedup_rows(report: dict[str, Any], table: str = "speedup",
+                 keys: tuple[str, ...] = tuple(m[0] for m in METRICS)) -> list[dict[str, Any]]:
+    """One row per scenario: per metric the estimate [CI] and its status against the claim."""
+    rows = []
+    for scn in report["scenarios"]:
+        cells = []
+        for key in keys:
+            ci = report[table].get(scn, {}).get(key) or {}
+            muted = ci.get("low") is None
+            cells.append({"text": ci.get("text", "—"), "muted": muted,
+                          "status": ci.get("status"), "claim": ci.get("claim") or ""})
+        rows.append({"scenario": scn, "description": report["descriptions"].get(scn, ""),
+                     "n": report["n_pairs"].get(scn, 0), "cells": cells})
+    return rows
+
+
+def percentile_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """Scenario × tier rows; P50/P90/P95/P99 of TTFT, E2E and TPOT, none below min n."""
+    min_n = report["min_n"]
+    rows = []
+    for scn in report["scenarios"]:
+        for tier in TIERS:
+            stats = report["percentiles"][scn][tier]
+            cells = [percentile(stats[m], q, min_n) for m, _ in TIMINGS for q in QUANTILES]
+            rows.append({"scenario": scn, "tier": tier, "cells": cells})
+    return rows
+
+
+def _ms(value: float | None) -> Cell:
+    return NO_DATA if value is None else Cell(f"{value:,.1f} ms")
+
+
+def breakdown_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for scn in report["scenarios"]:
+        for tier in TIERS:
+            b = report["breakdown"][scn][tier]
+            rows.append({"scenario": scn, "tier": tier, "n": b["n"],
+                         "cells": [_ms(b[part]) for part, _ in BREAKDOWN]})
+    return rows
+
+
+def goodput_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
+    g = report["goodput"]
+    rows = [{"scenario": "all scenarios",
+             "cells": [fraction(g["tiers"][t]["value"], g["tiers"][t]["n"]) for t in TIERS]}]
+    for scn in report["scenarios"]:
+        rows.append({"scenario": scn, "cells": [
+            fraction(g["scenarios"][scn][t]["value"], g["scenarios"][scn][t]["n"])
+            for t in TIERS]})
+    return rows
+
+
+def load_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
+    load = report.get("load")
+    if not load:
+        return []
+    min_n = report["min_n"]
+    rows = []
+    for level in sorted(load["levels"], key=int):
+        for tier in TIERS:
+            stored = load["levels"][level].get(tier)
+            b = LoadLevel.from_json(stored)
+            rows.append({"level": level, "tier": tier, "n": b.n, "n_ok": b.n_ok,
+                         "cells": [percentile(getattr(b, m) if stored else None, q, min_n)
+                                   for m in ("ttft_ms", "e2e_ms") for q in ("p50", "p95")],
+                         "goodput": fraction(b.goodput, b.n if stored else None),
+                         "rps": NO_DATA if not b.throughput_rps
+                         else Cell(f"{b.throughput_rps:.1f} req/s")})
+    return rows
+
+
+@login_required
+@require_GET
+def speed_page(request: HttpRequest, name: str) -> HttpResponse:
+    pair = selectors.get_pair_for_user(request.user, name)
+    runs = default_runs(pair)
+    report = speed_report(pair=pair, runs=runs)
+    context = {
+        "pair": pair,
+        "report": report,
+        "simulated": report["simulated"],
+        "runs": runs,
+        "charts": speed_charts(report, runs),
+        "metric_labels": [label for _, _, label in METRICS],
+        "claim_lines": [(label, report["claim"][key]) for key, _, label in METRICS
+                        if report["claim"].get(key)],
+        "speedup_rows": speedup_rows(report),
+        "otps_labels": [label for _, label in OTPS],
+        "otps_rows": speedup_rows(report, "otps", tuple(key for key, _ in OTPS)),
+        "timing_labels": [label for _, label in TIMINGS],
+        "quantiles": [q.upper() for q in QUANTILES],
+        "percentile_rows": percentile_rows(report),
+        "breakdown_labels": [label for _, label in BREAKDOWN],
+        "breakdown_rows": breakdown_rows(report),
+        "goodput_rows": goodput_rows(report),
+        "load_rows": load_rows(report),
+        "tiers": TIERS,
+    }
+    return render(request, "monitor/speed.html", context)

@@ -1,0 +1,201 @@
+"""The verdict page of a pair and the per-case diff viewer.
+
+The verdict page reads the stored verdicts of the pair's audit runs (their summaries' verdict
+block) and the drift tracks; it never recomputes a test. The diff viewer reads one run's samples of
+one case: base and fast side by side, the first divergence marked, the top logprobs there.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from evals.logprobs import logprob_gap
+from evals.similarity import DEFAULT_PREFIX_K, first_divergence, indel_ratio
+from monitor import selectors
+from monitor.models import Run, RunKind, RunStatus, Sample
+from monitor.services.drift import DRIFT_SERIES, drift_tracks
+from monitor.services.verdict import LABEL_WORDS
+from monitor.tasks import enqueue_run
+from monitor.web.htmx import render_page, wants_fragment
+from monitor.web.verdict_charts import fmt_stat, verdict_charts
+
+MAX_DIVERGENCES_SHOWN = 40
+LABEL_MEANING = {
+    "no_detectable_difference": (
+        "No difference above the noise floor was found. That is not proof of the same model: "
+        "differences smaller than this run's detection threshold go unseen."),
+    "numerics_scale_difference": (
+        "A real difference, of the size that numeric changes to the same weights make "
+        "(quantization, kernels, batching)."),
+    "different_model": (
+        "A difference of the size of a different model, or unit-test results that differ "
+        "beyond chance."),
+    "inconclusive": "This run cannot support a statement; the reasons are below.",
+}
+SERIES_LABELS = {
+    "mmd:fast_vs_base": "MMD² fast vs base (audits)",
+    "mmd:base_vs_base": "MMD² base vs base (audits)",
+    "ttft_p50:fast": "TTFT P50, fast (probes)",
+    "ttft_p50:base": "TTFT P50, base (probes)",
+    "similarity:fast_vs_base": "similarity fast vs base (probes)",
+    "similarity:base_vs_base": "similarity base vs base (probes)",
+}
+
+
+def _drift_rows(tracks: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    rows = []
+    for key, track in tracks.items():
+        last = track["points"][-1] if track["points"] else {}
+        s = max(last["s_pos"], last["s_neg"]) if last else None
+        rows.append({
+            "label": SERIES_LABELS.get(key, key), "state": track["state"],
+            "runs": len(track["points"]), "value": fmt_stat(last.get("value")),
+            "z": fmt_stat(last.get("z")), "s": fmt_stat(s),
+            "change_points": track["change_points"],
+        })
+    return rows
+
+
+def _pct(value: float | None, digits: int = 1) -> str:
+    return "—" if value is None else f"{100 * value:.{digits}f}%"
+
+
+def _capability_rows(cap: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not cap:
+        return None
+    groups = sorted({g for t in cap["pass_at_1"].values() for g in t}, key=lambda g: g != "all")
+    pass1 = [(g, [_pct(cap["pass_at_1"].get(t, {}).get(g), 0) for t in ("fast", "base")])
+             for g in groups]
+    return {**cap, "pass1_rows": pass1}
+
+
+def _t0_rows(t0: dict[str, Any] | None) -> list[tuple[str, list[str], bool]]:
+    """Fast vs base beside the base-vs-base floor, formatted (never recomputed)."""
+    rows = []
+    for key, label in (("fast_vs_base", "fast vs base"), ("base_vs_base", "base vs base (floor)")):
+        s = (t0 or {}).get(key) or {}
+        if not s.get("n"):
+            rows.append((label, ["0", "—", "—", "—", "—"], True))
+            continue
+        div = s.get("first_divergence_p50")
+        rows.append((label, [
+            str(s["n"]), _pct(s.get("median_ratio")), _pct(s.get("exact_match_rate"), 0),
+            _pct(s.get("prefix_match_rate"), 0), "—" if div is None else f"{div:,.0f} chars",
+        ], key == "base_vs_base"))
+    return rows
+
+
+def _context(pair) -> dict[str, Any]:
+    runs = selectors.audit_runs(pair)
+    latest = next((r for r in runs if r.status == RunStatus.DONE and r.summary_obj.verdict),
+                  None)
+    verdict = latest.summary_obj.verdict if latest else None
+    history = selectors.verdict_history(runs)
+    for h in history:
+        h["label_words"] = LABEL_WORDS.get(h["label"], h["label"])
+    t0 = verdict.t0 if verdict else None
+    divergences = [{**d, "ratio_pct": _pct(d.get("ratio"))}
+                   for d in ((t0 or {}).get("divergences") or [])[:MAX_DIVERGENCES_SHOWN]]
+    series = [s for kind in (RunKind.AUDIT, RunKind.PROBE) for s in DRIFT_SERIES[kind]]
+    tracks = drift_tracks(pair=pair, series=series)
+    events = selectors.endpoint_events(endpoints=[pair.fast, pair.base])
+    simulated = pair.simulated
+    return {
+        "pair": pair,
+        "simulated": simulated,
+        "latest": latest,
+        "verdict": verdict.data if verdict else None,
+        "meaning": LABEL_MEANING.get(verdict.label if verdict else "", ""),
+        "capability": _capability_rows(verdict.capability if verdict else None),
+        "t0_rows": _t0_rows(t0),
+        "divergences": divergences,
+        "prefix_k": DEFAULT_PREFIX_K,
+        "reject_wealth": f"{1 / (verdict.alpha if verdict else 0.05):g}",
+        "charts": verdict_charts(verdict, history, tracks.get("mmd:fast_vs_base"), events,
+                                 simulated=simulated),
+        "history": list(reversed(history)),
+        "drift_rows": _drift_rows(tracks),
+        "events": events,
+        "audits": runs[:10],
+        "polling": selectors.has_active_run(runs),
+        # A done audit without a stored verdict: its run.verdict says why (an error).
+        "unverdicted": next((r for r in runs if r.status == RunStatus.DONE
+                             and not r.summary_obj.verdict), None),
+    }
+
+
+@login_required
+@require_GET
+def verdict_page(request: HttpRequest, name: str) -> HttpResponse:
+    pair = selectors.get_pair_for_user(request.user, name)
+    return render_page(request, "monitor/verdict.html", "live", _context(pair))
+
+
+@login_required
+@require_POST
+def run_audit(request: HttpRequest, name: str) -> HttpResponse:
+    """Queue an audit run of the pair now (the scheduled ones run every few hours)."""
+    pair = selectors.get_pair_for_user(request.user, name)
+    run = enqueue_run(pair=pair, kind=RunKind.AUDIT)
+    if not wants_fragment(request):
+        return redirect("verdict:page", name=pair.name)
+    return render(request, "monitor/verdict.html#live", {**_context(pair), "queued": run})
+
+
+# --- the diff viewer --------------------------------------------------------------------------
+
+
+def _split(text: str, pos: int | None) -> dict[str, str]:
+    """The text cut at the divergence: common prefix, the first differing character, rest."""
+    if pos is None:
+        return {"prefix": text, "char": "", "rest": "", "ended": False}
+    return {"prefix": text[:pos], "char": text[pos:pos + 1], "rest": text[pos + 1:],
+            "ended": pos >= len(text)}
+
+
+def _column(title: str, sample: Sample | None, pos: int | None) -> dict[str, Any] | None:
+    if sample is None:
+        return None
+    return {"title": title, "sample": sample, "parts": _split(sample.text, pos),
+            "length": len(sample.text)}
+
+
+@login_required
+@require_GET
+def diff_view(request: HttpRequest, run_id: int, case_key: str) -> HttpResponse:
+    run = get_object_or_404(Run.objects.select_related("pair__fast", "pair__base"), pk=run_id)
+    samples = list(Sample.objects.filter(run=run, case__key=case_key, ok=True)
+                   .select_related("case", "endpoint").order_by("repetition", "batch"))
+    if not samples:
+        raise Http404(f"run {run_id} has no successful sample of case {case_key!r}")
+    by = {(s.tier, s.batch, s.repetition): s for s in samples}
+    reps = sorted({s.repetition for s in samples if s.tier == "fast"})
+    try:
+        rep = int(request.GET.get("rep", reps[0] if reps else 0))
+    except ValueError:
+        raise Http404("rep must be a number") from None
+    base, fast = by.get(("base", 0, rep)), by.get(("fast", 0, rep))
+    other_rep = 1 if rep == 0 else 0
+    noise = by.get(("base", 1, rep)) or by.get(("base", 0, other_rep))
+    pos = first_divergence(base.text, fast.text) if base and fast else None
+    noise_pos = first_divergence(base.text, noise.text) if base and noise else None
+    context = {
+        "run": run, "pair": run.pair, "case": samples[0].case, "simulated": run.pair.simulated,
+        "rep": rep, "reps": reps, "pos": pos, "noise_pos": noise_pos,
+        "ratio": indel_ratio(base.text, fast.text) if base and fast else None,
+        "noise_ratio": indel_ratio(base.text, noise.text) if base and noise else None,
+        "columns": [c for c in (
+            _column("base", base, pos),
+            _column("fast", fast, pos),
+        ) if c],
+        "noise": _column("base, independent draw (noise floor)", noise, noise_pos),
+        "gap": (logprob_gap(base.logprobs, fast.logprobs, pos)
+                if base and fast and pos is not None else None),
+        "has_logprobs": bool(base and base.logprobs) or bool(fast and fast.logprobs),
+    }
+    return render(request, "monitor/diff.html", context)

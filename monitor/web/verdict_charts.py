@@ -1,0 +1,242 @@
+"""Plotly figures of the verdict page, built server-side from stored verdicts (never samples).
+
+Each figure reads a run summary's verdict block (``run_summary.Verdict``, written by
+``monitor.services.verdict``) or a drift track, and travels as JSON to ``static/js/charts.js``
+like the pair page's charts.
+MMD² is unitless: the kernel is the share of the first L characters two completions of the
+same prompt have in common, so MMD² is a difference of such shares.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import plotly.graph_objects as go
+
+from monitor.run_summary import Verdict
+from monitor.web.chart_kit import HEIGHT_PX, SIM_COLOURS, Chart, charts_of, titled_layout
+
+LABEL_COLOURS = {  # Okabe–Ito, as on the pair page
+    "no_detectable_difference": "#009E73",
+    "numerics_scale_difference": "#E69F00",
+    "different_model": "#D55E00",
+    "inconclusive": "#999999",
+}
+FLOOR, OBSERVED, THRESHOLD, EVENT = "#009E73", "#D55E00", "#555555", "#56B4E9"
+MMD_AXIS = "MMD² (unitless)"
+
+
+def _layout(fig: go.Figure, title: str, subtitle: str, x_title: str, y_title: str,
+            **extra: Any) -> None:
+    titled_layout(fig, title=title, subtitle=subtitle, x_title=x_title, y_title=y_title,
+                  height=HEIGHT_PX, top=90, **extra)
+
+
+def _vline(fig: go.Figure, x: float, top: float, name: str, colour: str, dash: str) -> None:
+    """A vertical line as a trace, so it has a legend entry, a hover and joins autorange."""
+    fig.add_trace(go.Scatter(
+        x=[x, x], y=[0, top], mode="lines", name=name, line={"color": colour, "dash": dash,
+                                                              "width": 2},
+        hovertemplate=f"{name}: {x:.3g}<extra></extra>",
+    ))
+
+
+def null_figure(verdict: Verdict, *, note: str = "") -> go.Figure:
+    """The fast-vs-base MMD² against its permutation null, with the base-vs-base floor and
+    the run's detection threshold (the null's 1 − α quantile)."""
+    fvb = verdict.mmd("fast_vs_base")
+    hist = fvb.get("null_hist") or {"edges": [], "counts": []}
+    edges, counts = hist["edges"], hist["counts"]
+    fig = go.Figure()
+    top = max(counts, default=1) * 1.05
+    if counts:
+        centres = [(a + b) / 2 for a, b in zip(edges, edges[1:], strict=False)]
+        fig.add_trace(go.Bar(
+            x=centres, y=counts, width=[b - a for a, b in zip(edges, edges[1:], strict=False)],
+            name=f"permutation null (B = {fvb['B']})", marker={"color": "#BBBBBB"},
+            hovertemplate="MMD² %{x:.3g}: %{y} permutations<extra></extra>",
+        ))
+    if fvb.get("critical_value") is not None:
+        alpha = verdict.alpha
+        _vline(fig, fvb["critical_value"], top, f"detection threshold (1 − {alpha:g} quantile)",
+               THRESHOLD, "dot")
+    floor = verdict.mmd("base_vs_base").get("statistic")
+    if floor is not None:
+        _vline(fig, floor, top, "base vs base (A-vs-A floor)", FLOOR, "dash")
+    if fvb.get("statistic") is not None:
+        _vline(fig, fvb["statistic"], top, "fast vs base (observed)", OBSERVED, "solid")
+    n_fast, n_base = fvb.get("n_per_tier") or (0, 0)
+    subtitle = (f"n = {n_fast} fast / {n_base} base samples, {fvb.get('n_prompts', 0)} prompts, "
+                f"L = {fvb.get('L')} chars<br>kernel: share of matching characters · labels "
+                f"permuted within prompts{note}")
+    _layout(fig, "MMD² fast vs base against chance", subtitle, MMD_AXIS, "permutations (count)",
+            bargap=0)
+    return fig
+
+
+def ladder_figure(verdict: Verdict, *, note: str = "") -> go.Figure:
+    """The reference ladder on a log scale, with this run's statistic, floor and threshold.
+    Values ≤ 0 cannot sit on a log axis and are named in the subtitle instead."""
+    ladder = verdict.data.get("ladder") or {}
+    rungs = [r for r in ladder.get("rungs") or () if (r.get("mmd2") or 0) > 0]
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(
+        x=[r["mmd2"] for r in rungs], y=["reference ladder"] * len(rungs), mode="markers+text",
+        text=[r["key"] for r in rungs], textposition="top center", name="reference rungs",
+        marker={"symbol": "line-ns-open", "size": 22, "color": "#333333"},
+        customdata=[r["label"] for r in rungs],
+        hovertemplate="%{customdata}: MMD² %{x:.3g}<extra></extra>",
+    ))
+    floor = verdict.mmd("base_vs_base").get("statistic")
+    marks = [("fast vs base", verdict.statistic, OBSERVED),
+             ("base vs base floor", floor, FLOOR),
+             ("detection threshold", verdict.min_detectable_effect, THRESHOLD)]
+    hidden = []
+    for name, value, colour in marks:
+        if value is None or value <= 0:
+            hidden.append(f"{name} {'n/a' if value is None else f'{value:.2g}'}")
+            continue
+        fig.add_trace(go.Scatter(
+            x=[value], y=["this run"], mode="markers", name=name,
+            marker={"size": 13, "color": colour},
+            hovertemplate=f"{name}: %{{x:.3g}}<extra></extra>",
+        ))
+    sub = "PLACEHOLDER rungs, not measured" if ladder.get("placeholder") else "measured rungs"
+    sub += f", L = {ladder.get('L')}"
+    if hidden:
+        sub += "<br>not on the log axis (≤ 0): " + ", ".join(hidden)
+    _layout(fig, "Where the difference falls on the reference ladder", sub + note,
+            f"{MMD_AXIS}, log scale", "")
+    shown = [r["mmd2"] for r in rungs] + [v for _, v, _ in marks if v is not None and v > 0]
+    if shown:  # log10 range with half a decade of room, so labels at the ends fit
+        fig.update_xaxes(range=[math.log10(min(shown)) - 0.5, math.log10(max(shown)) + 0.5])
+    fig.update_xaxes(type="log")
+    fig.update_yaxes(range=[-0.6, 1.8])  # room for the rung labels above their marks
+    return fig
+
+
+def similarity_figure(t0: dict[str, Any], *, note: str = "") -> go.Figure:
+    """Overlaid histograms of temperature-0 Indel similarity, fast-vs-base over the
+    base-vs-base pairs (the noise floor)."""
+    fig = go.Figure()
+    for key, name in (("fast_vs_base", "fast vs base"), ("base_vs_base", "base vs base (floor)")):
+        block = t0.get(key) or {}
+        ratios = [100.0 * r for r in block.get("ratios") or ()]
+        fig.add_trace(go.Histogram(
+            x=ratios, name=f"{name}, n = {len(ratios)}", opacity=0.6,
+            xbins={"start": 0, "end": 100.01, "size": 2.5}, histnorm="percent",
+            marker={"color": SIM_COLOURS[key]},
+            hovertemplate=f"{name}: %{{y:.0f}}% of pairs at %{{x}}%<extra></extra>",
+        ))
+    _layout(fig, "Temperature-0 similarity: fast vs base beside base vs base",
+            f"probe run #{t0['run_id']} · rapidfuzz Indel ratio, 100% = identical{note}",
+            "Indel similarity (%)", "share of text pairs (%)", barmode="group")
+    lowest = min((100.0 * r for k in ("fast_vs_base", "base_vs_base")
+                  for r in (t0.get(k) or {}).get("ratios") or ()), default=90.0)
+    fig.update_xaxes(range=[max(0.0, min(lowest, 90.0) - 5.0), 102.5])
+    return fig
+
+
+def divergence_figure(t0: dict[str, Any], *, note: str = "") -> go.Figure:
+    """Box plots of the first-divergence position (characters) of the pairs that diverge."""
+    fig = go.Figure()
+    for key, name in (("fast_vs_base", "fast vs base"), ("base_vs_base", "base vs base (floor)")):
+        block = t0.get(key) or {}
+        pos = [d for d in block.get("first_divergence") or () if d is not None]
+        n_all = block.get("n") or 0
+        fig.add_trace(go.Box(
+            x=pos, name=f"{name}<br>{len(pos)} of {n_all} diverge", boxpoints="all",
+            jitter=0.4, marker={"color": SIM_COLOURS[key]}, orientation="h",
+            hovertemplate="first divergence at character %{x}<extra></extra>",
+        ))
+    if not any(len(t.x or ()) for t in fig.data):
+        fig.add_annotation(text="no text pair diverges: every pair is identical",
+                           showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
+    _layout(fig, "Where temperature-0 answers first differ",
+            f"probe run #{t0['run_id']} · identical pairs have no divergence and are left out"
+            f"{note}", "first divergence (character index)", "", showlegend=False)
+    return fig
+
+
+def history_figure(
+    history: Sequence[dict[str, Any]], track: dict[str, Any] | None,
+    events: Sequence[dict[str, Any]], *, note: str = "",
+) -> go.Figure:
+    """Each audit's MMD² fast vs base (coloured by its verdict), its base-vs-base floor, the
+    CUSUM change points of the statistic and the model id / fingerprint changes."""
+    fig = go.Figure()
+    xs = [h["at"] for h in history]
+    fig.add_trace(go.Scatter(
+        x=xs, y=[h["noise_floor"] for h in history], name="base vs base (floor)",
+        mode="lines+markers", line={"color": FLOOR, "dash": "dash"},
+        hovertemplate="floor MMD² %{y:.3g}<extra></extra>",
+    ))
+    fig.add_trace(go.Scatter(
+        x=xs, y=[h["mde"] for h in history], name="detection threshold", mode="lines",
+        line={"color": THRESHOLD, "dash": "dot"}, hovertemplate="threshold %{y:.3g}<extra></extra>",
+    ))
+    for label, colour in LABEL_COLOURS.items():
+        rows = [h for h in history if h["label"] == label]
+        if rows:
+            fig.add_trace(go.Scatter(
+                x=[h["at"] for h in rows], y=[h["statistic"] for h in rows], mode="markers",
+                name=label.replace("_", " "), marker={"color": colour, "size": 11},
+                customdata=[[h["run_id"], h["sentence"]] for h in rows],
+                hovertemplate="run #%{customdata[0]}: %{customdata[1]}<extra></extra>",
+            ))
+    values = [v for h in history for v in (h["statistic"], h["noise_floor"]) if v is not None]
+    top = max(values, default=1.0)
+    top = top * 1.1 if top > 0 else 1.0
+    by_run = {p["run_id"]: p for p in (track or {}).get("points", ())}
+    changes = [by_run[r] for r in (track or {}).get("change_points", ()) if r in by_run]
+    if changes:
+        fig.add_trace(go.Scatter(
+            x=[c["at"] for c in changes], y=[top] * len(changes), mode="markers",
+            name="drift change point (CUSUM)", marker={"symbol": "x", "size": 14,
+                                                       "color": "#CC0000"},
+            hovertemplate="drift starts here<extra></extra>",
+        ))
+    changed = [e for e in events if e["change"]]
+    if changed:
+        fig.add_trace(go.Scatter(
+            x=[e["first_seen"].isoformat() for e in changed], y=[top] * len(changed),
+            mode="markers", name="new model id / fingerprint",
+            marker={"symbol": "diamond", "size": 12, "color": EVENT},
+            customdata=[f"{e['endpoint']}: {e['what']} {e['value']}" for e in changed],
+            hovertemplate="%{customdata}<extra></extra>",
+        ))
+    _layout(fig, "Verdict history: MMD² fast vs base per audit run",
+            f"{len(history)} audit runs · markers coloured by verdict · ✕ drift begins, "
+            f"◆ new model id / fingerprint{note}",
+            "audit time (UTC)", MMD_AXIS, hovermode="closest")
+    return fig
+
+
+def verdict_charts(
+    verdict: Verdict | None, history: Sequence[dict[str, Any]],
+    track: dict[str, Any] | None, events: Sequence[dict[str, Any]], *, simulated: bool,
+) -> list[Chart]:
+    """The verdict page's figures that have data, in page order."""
+    note = " · simulated" if simulated else ""
+    figures: list[tuple[str, str, go.Figure]] = []
+    if verdict and verdict.mmd("fast_vs_base").get("statistic") is not None:
+        figures.append(("chart-null", "MMD² against its permutation null",
+                        null_figure(verdict, note=note)))
+        figures.append(("chart-ladder", "Reference ladder", ladder_figure(verdict, note=note)))
+    t0 = verdict.t0 if verdict else None
+    if t0:
+        figures.append(("chart-similarity", "Temperature-0 similarity",
+                        similarity_figure(t0, note=note)))
+        figures.append(("chart-divergence", "First divergence", divergence_figure(t0, note=note)))
+    if history:
+        figures.append(("chart-history", "Verdict history",
+                        history_figure(history, track, events, note=note)))
+    return charts_of(figures)
+
+
+def fmt_stat(value: float | None) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    return f"{value:.3g}"
