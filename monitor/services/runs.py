@@ -265,6 +265,7 @@ def task_check(*, case: Case, record: TimingRecord) -> tuple[bool | None, dict |
             "error_class": result.error_class,
             "output": result.output[-2000:],
             "duration_ms": result.duration_ms,
+            "isolation": result.isolation,
         }
     n_passed, n_total, failures = check_all(record.text, case.constraints)
     return n_passed == n_total, {
