@@ -11,7 +11,7 @@ So 50 pairs × 365 days ≈ 10.5 M samples. Payload sizes follow what the simula
 text ~300 B, ~60 chunk gaps and tokens per chunk, ~330 B of response headers.
 
 Each run is summarised with ``monitor.services.summary.summarise_samples`` and finished with
-``monitor.services.runs.finish_run_records`` when that exists (rollups, provenance events), so
+``monitor.rollups.record_run`` when that exists (rollups, provenance events), so
 the data has the shape a worker would have written. The newest audit of each pair gets a real
 verdict (``compute_verdict``) so the verdict page has something to show.
 """
@@ -33,7 +33,6 @@ django.setup()
 from django.db import transaction  # noqa: E402
 
 from monitor.models import Case, Endpoint, Pair, Run, Sample  # noqa: E402
-from monitor.services import runs as run_service  # noqa: E402
 from monitor.services.suites import sync_builtin_suite  # noqa: E402
 from monitor.services.summary import summarise_samples  # noqa: E402
 from monitor.services.verdict import compute_verdict  # noqa: E402
@@ -154,7 +153,10 @@ def one_day(rng: random.Random, pair: Pair, day0: datetime, probe_cases: list[Ca
                                    at=at + timedelta(milliseconds=400 * seq)))
         samples_by_run.append(rows)
     Sample.objects.bulk_create([s for rows in samples_by_run for s in rows], batch_size=2000)
-    finish = getattr(run_service, "finish_run_records", None)
+    try:
+        from monitor.rollups import record_run as finish
+    except ImportError:  # the code before rollups existed (the "before" figures)
+        finish = None
     for (run, at, items), rows in zip(plans, samples_by_run, strict=True):
         run.created_at, run.started_at = at, at
         run.finished_at = at + timedelta(milliseconds=400 * len(items) + 3000)

@@ -1,6 +1,6 @@
 """The weekly vendor SLA report: per endpoint availability, latency percentiles with n and errors
-by class from the week's samples; per pair similarity and pass rates from the week's run
-summaries. Rendered as plain text, CSV or HTML, and emailed.
+by class from the week's run rollups (``monitor.rollups``); per pair similarity and pass rates
+from the week's run summaries. Rendered as plain text, CSV or HTML, and emailed.
 
 Definitions (DESIGN.md): availability = successes / requests with 429s left out of both and
 counted apart; percentiles only from at least ``settings.TIERWATCH_MIN_N`` values, else
@@ -24,9 +24,10 @@ from django.core.mail import EmailMultiAlternatives, get_connection
 from django.template.loader import render_to_string
 from django.utils import timezone
 
-from evals.latency import availability, percentiles
+from evals import sketch
+from evals.latency import availability
 from monitor.env import env_list
-from monitor.models import Endpoint, Pair, Run, Sample
+from monitor.models import Endpoint, Pair, Run, RunRollup
 from monitor.transports import render_email
 
 logger = logging.getLogger(__name__)
@@ -45,7 +46,7 @@ class EndpointRow:
     requests: int = 0
     successes: int = 0
     rate_limited: int = 0
-    ttft: dict[str, Any] = field(default_factory=dict)  # evals.latency.percentiles output
+    ttft: dict[str, Any] = field(default_factory=dict)  # evals.sketch.quantiles output
     e2e: dict[str, Any] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)  # failed samples by class, 429s apart
 
@@ -98,28 +99,37 @@ def last_complete_week(today: date | None = None) -> str:
 
 
 def _endpoint_rows(start: datetime, end: datetime, min_n: int) -> list[EndpointRow]:
-    samples = Sample.objects.filter(started_at__gte=start, started_at__lt=end)
-    ids = set(samples.values_list("endpoint_id", flat=True).distinct())
-    endpoints = {e.pk: e for e in Endpoint.objects.filter(pk__in=ids)}
+    """From the runs' rollups (``monitor.rollups``), never the samples: counts summed, TTFT and
+    E2E sketches merged (percentiles within 1 %, ``evals.sketch``). Availability counts probe
+    and audit requests alike (a failed request is a failed request at any temperature); latency
+    counts temperature-0 probes only, as ``Run.objects.trend()`` does: audits are short
+    temperature-1 prompts (65 % of a week's samples) and would make the SLA figure describe the
+    audit mix rather than the pair's workload. Load probes are left out of both."""
+    rollups = (RunRollup.objects.filter(at__gte=start, at__lt=end).exclude(trigger="load")
+               .values_list("endpoint_id", "kind", "n", "n_ok", "errors", "ttft_sketch",
+                            "e2e_sketch"))
     counts: dict[int, Counter] = defaultdict(Counter)
-    ttft: dict[int, list[float]] = defaultdict(list)
-    e2e: dict[int, list[float]] = defaultdict(list)
-    fields = ("endpoint_id", "ok", "error_class", "ttft_ms", "e2e_ms")
-    for endpoint_id, ok, error_class, ttft_ms, e2e_ms in samples.values_list(*fields).iterator():
-        counts[endpoint_id][("ok" if ok else error_class or "unknown")] += 1
-        if ok and ttft_ms is not None:
-            ttft[endpoint_id].append(ttft_ms)
-        if ok and e2e_ms is not None:
-            e2e[endpoint_id].append(e2e_ms)
+    ttft: dict[int, list[dict]] = defaultdict(list)
+    e2e: dict[int, list[dict]] = defaultdict(list)
+    for endpoint_id, kind, n, n_ok, errors, ttft_s, e2e_s in rollups:
+        c = counts[endpoint_id]
+        c["requests"] += n
+        c["ok"] += n_ok
+        c.update({f"error:{k}": v for k, v in (errors or {}).items()})
+        if kind == "probe":
+            ttft[endpoint_id].append(ttft_s)
+            e2e[endpoint_id].append(e2e_s)
     rows = []
-    for pk, endpoint in sorted(endpoints.items(), key=lambda item: item[1].name):
-        c = counts[pk]
-        errors = {k: v for k, v in sorted(c.items()) if k not in ("ok", "rate_limited")}
+    for endpoint in Endpoint.objects.filter(pk__in=counts).order_by("name"):
+        c = counts[endpoint.pk]
+        errors = {k[6:]: v for k, v in sorted(c.items())
+                  if k.startswith("error:") and k != "error:rate_limited"}
         rows.append(EndpointRow(
             name=endpoint.name, model=endpoint.model, simulated=endpoint.simulated,
-            requests=sum(c.values()), successes=c["ok"], rate_limited=c["rate_limited"],
-            ttft=percentiles(ttft[pk], qs=QS, min_n=min_n),
-            e2e=percentiles(e2e[pk], qs=QS, min_n=min_n), errors=errors,
+            requests=c["requests"], successes=c["ok"], rate_limited=c["error:rate_limited"],
+            ttft=sketch.quantiles(sketch.merge(ttft[endpoint.pk]), qs=QS, min_n=min_n),
+            e2e=sketch.quantiles(sketch.merge(e2e[endpoint.pk]), qs=QS, min_n=min_n),
+            errors=errors,
         ))
     return rows
 
@@ -132,22 +142,24 @@ def _weighted(pairs: list[tuple[float | None, int]]) -> tuple[float | None, int]
 
 
 def _pair_rows(start: datetime, end: datetime) -> list[PairRow]:
-    runs = Run.objects.trend().filter(created_at__gte=start, created_at__lt=end)
-    by_pair: dict[int, list[dict]] = defaultdict(list)
-    for pair_id, summary in runs.values_list("pair_id", "summary"):
-        by_pair[pair_id].append(summary or {})
+    """The few numbers each run's summary holds, extracted by the database (JSON paths), not
+    thousands of summaries decoded in Python."""
+    runs = Run.objects.trend().filter(created_at__gte=start, created_at__lt=end).order_by()
+    paths = ["summary__similarity__fast_vs_base__mean_ratio",
+             "summary__similarity__fast_vs_base__n",
+             *[f"summary__tiers__{t}__{k}" for t in TIERS for k in ("pass_rate", "n_tested")]]
+    by_pair: dict[int, list[tuple]] = defaultdict(list)
+    for pair_id, *values in runs.values_list("pair_id", *paths):
+        by_pair[pair_id].append(tuple(values))
     rows = []
     for pair in Pair.objects.filter(pk__in=by_pair).select_related("fast", "base"):
-        summaries = by_pair[pair.pk]
-        sims = [((s.get("similarity") or {}).get("fast_vs_base") or {}) for s in summaries]
-        row = PairRow(name=pair.name, runs=len(summaries),
+        runs_of_pair = by_pair[pair.pk]
+        row = PairRow(name=pair.name, runs=len(runs_of_pair),
                       simulated=pair.fast.simulated or pair.base.simulated)
-        row.similarity_mean, row.similarity_n = _weighted(
-            [(x.get("mean_ratio"), x.get("n") or 0) for x in sims])
-        for tier in TIERS:
-            blocks = [(s.get("tiers") or {}).get(tier) or {} for s in summaries]
+        row.similarity_mean, row.similarity_n = _weighted([(v[0], v[1] or 0) for v in runs_of_pair])
+        for i, tier in enumerate(TIERS):
             row.pass_rate[tier], row.n_tested[tier] = _weighted(
-                [(b.get("pass_rate"), b.get("n_tested") or 0) for b in blocks])
+                [(v[2 + 2 * i], v[3 + 2 * i] or 0) for v in runs_of_pair])
         rows.append(row)
     return sorted(rows, key=lambda r: r.name)
 

@@ -23,6 +23,7 @@ from evals.records import ChatRequest, EndpointSpec, TimingRecord
 from evals.sandbox import extract_code, run_unit_tests
 from evals.suites import fill_nonce
 from monitor.models import Case, Endpoint, Pair, Run, Sample
+from monitor.rollups import record_run, record_run_safely
 from monitor.services.summary import summarise_samples
 from monitor.services.verdict import after_summary, audit_suite
 
@@ -122,6 +123,7 @@ def execute_run(*, run_id: int, cases_limit: int | None = None) -> Run | None:
         Run.objects.filter(id=run.id).update(planned=len(plan))
         _execute(run, {c.key: c for c in cases}, plan)
         summarise_run(run_id=run.id)
+        record_run(run=run)  # rollups and provenance events, kept when payloads expire
         after_summary(run_id=run.id)  # an audit's verdict; drift of every run
         Run.objects.filter(id=run.id).update(status="done", finished_at=timezone.now())
     except Exception as exc:  # the run is marked failed with its reason; samples stay
@@ -129,6 +131,7 @@ def execute_run(*, run_id: int, cases_limit: int | None = None) -> Run | None:
         Run.objects.filter(id=run.id).update(
             status="failed", finished_at=timezone.now(), error=f"{type(exc).__name__}: {exc}"
         )
+        record_run_safely(run_id=run.id)  # its requests still count in availability
     return Run.objects.get(id=run.id)
 
 
