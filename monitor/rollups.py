@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Case, F, Value, When
+from django.db.models import BigIntegerField, Case, F, Value, When
 from django.db.models.functions import Greatest, Least
 
 from evals import sketch
@@ -90,7 +90,8 @@ def upsert_provenance(counts: dict[tuple[int, str, str], list], run_id: int | No
         if not created:
             ProvenanceEvent.objects.filter(pk=row.pk).update(
                 count=F("count") + n,
-                run_id=Case(When(first_seen__gt=first, then=Value(run_id)), default=F("run_id")),
+                run_id=Case(When(first_seen__gt=first, then=Value(run_id)), default=F("run_id"),
+                            output_field=BigIntegerField()),
                 first_seen=Least("first_seen", Value(first)),
                 last_seen=Greatest("last_seen", Value(last)))
 
