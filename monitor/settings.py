@@ -143,6 +143,10 @@ DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "tierwatch@localhost")
 # Measurement policy (DESIGN.md): no percentile below MIN_N samples.
 TIERWATCH_MIN_N = env_int("TIERWATCH_MIN_N", 5)
 TIERWATCH_HTTP_TIMEOUT_S = env_float("TIERWATCH_HTTP_TIMEOUT_S", 120.0)
+# Retention (monitor.retention): sample payloads kept this many days; the samples of each
+# pair's newest K audits kept whole.
+TIERWATCH_RETENTION_DAYS = env_int("TIERWATCH_RETENTION_DAYS", 30)
+TIERWATCH_RETENTION_KEEP_AUDITS = env_int("TIERWATCH_RETENTION_KEEP_AUDITS", 4)
 
 LOGGING = {
     "version": 1,

@@ -52,3 +52,11 @@ def notify_task(alert_id: int) -> int:
 @shared_task(acks_late=True, time_limit=600)
 def weekly_report_task(week: str | None = None) -> int:
     return reports.email_weekly_report(week=week)
+
+
+@shared_task(acks_late=True, time_limit=300)
+def prune_payloads_task() -> int:
+    """Beat, hourly: bounded batches for at most ~50 s; the next run continues a backlog."""
+    from monitor.retention import prune_payloads
+
+    return prune_payloads().rows

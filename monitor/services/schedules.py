@@ -57,3 +57,9 @@ def ensure_weekly_report_schedule() -> PeriodicTask:
         },
     )
     return row
+
+
+def ensure_retention_schedule(*, every_s: int = 3600) -> PeriodicTask:
+    """Hourly: empty the payloads of samples past the retention window (``monitor.retention``)."""
+    return ensure_interval_task(name="retention:payloads", task="monitor.tasks.prune_payloads_task",
+                                every_s=every_s, args=[])
