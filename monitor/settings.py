@@ -128,6 +128,10 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TIMEZONE = "UTC"
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# Queues by kind (monitor.routing): probes, audits, reports; workers choose theirs with -Q.
+CELERY_TASK_ROUTES = ("monitor.routing.route_task",)
+# Requests in flight per vendor (API host) across all workers, with REDIS_URL (monitor.ratelimit).
+TIERWATCH_VENDOR_CONCURRENCY = env_int("TIERWATCH_VENDOR_CONCURRENCY", 16)
 
 # Mail: Django's SMTP backend; EMAIL_BACKEND may point to the file backend for the demo.
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")

@@ -23,7 +23,8 @@ TRANSIENT = (OperationalError, ConnectionError)
     retry_backoff=True,
     max_retries=3,
 )
-def execute_run_task(run_id: int) -> int | None:
+def execute_run_task(run_id: int, kind: str | None = None) -> int | None:
+    """``kind`` only routes the task (monitor.routing); the run row says what it is."""
     run = runs.execute_run(run_id=run_id)
     if run is None:
         return None
@@ -40,7 +41,7 @@ def probe_pair_task(pair_name: str, kind: str = "probe") -> int | None:
     if pair is None:
         return None
     run = runs.create_run(pair=pair, kind=kind, trigger="scheduled")
-    execute_run_task.delay(run.id)
+    execute_run_task.delay(run.id, kind=run.kind)
     return run.id
 
 

@@ -14,6 +14,7 @@ import threading
 from dataclasses import fields
 from datetime import UTC, datetime
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -23,6 +24,7 @@ from evals.records import ChatRequest, EndpointSpec, TimingRecord
 from evals.sandbox import extract_code, run_unit_tests
 from evals.suites import fill_nonce
 from monitor.models import Case, Endpoint, Pair, Run, Sample
+from monitor.ratelimit import RunGate
 from monitor.rollups import record_run, record_run_safely
 from monitor.services.summary import summarise_samples
 from monitor.services.verdict import after_summary, audit_suite
@@ -76,7 +78,7 @@ def enqueue_run(*, pair: Pair, kind: str = "probe", trigger: str = "manual") -> 
     from monitor.tasks import execute_run_task
 
     run = create_run(pair=pair, kind=kind, trigger=trigger)
-    transaction.on_commit(lambda: execute_run_task.delay(run.id))
+    transaction.on_commit(lambda: execute_run_task.delay(run.id, kind=run.kind))
     return run
 
 
@@ -154,20 +156,29 @@ def _execute(run: Run, cases: dict[str, Case], plan: list[PlannedRequest]) -> No
             seed=None if run.temperature > 0 else 0,
         )
 
-    async def on_record(item: PlannedRequest, record: TimingRecord) -> None:
-        records.put((item, record))
+    async def send() -> None:
+        """With Redis, a per-vendor limit shared by all workers (monitor.ratelimit)."""
+        gate = None
+        if settings.REDIS_URL:
+            gate = RunGate(settings.REDIS_URL, {t: ep.base_url for t, ep in tier_endpoint.items()},
+                           limit=settings.TIERWATCH_VENDOR_CONCURRENCY)
+
+        async def on_record(item: PlannedRequest, record: TimingRecord) -> None:
+            records.put((item, record))
+            if gate:
+                await gate.after(item.tier, record)
+
+        try:
+            await execute_plan(plan, endpoints=specs, build_request=build_request,
+                               concurrency=concurrency, on_record=on_record,
+                               gate=gate.gate if gate else None)
+        finally:
+            if gate:
+                await gate.close()
 
     def produce() -> None:
         try:
-            asyncio.run(
-                execute_plan(
-                    plan,
-                    endpoints=specs,
-                    build_request=build_request,
-                    concurrency=concurrency,
-                    on_record=on_record,
-                )
-            )
+            asyncio.run(send())
             records.put(_DONE)
         except BaseException as exc:  # handed to the caller's thread, which raises it
             records.put(exc)

@@ -125,7 +125,8 @@ class Command(BaseCommand):
                 execute_run_task.delay(create_run(pair=pair, trigger="manual").id)
             for pair in pairs:  # then a small audit (5 samples per prompt per tier) so a
                 # verdict shows in ~2 min (simulated; real engines take minutes per pair)
-                execute_run_task.delay(create_run(pair=pair, kind="audit", repeat=5).id)
+                execute_run_task.delay(create_run(pair=pair, kind="audit", repeat=5).id,
+                                       kind="audit")
             start(
                 worker_argv(
                     concurrency=1 if engine else 4,
