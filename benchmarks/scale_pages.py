@@ -24,7 +24,7 @@ django.setup()
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402
-from django.test.utils import CaptureQueriesContext, setup_test_environment  # noqa: E402
+from django.test.utils import setup_test_environment  # noqa: E402
 
 from monitor.models import Pair, Run, Sample  # noqa: E402
 from monitor.services.reports import build_sla_report, render_text  # noqa: E402
@@ -38,14 +38,19 @@ def p95(values: list[float]) -> float:
 def timed(call, repeat: int) -> tuple[list[float], int]:
     """Milliseconds of each of ``repeat`` calls after one warm-up, and the queries of one."""
     call()
-    times = []
-    with CaptureQueriesContext(connection) as queries:
+    times, queries = [], []
+
+    def count(execute, sql, params, many, context):  # request_started resets queries_log
+        queries.append(sql)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(count):
         call()
     for _ in range(repeat):
         t0 = time.perf_counter()
         call()
         times.append(1000 * (time.perf_counter() - t0))
-    return times, len(queries.captured_queries)
+    return times, len(queries)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,7 +73,9 @@ def main(argv: list[str] | None = None) -> int:
         "verdict": f"/pairs/{pair.name}/verdict/",
         f"audit run ({audit.samples.count()} samples)": f"/runs/{audit.id}/",
     }
-    print(f"samples: {Sample.objects.count():,}  runs: {Run.objects.count():,}")
+    load = os.getloadavg()[0]
+    print(f"samples: {Sample.objects.count():,}  runs: {Run.objects.count():,}  "
+          f"load average: {load:.1f} on {os.cpu_count()} cores")
     print("| page | median ms | P95 ms | queries |\n|---|---|---|---|")
     for label, url in pages.items():
         def get(url=url):
