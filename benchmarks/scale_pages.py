@@ -8,7 +8,8 @@ Pages go through Django's test client (the whole request: middleware, views, tem
 logged-in user, in this process, so the time is server time without a network or browser. The
 first request of each page is a warm-up and not counted. Prints one Markdown table. The
 machine is shared: CPU ms (this process's CPU time, without PostgreSQL's) is the figure that
-does not move with the load average, which is printed too.
+does not move with the load average, which is printed too; query ms is the time spent waiting
+for PostgreSQL in one request (one sample, not a median).
 """
 
 from __future__ import annotations
@@ -43,8 +44,11 @@ def timed(call, repeat: int) -> tuple[list[float], int]:
     times, queries = [], []
 
     def count(execute, sql, params, many, context):  # request_started resets queries_log
-        queries.append(sql)
-        return execute(sql, params, many, context)
+        t0 = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            queries.append(1000 * (time.perf_counter() - t0))
 
     with connection.execute_wrapper(count):
         call()
@@ -54,7 +58,7 @@ def timed(call, repeat: int) -> tuple[list[float], int]:
         call()
         times.append(1000 * (time.perf_counter() - t0))
         cpu.append(1000 * (time.process_time() - c0))
-    return times, cpu, len(queries)
+    return times, cpu, queries
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,19 +84,19 @@ def main(argv: list[str] | None = None) -> int:
     load = os.getloadavg()[0]
     print(f"samples: {Sample.objects.count():,}  runs: {Run.objects.count():,}  "
           f"load average: {load:.1f} on {os.cpu_count()} cores")
-    print("| page | median ms | P95 ms | CPU ms (median, this process) | queries |\n"
-          "|---|---|---|---|---|")
+    print("| page | median ms | P95 ms | CPU ms (median, this process) | queries | query ms |\n"
+          "|---|---|---|---|---|---|")
     for label, url in pages.items():
         def get(url=url):
             response = client.get(url)
             assert response.status_code == 200, (url, response.status_code)
-        times, cpu, n_queries = timed(get, args.repeat)
+        times, cpu, queries = timed(get, args.repeat)
         print(f"| {label} | {median(times):.0f} | {p95(times):.0f} | {median(cpu):.0f} "
-              f"| {n_queries} |", flush=True)
-    times, cpu, n_queries = timed(lambda: render_text(build_sla_report(week=args.week)),
-                                  args.report_repeat)
+              f"| {len(queries)} | {sum(queries):.0f} |", flush=True)
+    times, cpu, queries = timed(lambda: render_text(build_sla_report(week=args.week)),
+                                args.report_repeat)
     print(f"| `sla_report --week {args.week}` | {median(times):.0f} | {max(times):.0f} (max) "
-          f"| {median(cpu):.0f} | {n_queries} |")
+          f"| {median(cpu):.0f} | {len(queries)} | {sum(queries):.0f} |")
     return 0
 
 
