@@ -9,6 +9,7 @@ This script plays beat: at each due time it publishes every pair's ``probe_pair_
 schedule in one go), so the figure is queueing plus run start-up in the workers, and excludes
 beat's own tick (≤ 1 s with django-celery-beat's DatabaseScheduler in a quiet deployment).
 ``--every 60`` sends 50 pairs' probes 5× as often as the issue's 5 minutes: a stricter test.
+``--stagger`` spreads the pairs' due times evenly over the interval instead.
 A run is "skipped" when it had not sent its first request by the end of the next cycle.
 Each worker process: ``-Q probes,celery --pool=threads --concurrency=8``.
 """
@@ -71,7 +72,8 @@ def setup(vendor_url: str, n: int) -> list[str]:
     return names
 
 
-def measure(names: list[str], workers: int, every: float, cycles: int) -> dict:
+def measure(names: list[str], workers: int, every: float, cycles: int,
+            stagger: bool = False) -> dict:
     env = {**os.environ, "TIERWATCH_VENDOR_CONCURRENCY": "64"}
     subprocess.run([sys.executable, "-m", "celery", "-A", "monitor", "purge", "-f"], cwd=ROOT,
                    env=env, capture_output=True, check=True)
@@ -83,12 +85,13 @@ def measure(names: list[str], workers: int, every: float, cycles: int) -> dict:
     try:
         time.sleep(8)  # workers connect
         first_id = (Run.objects.order_by("-id").values_list("id", flat=True).first() or 0)
-        due: list[datetime] = []
+        due: dict[tuple[str, int], datetime] = {}
         t0 = time.monotonic()
+        slot = every / len(names) if stagger else 0.0
         for k in range(cycles):
-            time.sleep(max(0.0, t0 + k * every - time.monotonic()))
-            due.append(datetime.now(UTC))
-            for name in names:
+            for i, name in enumerate(names):
+                time.sleep(max(0.0, t0 + k * every + i * slot - time.monotonic()))
+                due[(name, k)] = datetime.now(UTC)
                 probe_pair_task.delay(name)
         time.sleep(max(0.0, t0 + cycles * every - time.monotonic()))
         deadline = time.monotonic() + every
@@ -109,7 +112,7 @@ def measure(names: list[str], workers: int, every: float, cycles: int) -> dict:
         mine = list(runs.filter(pair__name=name).order_by("created_at", "id"))
         for k, run in enumerate(mine[:cycles]):
             if run.id in firsts:
-                lag = (firsts[run.id] - due[k]).total_seconds()
+                lag = (firsts[run.id] - due[(name, k)]).total_seconds()
                 if lag <= every:
                     started += 1
                 lags.append(lag)
@@ -125,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cycles", type=int, default=3)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--time-scale", type=float, default=0.5)
+    parser.add_argument("--stagger", action="store_true",
+                        help="pair i due at i × every / pairs into each cycle, not all at once")
     args = parser.parse_args(argv)
     port = free_port()
     vendor = subprocess.Popen([sys.executable, "-m", "evals.demo_vendor", "--port", str(port),
@@ -136,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         print("| worker processes | runs started / due | skipped | lag P50 s | P95 s | max s |")
         print("|---|---|---|---|---|---|")
         for workers in args.workers:
-            r = measure(names, workers, args.every, args.cycles)
+            r = measure(names, workers, args.every, args.cycles, args.stagger)
             print(f"| {r['workers']} | {r['runs']} / {r['expected']} | {r['skipped']} | "
                   f"{r['p50']:.1f} | {r['p95']:.1f} | {r['max']:.1f} |", flush=True)
     finally:
