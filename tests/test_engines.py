@@ -73,7 +73,7 @@ def long_prompt(nonce: str) -> str:
 
 @engine
 def test_prepared_files_have_the_recorded_sha256() -> None:
-    for name, path in models.prepare_models().items():
+    for name, path in models.prepare_models(binaries=build.build_binaries()).items():
         assert models.sha256_file(path) == models.expected_sha256(name), name
         assert path.parent.name == models.expected_sha256(name)  # keyed by its hash
 

