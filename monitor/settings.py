@@ -126,6 +126,11 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+# Beat installs these into its database rows; alert reminders and escalations are checked
+# every 5 minutes (the finest re-notify/escalation step a rule can ask for).
+CELERY_BEAT_SCHEDULE = {
+    "alert-sweep": {"task": "monitor.tasks.alert_sweep_task", "schedule": 300.0},
+}
 CELERY_TIMEZONE = "UTC"
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 

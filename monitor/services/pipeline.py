@@ -1,11 +1,12 @@
-"""What happens to a run, in order: measure → summarise → done → verdict and drift → alerts →
-notify. The Celery task calls this; so do the ``probe`` command and the tests.
+"""What happens to a run, in order: measure → summarise → maintenance mark → done → verdict
+and drift → alerts (opened, or resolved when their condition cleared) → notify. The Celery task calls this; so do the ``probe`` command and the tests.
 
 Measuring and summarising either succeed or mark the run failed with the reason. The judging
 steps after "done" read the finished run and never fail it: a verdict that cannot be computed
 is stored as its error, a drift snapshot that fails is logged. Alerts are evaluated only on a
-done run; ``notify`` (the task passes ``notify_task.delay``) sends each alert opened or
-resolved now.
+done run; an alert whose condition cleared is resolved by ``alert_lifecycle.resolve`` (user
+None), and ``notify`` (the task passes ``notify_task.delay``) announces each alert opened or
+resolved now (``alert_lifecycle.announce``: held during maintenance, silences, flapping).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from monitor.models import Run, RunKind
-from monitor.services import alerts, drift, runs, verdict
+from monitor.services import alert_lifecycle, alerts, drift, maintenance, runs, verdict
 
 log = logging.getLogger(__name__)
 
@@ -31,13 +32,22 @@ def execute_run(
     try:
         runs.measure(run_id=run_id, cases_limit=cases_limit)
         runs.summarise_run(run_id=run_id)
+        maintenance.mark_run(run_id=run_id)
     except Exception as exc:  # the run is marked failed with its reason; samples stay
         log.exception("run %s failed", run_id)
         runs.mark_failed(run_id=run_id, exc=exc)
         return Run.objects.get(id=run_id)
     runs.mark_done(run_id=run_id)
     judge(run_id=run_id)
-    for alert in alerts.evaluate_after_run(run_id=run_id):
+    for outcome in alerts.evaluate_after_run(run_id=run_id):
+        if outcome.opened:
+            alert = alert_lifecycle.opened(alert_id=outcome.alert.id)
+        else:
+            try:
+                alert = alert_lifecycle.resolve(alert_id=outcome.alert.id, note=outcome.note,
+                                                send=False)
+            except alert_lifecycle.LifecycleError:  # resolved meanwhile (by hand, a retry)
+                continue
         if notify is not None:
             notify(alert.id)
     return Run.objects.get(id=run_id)
