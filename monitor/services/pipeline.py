@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from monitor.models import Run, RunKind
+from monitor.models import Alert, Run, RunKind
 from monitor.services import alert_lifecycle, alerts, drift, maintenance, runs, verdict
 
 log = logging.getLogger(__name__)
@@ -39,15 +39,7 @@ def execute_run(
         return Run.objects.get(id=run_id)
     runs.mark_done(run_id=run_id)
     judge(run_id=run_id)
-    for outcome in alerts.evaluate_after_run(run_id=run_id):
-        if outcome.opened:
-            alert = alert_lifecycle.opened(alert_id=outcome.alert.id)
-        else:
-            try:
-                alert = alert_lifecycle.resolve(alert_id=outcome.alert.id, note=outcome.note,
-                                                send=False)
-            except alert_lifecycle.LifecycleError:  # resolved meanwhile (by hand, a retry)
-                continue
+    for alert in evaluate_alerts(run_id=run_id):
         if notify is not None:
             notify(alert.id)
     return Run.objects.get(id=run_id)
@@ -68,3 +60,19 @@ def judge(*, run_id: int) -> None:
         drift.store_snapshot(run=run)
     except Exception:  # drift is a view over past runs; it must not fail this one
         log.exception("drift snapshot of run %s failed", run_id)
+
+
+def evaluate_alerts(*, run_id: int) -> list[Alert]:
+    """The rules after a done run: alerts opened now (recorded, perhaps flapping) and open
+    ones whose condition cleared, resolved now with user None; both returned for notifying."""
+    changed = []
+    for outcome in alerts.evaluate_after_run(run_id=run_id):
+        if outcome.opened:
+            changed.append(alert_lifecycle.opened(alert_id=outcome.alert.id))
+            continue
+        try:
+            changed.append(alert_lifecycle.resolve(alert_id=outcome.alert.id, note=outcome.note,
+                                                   send=False))
+        except alert_lifecycle.LifecycleError:  # resolved meanwhile (by hand, a retry)
+            log.info("alert %s was already resolved", outcome.alert.id)
+    return changed
