@@ -19,9 +19,11 @@ What is sent, through ``announce``:
 Held, not sent (a Notification row with ``held`` set per channel, so the record shows it):
 while the pair is in a maintenance window, while the alert is silenced, and while the rule is
 flapping. **Flapping**: a rule on a pair with at least ``FLAP_CHANGES`` openings and
-resolutions within ``FLAP_WINDOW`` (3 in 6 h: open, resolve, open) is flapping; the alert that
-reaches the count is sent once as "flapping", and every later opening or resolution of that
-rule on that pair is held until ``FLAP_WINDOW`` passes with fewer changes (it has settled).
+resolutions within ``FLAP_WINDOW`` (5 in 6 h: open, resolve, open, resolve, open — the third
+opening) is flapping; the alert that reaches the count is sent once as "flapping", and every
+later opening or resolution of that rule on that pair is held until ``FLAP_WINDOW`` passes
+with fewer changes (it has settled). Two openings in 6 h are still sent as they happen: a
+recovery that fails once is news, the third time it is noise.
 
 Times come from a ``now`` argument (default ``timezone.now()``), so tests advance the clock
 by passing it.
@@ -44,7 +46,7 @@ from monitor.models import (
 )
 from monitor.services import alerts, maintenance
 
-FLAP_CHANGES = 3
+FLAP_CHANGES = 5
 FLAP_WINDOW = timedelta(hours=6)
 ONCE = ("trigger", "resolve", "acknowledge", "flapping", "escalation")  # sent once per channel
 

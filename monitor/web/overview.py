@@ -97,6 +97,7 @@ def overview_row(item: selectors.PairOverview, now: datetime | None = None) -> d
         "verdict_run": verdict_run,
         "spark": sparkline.svg(trend),
         "spark_runs": trend.n_runs,
+        "spark_last": [sparkline.ms(trend.last(t)) for t in TIERS],
         "ttft_p95": [percentile(t.ttft_ms, "p95", summary.min_n) if t else NO_DATA
                      for t in tiers],
         "speedup_ttft": speedup(summary.speedup.ttft),

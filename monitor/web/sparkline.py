@@ -77,7 +77,7 @@ def svg(trend: Trend) -> SafeString:
         for d in _paths(getattr(trend, tier), top, count):
             lines.append((tier, d))
     title = (f"TTFT P50 over the last {trend.n_runs} comparable runs: fast (orange) "
-             f"{_ms(trend.last('fast'))}, base (blue) {_ms(trend.last('base'))}; scale 0–"
+             f"{ms(trend.last('fast'))}, base (blue) {ms(trend.last('base'))}; scale 0–"
              f"{top:,.0f} ms")
     body = format_html_join("", '<path class="spark {}" d="{}"/>', lines)
     return format_html(
@@ -86,5 +86,5 @@ def svg(trend: Trend) -> SafeString:
         body)
 
 
-def _ms(value: float | None) -> str:
+def ms(value: float | None) -> str:
     return "—" if value is None else f"{value:,.0f} ms"

@@ -40,8 +40,8 @@ def alert_events(pair: Pair, since: datetime) -> list[dict[str, Any]]:
              "resolved": "resolved", "reminded": "reminder sent", "escalated": "escalated"}
     out = []
     for t in rows:
-        who = t.user.get_username() if t.user else ("automatically" if t.kind == "resolved"
-                                                     else "")
+        who = f"by {t.user.get_username()}" if t.user else (
+            "automatically" if t.kind == "resolved" else "")
         title = f"Alert #{t.alert_id} ({t.alert.rule.name}) {words.get(t.kind, t.kind)}"
         detail = t.alert.message.splitlines()[0] if t.kind == "opened" else t.note
         out.append(_event(t.at, f"alert-{t.kind}", title, detail, who=who,
