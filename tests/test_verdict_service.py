@@ -19,9 +19,8 @@ from monitor.models import AlertRule, Endpoint, Pair, Run, Sample
 from monitor.run_summary import RunSummary
 from monitor.selectors import endpoint_events
 from monitor.services.alerts import Reading, read_metric
-from monitor.services.pipeline import evaluate_alerts
 from monitor.services.drift import drift_track
-from monitor.services.pipeline import execute_run
+from monitor.services.pipeline import evaluate_alerts, execute_run
 from monitor.services.runs import create_run
 from monitor.services.suites import sync_builtin_suite
 from monitor.services.verdict import compute_verdict, temperature0_diagnostics

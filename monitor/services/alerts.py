@@ -24,7 +24,6 @@ from statistics import fmean
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q
-from django.utils import timezone
 
 from monitor import metrics_catalogue as catalogue
 from monitor.models import Alert, AlertRule, Channel, Notification, Pair, Run, RunKind, RunStatus

@@ -24,11 +24,23 @@ def hosts(pair: Pair) -> set[str]:
     return {urlsplit(ep.base_url).hostname or "" for ep in (pair.fast, pair.base)}
 
 
+def covers(window: MaintenanceWindow, pair: Pair) -> bool:
+    if window.pair_id:
+        return window.pair_id == pair.pk
+    return not window.vendor_host or window.vendor_host in hosts(pair)
+
+
 def windows_for(pair: Pair) -> list[MaintenanceWindow]:
     """Every window that names this pair, one of its endpoints' hosts, or all pairs."""
     scope = Q(pair=pair) | Q(pair__isnull=True, vendor_host__in=hosts(pair))
     scope |= Q(pair__isnull=True, vendor_host="")
     return list(MaintenanceWindow.objects.filter(scope).order_by("pk"))
+
+
+def active_by_pair(pairs: Iterable[Pair], at: datetime) -> dict[int, MaintenanceWindow]:
+    """For many pairs at once (one query): pair id → its first window active at ``at``."""
+    windows = [w for w in MaintenanceWindow.objects.order_by("pk") if occurrence_at(w, at)]
+    return {p.pk: w for p in pairs for w in reversed(windows) if covers(w, p)}
 
 
 def occurrence_at(window: MaintenanceWindow, at: datetime) -> tuple[datetime, datetime] | None:

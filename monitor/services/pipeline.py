@@ -1,5 +1,6 @@
 """What happens to a run, in order: measure → summarise → maintenance mark → done → verdict
-and drift → alerts (opened, or resolved when their condition cleared) → notify. The Celery task calls this; so do the ``probe`` command and the tests.
+and drift → alerts (opened, or resolved when their condition cleared) → notify. The Celery
+task calls this; so do the ``probe`` command and the tests.
 
 Measuring and summarising either succeed or mark the run failed with the reason. The judging
 steps after "done" read the finished run and never fail it: a verdict that cannot be computed

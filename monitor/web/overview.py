@@ -17,17 +17,21 @@ A pair's status, the first that applies in this order:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
+from django.db.models import F, Window
+from django.db.models.functions import RowNumber
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 from django_celery_beat.models import PeriodicTask
 
 from monitor import selectors
-from monitor.models import Run, RunKind, RunStatus
+from monitor.models import MaintenanceWindow, Run, RunKind, RunStatus
 from monitor.run_summary import RunSummary
 from monitor.services import maintenance
 from monitor.web import sparkline
@@ -38,34 +42,60 @@ TIERS = ("fast", "base")
 DEGRADED_AVAILABILITY = 0.99
 
 
-def probe_interval(pair_name: str) -> timedelta | None:
-    """The pair's probe schedule interval (an enabled interval schedule), or None."""
-    task = (PeriodicTask.objects.filter(name=f"probe:{pair_name}", enabled=True)
-            .select_related("interval").first())
-    if task is None or task.interval is None:
-        return None
-    return timedelta(**{task.interval.period: task.interval.every})
+def probe_intervals(names: Sequence[str]) -> dict[str, timedelta]:
+    """Pair name → its enabled probe schedule's interval (one query)."""
+    tasks = (PeriodicTask.objects.filter(name__in=[f"probe:{n}" for n in names], enabled=True,
+                                         interval__isnull=False).select_related("interval"))
+    return {t.name.removeprefix("probe:"): timedelta(**{t.interval.period: t.interval.every})
+            for t in tasks}
 
 
-def latest_verdict(item: selectors.PairOverview) -> tuple[str, str, int | None]:
-    """(label, sentence, run id) of the pair's newest audit verdict, or ("", "", None)."""
-    run = (Run.objects.filter(pair=item.pair, kind=RunKind.AUDIT, status=RunStatus.DONE)
-           .only("id", "summary").order_by("-created_at", "-id").first())
-    v = run.summary_obj.verdict if run else None
-    return (v.label, v.sentence, run.pk) if v else ("", "", None)
+def latest_verdicts(pair_ids: Sequence[int]) -> dict[int, tuple[str, str, int]]:
+    """Pair id → (label, sentence, run id) of its newest finished audit (one query)."""
+    ranked = (Run.objects.filter(pair_id__in=pair_ids, kind=RunKind.AUDIT,
+                                 status=RunStatus.DONE)
+              .annotate(rank=Window(RowNumber(), partition_by=[F("pair_id")],
+                                    order_by=[F("created_at").desc(), F("id").desc()]))
+              .filter(rank=1).values_list("pair_id", "id", "summary"))
+    out = {}
+    for pair_id, run_id, data in ranked:
+        v = RunSummary.from_json(data).verdict
+        if v:
+            out[pair_id] = (v.label, v.sentence, run_id)
+    return out
 
 
-def status(item: selectors.PairOverview, verdict_label: str, now: datetime) -> tuple[str, str]:
+@dataclass(frozen=True)
+class Context:
+    """What the statuses of all pairs need, read once for the page."""
+
+    now: datetime
+    windows: dict[int, MaintenanceWindow]
+    intervals: dict[str, timedelta]
+    verdicts: dict[int, tuple[str, str, int]]
+    trends: dict[int, sparkline.Trend]
+
+    @classmethod
+    def read(cls, items: Sequence[selectors.PairOverview]) -> Context:
+        now = timezone.now()
+        pairs = [i.pair for i in items]
+        ids = [p.pk for p in pairs]
+        return cls(now=now, windows=maintenance.active_by_pair(pairs, now),
+                   intervals=probe_intervals([p.name for p in pairs]),
+                   verdicts=latest_verdicts(ids), trends=sparkline.ttft_trends(ids))
+
+
+def status(item: selectors.PairOverview, ctx: Context) -> tuple[str, str]:
     """(status, why) by the rules in the module docstring."""
-    window = maintenance.active_window(item.pair, now)
+    window = ctx.windows.get(item.pair.pk)
     if window:
         return "maintenance", window.reason
     if item.open_alerts:
         return "alerting", f"{item.open_alerts} open alert{'s' * (item.open_alerts != 1)}"
-    interval = probe_interval(item.pair.name)
+    interval = ctx.intervals.get(item.pair.name)
     done = item.last_done
     finished = (done.finished_at or done.created_at) if done else None
-    if interval and (finished is None or now - finished > 2 * interval):
+    if interval and (finished is None or ctx.now - finished > 2 * interval):
         return "stale", (f"no finished probe since {finished:%Y-%m-%d %H:%M} UTC" if finished
                          else "no finished probe yet") + f" (schedule every {interval})"
     if done is None:
@@ -77,17 +107,17 @@ def status(item: selectors.PairOverview, verdict_label: str, now: datetime) -> t
            and summary.tier(t).availability < DEGRADED_AVAILABILITY]
     if low:
         return "degraded", f"availability below {DEGRADED_AVAILABILITY:.0%}: {', '.join(low)}"
-    if verdict_label == "different_model":
+    if ctx.verdicts.get(item.pair.pk, ("",))[0] == "different_model":
         return "degraded", "newest audit: different model"
     return "ok", ""
 
 
-def overview_row(item: selectors.PairOverview, now: datetime | None = None) -> dict[str, Any]:
+def overview_row(item: selectors.PairOverview, ctx: Context) -> dict[str, Any]:
     summary = item.last_done.summary_obj if item.last_done else RunSummary()
     tiers = [summary.tiers.get(t) for t in TIERS]
-    label, sentence, verdict_run = latest_verdict(item)
-    state, why = status(item, label, now or timezone.now())
-    trend = sparkline.ttft_trend(item.pair)
+    label, sentence, verdict_run = ctx.verdicts.get(item.pair.pk, ("", "", None))
+    state, why = status(item, ctx)
+    trend = ctx.trends[item.pair.pk]
     return {
         "item": item,
         "status": state,
@@ -111,5 +141,7 @@ def overview_row(item: selectors.PairOverview, now: datetime | None = None) -> d
 @login_required
 @require_GET
 def overview(request: HttpRequest) -> HttpResponse:
-    rows = [overview_row(item) for item in selectors.pairs_overview()]
+    items = selectors.pairs_overview()
+    ctx = Context.read(items)
+    rows = [overview_row(item, ctx) for item in items]
     return render_page(request, "monitor/overview.html", "table", {"rows": rows})

@@ -11,10 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from django.db.models import F, Window
+from django.db.models.functions import RowNumber
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from monitor.models import Pair, Run
+from monitor.models import Run
+from monitor.run_summary import RunSummary
 
 RUNS = 48
 WIDTH, HEIGHT, PAD = 160, 36, 2
@@ -34,18 +37,22 @@ class Trend:
         return next((v for v in reversed(getattr(self, tier)) if v is not None), None)
 
 
-def ttft_trend(pair: Pair, runs: int = RUNS) -> Trend:
-    """TTFT P50 per tier over the pair's newest comparable runs, oldest first."""
-    rows = list(Run.objects.trend().filter(pair=pair).only("id", "summary", "created_at")
-                .order_by("-created_at", "-id")[:runs])
-    rows.reverse()
-    out: dict[str, list[float | None]] = {"fast": [], "base": []}
-    for run in rows:
-        summary = run.summary_obj
-        for tier in out:
+def ttft_trends(pair_ids: Sequence[int], runs: int = RUNS) -> dict[int, Trend]:
+    """TTFT P50 per tier over each pair's newest comparable runs, oldest first: one query
+    for all pairs (a row number per pair, newest first, kept up to ``runs``)."""
+    ranked = (Run.objects.trend().filter(pair_id__in=pair_ids)
+              .annotate(rank=Window(RowNumber(), partition_by=[F("pair_id")],
+                                    order_by=[F("created_at").desc(), F("id").desc()]))
+              .filter(rank__lte=runs).order_by("pair_id", "created_at", "id")
+              .values_list("pair_id", "summary"))
+    out: dict[int, Trend] = {pid: Trend([], []) for pid in pair_ids}
+    for pair_id, data in ranked:
+        summary = RunSummary.from_json(data)
+        for tier in ("fast", "base"):
             stat = summary.tier(tier).ttft_ms if tier in summary.tiers else None
-            out[tier].append(stat.p50 if stat and stat.n >= summary.min_n else None)
-    return Trend(**out)
+            getattr(out[pair_id], tier).append(
+                stat.p50 if stat and stat.n >= summary.min_n else None)
+    return out
 
 
 def _paths(values: Sequence[float | None], top: float, count: int) -> list[str]:
