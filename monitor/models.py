@@ -9,7 +9,6 @@ that holds its key.
 
 from __future__ import annotations
 
-import os
 import re
 
 from croniter import croniter
@@ -19,6 +18,7 @@ from django.db import models, transaction
 
 from evals.records import EndpointSpec
 from monitor import metrics_catalogue
+from monitor.env import env_secret
 from monitor.run_summary import RunSummary
 
 ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
@@ -78,8 +78,9 @@ class Endpoint(models.Model):
         return self.name + (" (simulated)" if self.simulated else "")
 
     def api_key(self) -> str | None:
-        """Read at request time, so a rotated key needs no database change."""
-        return os.environ.get(self.api_key_env) if self.api_key_env else None
+        """Read at request time, so a rotated key needs no database change; stripped, and
+        refused naming the variable if it holds a control character (``env_secret``)."""
+        return env_secret(self.api_key_env) if self.api_key_env else None
 
     def spec(self) -> EndpointSpec:
         """What the client needs; the key is read from the environment now and lives only in
@@ -216,6 +217,10 @@ class Run(models.Model):
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Liveness (monitor.services.heartbeat): the owner beats while it measures; a claim bumps
+    # ``attempt`` so a worker whose stale run was taken over or reaped stops on its next beat.
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    attempt = models.PositiveSmallIntegerField(default=0)
     summary = models.JSONField(default=dict, blank=True)
     verdict = models.TextField(blank=True)
     error = models.TextField(blank=True)
@@ -295,6 +300,17 @@ class Sample(models.Model):
 
     def __str__(self) -> str:
         return f"sample {self.pk} {self.tier} {self.case.key}"
+
+
+class Beacon(models.Model):
+    """The last time a periodic part of the system was seen alive (the watchdog task), read by
+    ``/health`` in another process, so it lives in the database rather than a cache."""
+
+    name = models.SlugField(max_length=80, unique=True)
+    seen_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.name} at {self.seen_at:%Y-%m-%d %H:%M:%S}"
 
 
 class Channel(models.Model):

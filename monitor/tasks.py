@@ -1,9 +1,9 @@
 """Celery tasks: thin wrappers that take ids and call a service.
 
-Runs are claimed idempotently inside the pipeline (a redelivered task finds the run no longer
-queued and does nothing), so ``acks_late`` is safe. Only named transient errors are retried.
-``enqueue_run`` is the one way to start a run from a page or a command: services never import
-this module.
+Runs are claimed idempotently inside ``execute_run`` (a redelivered task finds the run claimed
+and does nothing, unless its heartbeat is stale: then it takes the run over), so ``acks_late``
+is safe. Only named transient errors are retried. ``enqueue_run`` is the one way to start a
+run from a page or a command: services never import this module.
 """
 
 from __future__ import annotations
@@ -12,7 +12,14 @@ from celery import shared_task
 from django.db import OperationalError
 
 from monitor.models import Pair, Run, RunKind, RunTrigger
-from monitor.services import alert_lifecycle, pipeline, report_archive, reports, runs
+from monitor.services import (
+    alert_lifecycle,
+    pipeline,
+    report_archive,
+    reports,
+    runs,
+    watchdog,
+)
 
 TRANSIENT = (OperationalError, ConnectionError)
 
@@ -75,3 +82,11 @@ def weekly_report_task(week: str | None = None) -> int:
 def monthly_report_task() -> int:
     """Archive the last complete month's report (PDF, CSV); returns the files stored."""
     return len(report_archive.archive_last_period(kind="month"))
+@shared_task(time_limit=50)
+def watchdog_task() -> int:
+    """Every minute (settings.CELERY_BEAT_SCHEDULE): reap stuck runs, check that each
+    scheduled pair is still measured, and record that the watchdog ran (``/health``)."""
+    changed = watchdog.run_watchdog()
+    for alert in changed:
+        notify_task.delay(alert.id)
+    return len(changed)

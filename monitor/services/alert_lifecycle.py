@@ -37,6 +37,7 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.utils import timezone
 
+from monitor import metrics_catalogue as catalogue
 from monitor.models import (
     Alert,
     AlertState,
@@ -159,8 +160,10 @@ def _flap_notice_sent(alert: Alert, now: datetime) -> bool:
 
 def hold_reason(alert: Alert, now: datetime, kind: str = "") -> str:
     """Why a message about the alert is held now ("" to send): maintenance, silenced,
-    flapping."""
-    if maintenance.active_window(alert.pair, now):
+    flapping. A system alert (the monitor itself: a lost worker, an overdue schedule) is not
+    held by a vendor's maintenance window."""
+    system = alert.rule.metric in catalogue.SYSTEM_METRICS
+    if not system and maintenance.active_window(alert.pair, now):
         return "maintenance"
     if alert.silenced_until and alert.silenced_until > now:
         return "silenced"
@@ -181,8 +184,7 @@ def announce(*, alert: Alert | None = None, alert_id: int | None = None, kind: s
     kind = kind or ("trigger" if alert.is_open else "resolve")
     if kind == "trigger" and alert.flapping and not _flap_notice_sent(alert, now):
         kind = "flapping"
-    targets = list(channels if channels is not None
-                   else alert.rule.channels.filter(disabled=False).order_by("pk"))
+    targets = list(channels if channels is not None else alerts.channels_for(alert))
     reason = hold_reason(alert, now, kind)
     subject, text, html = alerts.render_alert(alert, kind)
     event = alerts.alert_event(alert)

@@ -23,7 +23,7 @@ from statistics import fmean
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import F, Q, QuerySet
 
 from monitor import metrics_catalogue as catalogue
 from monitor.models import Alert, AlertRule, Channel, Notification, Pair, Run, RunKind, RunStatus
@@ -166,6 +166,7 @@ def evaluate_after_run(*, run_id: int) -> list[Outcome]:
     if run.status != RunStatus.DONE:
         return []
     rules = AlertRule.objects.filter(enabled=True).filter(Q(pair=run.pair) | Q(pair__isnull=True))
+    rules = rules.exclude(metric__in=catalogue.SYSTEM_METRICS)
     changed = []
     for rule in rules.order_by("pk"):
         problem = catalogue.problem(rule.metric, rule.tier)
@@ -199,6 +200,7 @@ def render_alert(alert: Alert, kind: str = "") -> tuple[str, str, str]:
         "pair": pair,
         "simulated": pair.simulated,
         "link": pair_link(pair),
+        "system": rule.metric in catalogue.SYSTEM_METRICS,
     }
     return render_email("alert", context)
 
@@ -252,6 +254,15 @@ def deliver(alert: Alert | None, channel: Channel, subject: str, text: str, html
     return notification
 
 
+def channels_for(alert: Alert) -> QuerySet[Channel]:
+    """The rule's enabled channels; a system alert on a rule without any goes to every
+    channel (the monitor itself is down: tell everyone)."""
+    channels = alert.rule.channels.all()
+    if alert.rule.metric in catalogue.SYSTEM_METRICS and not channels.exists():
+        channels = Channel.objects.all()
+    return channels.filter(disabled=False).order_by("pk")
+
+
 def notify(*, alert_id: int) -> list[Notification]:
     """Send the alert (opened or resolved) to every enabled channel of its rule, one
     Notification row per attempt. Never raises for a delivery failure."""
@@ -262,7 +273,7 @@ def notify(*, alert_id: int) -> list[Notification]:
     subject, text, html = render_alert(alert)
     event = alert_event(alert)
     sent = []
-    for channel in alert.rule.channels.filter(disabled=False).order_by("pk"):
+    for channel in channels_for(alert):
         done = Notification.objects.filter(alert=alert, channel=channel, subject=subject[:300])
         if done.filter(ok=True).exists():
             continue  # a retried task: this channel already has this message

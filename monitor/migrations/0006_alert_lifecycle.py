@@ -15,7 +15,7 @@ def resolved_state(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('monitor', '0004_run_kind_load'),
+        ('monitor', '0005_watchdog_heartbeat_beacon'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
