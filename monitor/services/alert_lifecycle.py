@@ -117,7 +117,7 @@ def resolve(*, alert_id: int, user=None, note: str = "", now: datetime | None = 
         if not current.is_open:
             raise LifecycleError(f"alert {alert_id} is already resolved")
         who = _user(user)
-        line = note or f"Resolved by {who.get_username()}." if who else note
+        line = note or (f"Resolved by {who.get_username()}." if who else "")
         message = current.message + (f"\n{line}" if line else "")
         claimed = Alert.objects.filter(pk=alert_id, resolved_at__isnull=True).update(
             state=AlertState.RESOLVED, resolved_at=now, message=message,
@@ -215,9 +215,9 @@ def sweep(*, now: datetime | None = None) -> dict[str, int]:
         if hold_reason(alert, now, "reminder"):
             continue
         rule = alert.rule
-        if rule.escalate_after_minutes is not None and alert.escalated_at is None and \
-                now >= alert.opened_at + timedelta(minutes=rule.escalate_after_minutes):
-            targets = rule.escalation_channels.filter(disabled=False).order_by("pk")
+        targets = list(rule.escalation_channels.filter(disabled=False).order_by("pk"))
+        if targets and rule.escalate_after_minutes is not None and alert.escalated_at is None \
+                and now >= alert.opened_at + timedelta(minutes=rule.escalate_after_minutes):
             sent = announce(alert=alert, kind="escalation", channels=targets, now=now)
             Alert.objects.filter(pk=alert.pk).update(escalated_at=now)
             _record(alert, "escalated", now, note=", ".join(c.name for c in targets))
