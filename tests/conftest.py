@@ -1,6 +1,6 @@
-"""Fixtures every test folder shares: the simulated demo vendor in its own process, a real SMTP
-server (aiosmtpd) and a Slack-like webhook receiver. Folder conftests hold the rest; plain
-helpers are in ``tests.support``, row builders in ``tests.factories``.
+"""Fixtures every test folder shares: the simulated vendor (its own process, or a thread), a
+real SMTP server (aiosmtpd) and a Slack-like webhook receiver. Folder conftests hold the rest;
+plain helpers are in ``tests.support``, row builders in ``tests.factories``.
 
 The vendor runs as a separate process (as it does for users), so its timing never competes
 with the client under test for one event loop.
@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import pytest
 from aiosmtpd.controller import Controller
 
+from evals.vendors.simulated import serve_in_thread
 from tests.factories import free_port
 from tests.support import WEBHOOK_ENV, Inbox, Receiver, start_process
 
@@ -31,6 +32,14 @@ def demo_vendor_url() -> Iterator[str]:
     yield f"http://127.0.0.1:{port}/v1"
     proc.terminate()
     proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def vendor() -> Iterator[str]:
+    """Base URL of the simulated vendor in a thread of this process, with no delays (client and
+    vendor tests; a module may define its own ``vendor`` for a different server)."""
+    with serve_in_thread(time_scale=0.0) as url:
+        yield url
 
 
 @pytest.fixture

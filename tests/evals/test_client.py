@@ -16,17 +16,10 @@ import pytest
 from evals.client import RETRIED_MARKER, make_client, parse_retry_after, stream_chat
 from evals.records import ERROR_CLASSES, ChatRequest, EndpointSpec, TimingRecord
 from evals.vendors import scripted as scripted_server
-from evals.vendors.simulated import serve_in_thread
 
 KEY = "sk-tierwatch-test-0123456789abcdef"
 ASK = ChatRequest(messages=[{"role": "user", "content": "Explain connection pooling in drivers"}],
                   max_tokens=120)
-
-
-@pytest.fixture(scope="module")
-def vendor() -> Iterator[str]:
-    with serve_in_thread(time_scale=0.0) as url:
-        yield url
 
 
 class ScriptedInThread:

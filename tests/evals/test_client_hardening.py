@@ -7,22 +7,12 @@ import base64
 import dataclasses
 import json
 import urllib.parse
-from collections.abc import Iterator
 from dataclasses import asdict
-
-import pytest
 
 from evals.client import key_scrubber
 from evals.records import TEXT_KEPT_CHARS, storable
-from evals.vendors.simulated import serve_in_thread
 from tests.evals.test_client import endpoint, run
 from tests.support import CANARY, canary_forms
-
-
-@pytest.fixture(scope="module")
-def vendor() -> Iterator[str]:
-    with serve_in_thread(time_scale=0.0) as url:
-        yield url
 
 
 def leaks(record_or_text: object, key: str = CANARY) -> list[str]:

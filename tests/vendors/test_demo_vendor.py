@@ -4,23 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Iterator
 
 import httpx
-import pytest
 
 from evals.client import make_client, stream_chat
 from evals.records import ChatRequest, EndpointSpec, TimingRecord
 from evals.suites import get_suite
-from evals.vendors.simulated import TIERS, serve_in_thread
+from evals.vendors.simulated import TIERS
 
 PROMPT = [{"role": "user", "content": "How should a team roll out database schema migrations?"}]
-
-
-@pytest.fixture(scope="module")
-def vendor() -> Iterator[str]:
-    with serve_in_thread(time_scale=0.0) as url:
-        yield url
 
 
 def ask(url: str, model: str, requests: list[ChatRequest], protocol: str = "openai"
