@@ -1,7 +1,10 @@
 """Synthetic tiers for the statistics tests and benchmarks: texts around shared per-prompt
-references with per-character substitution (the substitution rate plays the temperature)."""
+references with per-character substitution (the substitution rate plays the temperature),
+and hand-set MMD results."""
 
 import numpy as np
+
+from evals.stats.mmd import MMDResult
 
 ALPHABET = np.array(list("abcdefghij "))
 
@@ -30,3 +33,11 @@ def tiers(seed, rates, prompts=10, k=5, length=100, counts=None):
 def two_tiers(seed, rate_a, rate_b, prompts=10, k=5, length=100, counts_b=None):
     counts = [[k] * prompts, counts_b or [k] * prompts]
     return tiers(seed, (rate_a, rate_b), prompts, k, length, counts)
+
+
+def result(p, stat, *, prompts=25, k=10, q95=0.0012, L=1000, B=999):
+    """An MMD result whose permutation null has its 95th percentile at q95."""
+    return MMDResult(stat, p, np.full(B, q95), prompts, (prompts * k, prompts * k), L, B, (k, k))
+
+
+CALM = result(0.52, 0.0001)  # a base-vs-base calibration that does not reject

@@ -14,12 +14,9 @@ import httpx
 import pytest
 
 from evals.client import RETRIED_MARKER, make_client, parse_retry_after, stream_chat
-from evals.records import ERROR_CLASSES, ChatRequest, EndpointSpec, TimingRecord
+from evals.records import ERROR_CLASSES, ChatRequest, TimingRecord
 from evals.vendors import scripted as scripted_server
-
-KEY = "sk-tierwatch-test-0123456789abcdef"
-ASK = ChatRequest(messages=[{"role": "user", "content": "Explain connection pooling in drivers"}],
-                  max_tokens=120)
+from tests.evals.calls import ASK, KEY, endpoint, run
 
 
 class ScriptedInThread:
@@ -47,20 +44,6 @@ def scripted() -> Iterator[ScriptedInThread]:
     server = ScriptedInThread()
     yield server
     server.close()
-
-
-def endpoint(url: str, model: str, protocol: str = "openai", **kw: Any) -> EndpointSpec:
-    return EndpointSpec(name=model, protocol=protocol, base_url=url, model=model, api_key=KEY, **kw)
-
-
-def run(ep: EndpointSpec, request: ChatRequest = ASK, backend: str = "aiohttp",
-        t0: list[float] | None = None) -> TimingRecord:
-    async def go() -> TimingRecord:
-        async with make_client(backend=backend) as client:
-            sink = t0.append if t0 is not None else None
-            return await stream_chat(client, ep, request, on_start=sink)
-
-    return asyncio.run(go())
 
 
 def script(**kw: Any) -> dict[str, Any]:

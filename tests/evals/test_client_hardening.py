@@ -11,7 +11,7 @@ from dataclasses import asdict
 
 from evals.client import key_scrubber
 from evals.records import TEXT_KEPT_CHARS, storable
-from tests.evals.test_client import endpoint, run
+from tests.evals.calls import endpoint, run
 from tests.support import CANARY, canary_forms
 
 

@@ -16,17 +16,9 @@ from evals.stats.verdict import (
     load_reference_ladder,
     reach,
 )
-from tests.evals.synthetic import tiers
+from tests.evals.synthetic import CALM, result, tiers
 
 LADDER = PLACEHOLDER_LADDER  # explicit, so a measured ladder file does not change the wording
-
-
-def result(p, stat, *, prompts=25, k=10, q95=0.0012, L=1000, B=999):
-    """An MMD result whose permutation null has its 95th percentile at q95."""
-    return MMDResult(stat, p, np.full(B, q95), prompts, (prompts * k, prompts * k), L, B, (k, k))
-
-
-CALM = result(0.52, 0.0001)  # a base-vs-base calibration that does not reject
 
 
 def cases_table(n=50, base_passes=40, fast_loses=6):

@@ -5,7 +5,7 @@ import pytest
 
 from evals.similarity import compare_pairs
 from evals.stats.verdict import PLACEHOLDER_LADDER, decide
-from tests.evals.test_stats_verdict import CALM, result
+from tests.evals.synthetic import CALM, result
 
 
 def t0_summaries(repeat: int) -> tuple[dict, dict]:

@@ -5,7 +5,7 @@ import pytest
 
 from monitor.models import Endpoint, Pair
 from monitor.services.config import ConfigError, apply_config_file, apply_config_text
-from tests.monitor.test_config import GOOD
+from tests.monitor.configs import GOOD
 
 LOL = '"lol","lol","lol","lol","lol","lol","lol","lol","lol"'
 BILLION_LAUGHS = f"a: &a [{LOL}]\n" + "".join(  # 9**9 "lol"s once the aliases are followed

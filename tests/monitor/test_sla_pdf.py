@@ -20,7 +20,7 @@ from monitor.services.report_pdf import render_pdf
 from monitor.services.reports import build_sla_report, last_complete_month, month_bounds
 from monitor.services.schedules import ensure_weekly_report_schedule
 from monitor.tasks import monthly_report_task, weekly_report_task
-from tests.monitor.test_sla_report import IN_WEEK, WEEK
+from tests.support import IN_WEEK, WEEK
 
 POPPLER = shutil.which("pdftoppm") and shutil.which("pdftotext")
 needs_poppler = pytest.mark.skipif(not POPPLER, reason="poppler-utils (pdftoppm) not installed")
