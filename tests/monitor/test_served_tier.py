@@ -15,11 +15,11 @@ from evals.client import make_client, stream_chat
 from evals.latency import downgrades, output_tps
 from evals.records import ChatRequest, EndpointSpec, TimingRecord
 from evals.vendors.simulated import serve_in_thread
-from monitor.models import Alert, AlertRule, Endpoint, Pair
+from monitor.models import Alert, AlertRule
 from monitor.services.alerts import read_metric
 from monitor.services.pipeline import execute_run
 from monitor.services.runs import create_run
-from monitor.services.suites import sync_builtin_suite
+from tests.factories import vendor_pair
 
 ASK = ChatRequest(messages=[{"role": "user", "content": "Explain connection pooling"}],
                   max_tokens=40)
@@ -112,18 +112,11 @@ def test_output_tokens_per_second_in_both_definitions():
         output_tps(rec, definition="tpot")
 
 
-def make_pair(url: str, expected: str) -> Pair:
-    fast = Endpoint.objects.create(name="fast", base_url=url, model="demo-fast",
-                                   simulated=True, expected_tier=expected)
-    base = Endpoint.objects.create(name="base", base_url=url, model="demo-base", simulated=True)
-    return Pair.objects.create(name="p", fast=fast, base=base, repeat=1,
-                               suite=sync_builtin_suite(name="smoke"))
-
-
 @pytest.mark.django_db
 def test_a_run_stores_the_served_tier_and_alerts_on_the_downgrade_rate():
     with serve_in_thread(time_scale=0.0, downgrade_share=1.0, downgrade_above=0) as url:
-        pair = make_pair(url, "priority")
+        pair = vendor_pair(url, suite="smoke", repeat=1,
+                           fast_fields={"expected_tier": "priority"})
         rule = AlertRule.objects.create(name="downgraded", metric="downgrade_rate", tier="fast",
                                         op="gt", threshold=0.1, last_k=1, min_n=3)
         run = execute_run(run_id=create_run(pair=pair, seed=3).id, cases_limit=4)
@@ -144,7 +137,8 @@ def test_a_run_stores_the_served_tier_and_alerts_on_the_downgrade_rate():
 @pytest.mark.django_db
 def test_an_undowngraded_run_reads_zero_and_the_pair_page_charts_it(demo_vendor_url,
                                                                     admin_client):
-    pair = make_pair(demo_vendor_url, "priority")
+    pair = vendor_pair(demo_vendor_url, suite="smoke", repeat=1,
+                       fast_fields={"expected_tier": "priority"})
     run = execute_run(run_id=create_run(pair=pair, seed=3).id, cases_limit=3)
     assert run.summary_obj.tier("fast").downgrade_rate == 0.0
     assert run.summary_obj.tier("base").downgrade_rate is None  # none expected
