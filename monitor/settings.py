@@ -162,6 +162,10 @@ TIERWATCH_QUEUED_STALE_S = env_float("TIERWATCH_QUEUED_STALE_S", 3600.0)  # neve
 TIERWATCH_RUN_MAX_S = env_float("TIERWATCH_RUN_MAX_S", 3600.0)  # execute_run_task's time_limit
 TIERWATCH_OVERDUE_GRACE_S = env_float("TIERWATCH_OVERDUE_GRACE_S", 900.0)  # beyond the interval
 TIERWATCH_DB_RETRY_S = env_float("TIERWATCH_DB_RETRY_S", 60.0)  # a sample save rides out a restart
+# Queues by kind (monitor.routing): probes, audits, reports; workers choose theirs with -Q.
+CELERY_TASK_ROUTES = ("monitor.routing.route_task",)
+# Requests in flight per vendor (API host) across all workers, with REDIS_URL (monitor.ratelimit).
+TIERWATCH_VENDOR_CONCURRENCY = env_int("TIERWATCH_VENDOR_CONCURRENCY", 16)
 
 # Mail: Django's SMTP backend; EMAIL_BACKEND may point to the file backend for the demo.
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
@@ -183,6 +187,10 @@ TIERWATCH_PAGERDUTY_URL = env_str(
 # the SLA report's availability SLO (error budget = 1 - target)
 TIERWATCH_SLO_AVAILABILITY = env_float("TIERWATCH_SLO_AVAILABILITY", 0.99)
 TIERWATCH_HTTP_TIMEOUT_S = env_float("TIERWATCH_HTTP_TIMEOUT_S", 120.0)
+# Retention (monitor.retention): sample payloads kept this many days; the samples of each
+# pair's newest K audits kept whole.
+TIERWATCH_RETENTION_DAYS = env_int("TIERWATCH_RETENTION_DAYS", 30)
+TIERWATCH_RETENTION_KEEP_AUDITS = env_int("TIERWATCH_RETENTION_KEEP_AUDITS", 4)
 
 LOGGING = {
     "version": 1,

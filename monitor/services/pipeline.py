@@ -1,5 +1,5 @@
-"""What happens to a run, in order: measure → summarise → done → verdict and drift → alerts →
-notify. The Celery task calls this; so do the ``probe`` command and the tests.
+"""What happens to a run, in order: measure → summarise (and its rollups) → done → verdict and
+drift → alerts → notify. The Celery task calls this; so do the ``probe`` command and the tests.
 
 Measuring and summarising either succeed or mark the run failed with the reason. The judging
 steps after "done" read the finished run and never fail it: a verdict that cannot be computed
@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from monitor import rollups
 from monitor.models import Run, RunKind, RunStatus
 from monitor.services import alerts, drift, heartbeat, runs, verdict
 
@@ -32,12 +33,14 @@ def execute_run(
     try:
         runs.measure(run_id=run_id, cases_limit=cases_limit)
         runs.summarise_run(run_id=run_id)
+        rollups.record_run(run=Run.objects.get(id=run_id))  # kept when payloads expire
     except heartbeat.RunLost as exc:  # reaped or taken over: the run is no longer ours
         log.warning("%s; stopping", exc)
         return Run.objects.get(id=run_id)
     except Exception as exc:  # the run is marked failed with its reason; samples stay
         log.exception("run %s failed", run_id)
         runs.mark_failed(run_id=run_id, exc=exc, attempt=attempt)
+        rollups.record_run_safely(run_id=run_id)  # its requests still count in availability
         return Run.objects.get(id=run_id)
     runs.mark_done(run_id=run_id, attempt=attempt)
     if Run.objects.filter(id=run_id).values_list("status", flat=True).first() != RunStatus.DONE:
