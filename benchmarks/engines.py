@@ -280,7 +280,7 @@ Use (no Django needed for the first three):
 .venv/bin/python -m evals.vendors.llamacpp.vendor status    # running / unhealthy / dead / stopped
 .venv/bin/python -m evals.vendors.llamacpp.vendor down      # stops the servers by pid
 .venv/bin/python manage.py local_vendor up|down|status [--targets ...]  # + endpoints, pairs
-.venv/bin/pytest tests/test_engines.py -q          # TIERWATCH_ENGINE_TESTS=1 builds if absent
+.venv/bin/pytest tests/vendors/test_engines.py -q  # TIERWATCH_ENGINE_TESTS=1 builds if absent
 ```
 
 What runs: one `llama-server` per target on 127.0.0.1, a free port each (llama.cpp vendored in \

@@ -1,6 +1,6 @@
 """Does "80% power only above MMD² X" hold? Power measured at effects around the stated X.
 
-Synthetic tiers (``tests.test_stats_mmd.tiers``: per-character substitution around shared
+Synthetic tiers (``tests.evals.synthetic.tiers``: per-character substitution around shared
 reference texts, 25 prompts × 6 samples per tier, 60 characters, B = 200): the base tier at
 rate 0.30, the fast tier at 0.30 + d. For each d, ``reps`` runs: the share rejecting at
 p < 0.05 (power), the mean MMD² (the true effect, the estimator being unbiased), and the
@@ -26,7 +26,7 @@ import numpy as np  # noqa: E402
 from benchmarks.docs_section import write_section  # noqa: E402
 from evals.stats.effect import effect_size  # noqa: E402
 from evals.stats.mmd import mmd_test  # noqa: E402
-from tests.test_stats_mmd import two_tiers  # noqa: E402
+from tests.evals.synthetic import two_tiers  # noqa: E402
 
 SECTION = "## Power at the stated 80% effect (synthetic tiers)"
 

@@ -34,7 +34,8 @@ from django.db.models import Min  # noqa: E402
 from monitor.models import Endpoint, Pair, Run, Sample  # noqa: E402
 from monitor.services.suites import sync_builtin_suite  # noqa: E402
 from monitor.tasks import probe_pair_task  # noqa: E402
-from tests.conftest import ROOT, free_port  # noqa: E402
+from tests.factories import free_port  # noqa: E402
+from tests.support import ROOT  # noqa: E402
 
 
 def wait_healthy(url: str, timeout_s: float = 30) -> None:

@@ -4,7 +4,7 @@
    characters, B = 1,000 permutations): target ≤ 1 s on this 2-core machine.
 2. Power of the anytime-valid betting test (``sequential_test``) against the fixed-size MMD
    test, on synthetic tiers whose texts differ by a per-character substitution rate (the same
-   generator as tests/test_stats_mmd.py), at half and at all of the queries.
+   generator as tests/evals/synthetic.py), at half and at all of the queries.
 3. False alarms of the CUSUM drift detector on pure noise, by baseline size.
 
 Run: ``.venv/bin/python benchmarks/verdict_speed.py --write-docs`` (about a minute).
@@ -32,7 +32,7 @@ from evals.stats.drift import cusum_track  # noqa: E402
 from evals.stats.mmd import mmd_test  # noqa: E402
 from evals.stats.sequential import sequential_test  # noqa: E402
 from evals.stats.verdict import decide  # noqa: E402
-from tests.test_stats_mmd import tiers  # noqa: E402
+from tests.evals.synthetic import tiers  # noqa: E402
 
 HEADER = "## Verdict computation"
 PROMPTS, K, LENGTH, BASE_RATE = 25, 10, 1000, 0.30

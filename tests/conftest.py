@@ -1,4 +1,6 @@
-"""Shared fixtures: the simulated demo vendor in its own process, and the real-services switch.
+"""Fixtures every test folder shares: the simulated vendor (its own process, or a thread), a
+real SMTP server (aiosmtpd) and a Slack-like webhook receiver. Folder conftests hold the rest;
+plain helpers are in ``tests.support``, row builders in ``tests.factories``.
 
 The vendor runs as a separate process (as it does for users), so its timing never competes
 with the client under test for one event loop.
@@ -6,35 +8,16 @@ with the client under test for one event loop.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
-import time
+import threading
 from collections.abc import Iterator
 
-import httpx
 import pytest
+from aiosmtpd.controller import Controller
 
+from evals.vendors.simulated import serve_in_thread
 from tests.factories import free_port
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def start_process(args: list[str], health_url: str, env: dict | None = None,
-                  timeout_s: float = 30) -> subprocess.Popen:
-    proc = subprocess.Popen(args, cwd=ROOT, env={**os.environ, **(env or {})},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{args} exited early:\n{proc.stdout.read() if proc.stdout else ''}")
-        try:
-            if httpx.get(health_url, timeout=1).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError(f"{args} did not become healthy at {health_url}")
+from tests.support import WEBHOOK_ENV, Inbox, Receiver, start_process
 
 
 @pytest.fixture(scope="session")
@@ -51,5 +34,34 @@ def demo_vendor_url() -> Iterator[str]:
     proc.wait(timeout=10)
 
 
-def real_services() -> bool:
-    return bool(os.environ.get("DATABASE_URL")) and bool(os.environ.get("REDIS_URL"))
+@pytest.fixture(scope="module")
+def vendor() -> Iterator[str]:
+    """Base URL of the simulated vendor in a thread of this process, with no delays (client and
+    vendor tests; a module may define its own ``vendor`` for a different server)."""
+    with serve_in_thread(time_scale=0.0) as url:
+        yield url
+
+
+@pytest.fixture
+def smtp(settings):
+    inbox = Inbox()
+    controller = Controller(inbox, hostname="127.0.0.1", port=free_port())
+    controller.start()
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", controller.port
+    settings.EMAIL_USE_TLS, settings.EMAIL_HOST_USER = False, ""
+    yield inbox
+    controller.stop()
+
+
+@pytest.fixture
+def slack(monkeypatch):
+    receiver = Receiver()
+    thread = threading.Thread(target=receiver.server.serve_forever, daemon=True)
+    thread.start()
+    monkeypatch.setenv(WEBHOOK_ENV, receiver.url)
+    yield receiver
+    receiver.server.shutdown()
+    receiver.server.server_close()
+
+

@@ -19,6 +19,7 @@ from monitor.run_summary import (
     SpeedUp,
     TierStats,
 )
+from monitor.services.suites import sync_builtin_suite
 
 LOCAL_URL = "http://127.0.0.1:9/v1"  # nothing listens: rows only, never a request
 
@@ -50,6 +51,24 @@ def pair(name: str = "demo", *, url: str = LOCAL_URL, fast: str = "demo-fast",
     return Pair.objects.create(
         name=name, fast=endpoint(fast, url=url, simulated=simulated),
         base=endpoint(base, url=url, simulated=simulated), suite=suite_row or suite(), **fields,
+    )
+
+
+def vendor_pair(vendor_url: str, *, fast_model: str = "demo-fast", fast_url: str | None = None,
+                suite: str = "coding", repeat: int = 2, fast_fields: dict[str, Any] | None = None,
+                **fields: Any) -> Pair:
+    """A pair ("fast", "base") on a real vendor with a built-in suite, for tests that run it;
+    ``fast_fields`` go on the fast endpoint, other keywords on the pair."""
+    base_row = Endpoint.objects.create(
+        name="base", base_url=vendor_url, model="demo-base", simulated=True
+    )
+    fast_row = Endpoint.objects.create(
+        name="fast", base_url=fast_url or vendor_url, model=fast_model, simulated=True,
+        **{"timeout_s": 10, **(fast_fields or {})},
+    )
+    return Pair.objects.create(
+        name="p", fast=fast_row, base=base_row, suite=sync_builtin_suite(name=suite), repeat=repeat,
+        **fields,
     )
 
 

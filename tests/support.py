@@ -1,0 +1,129 @@
+"""Plain helpers the test folders share (no fixtures: those live in the conftests): the repo
+root, starting a process and waiting for its health URL, the SMTP inbox and Slack-like receiver
+behind the ``smtp``/``slack`` fixtures, the worker's database URL and the canary API key."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import time
+import urllib.parse
+from collections.abc import Callable
+from datetime import UTC, datetime
+from email import message_from_bytes
+from email.policy import default as default_policy
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
+import pytest
+from django.conf import settings
+
+from evals.vendors.llamacpp import build
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CANARY = "sk-canary-Zq8xW2vLm5Rt9Yp3Kd7N"
+WEEK = "2026-W48"  # Monday 2026-11-23 to Sunday 2026-11-29
+IN_WEEK = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
+
+
+def start_process(args: list[str], health_url: str, env: dict | None = None,
+                  timeout_s: float = 30) -> subprocess.Popen:
+    proc = subprocess.Popen(args, cwd=ROOT, env={**os.environ, **(env or {})},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{args} exited early:\n{proc.stdout.read() if proc.stdout else ''}")
+        try:
+            if httpx.get(health_url, timeout=1).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError(f"{args} did not become healthy at {health_url}")
+
+
+def real_services() -> bool:
+    return bool(os.environ.get("DATABASE_URL")) and bool(os.environ.get("REDIS_URL"))
+
+
+def worker_database_url() -> str:
+    """The test database as a URL a separate worker process can open."""
+    db = settings.DATABASES["default"]
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{db['NAME']}"
+    user = db.get("USER") or "postgres"
+    return (
+        f"postgres://{user}@{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
+    )
+
+
+def canary_forms(key: str) -> list[str]:
+    """The key as a server may echo it (``evals.client.key_scrubber`` lists them)."""
+    return [key, key.lower(), key.upper(), urllib.parse.quote(f"Bearer {key}"),
+            base64.b64encode(key.encode()).decode().rstrip("="), key[:8] + "...", key[-6:]]
+
+
+
+WEBHOOK_ENV = "TIERWATCH_TEST_SLACK_WEBHOOK"
+
+
+class Inbox:
+    """aiosmtpd handler that keeps every message and can refuse some recipients."""
+
+    def __init__(self) -> None:
+        self.messages: list = []
+        self.refuse: set[str] = set()
+
+    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
+        if address in self.refuse:
+            return "550 5.1.1 no such user"
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
+    async def handle_DATA(self, server, session, envelope):
+        parsed = message_from_bytes(envelope.content, policy=default_policy)
+        self.messages.append((envelope.rcpt_tos, parsed))
+        return "250 OK"
+
+
+class Receiver:
+    """A Slack-like webhook: answers the scripted statuses in order (then 200), keeps JSON."""
+
+    def __init__(self) -> None:
+        self.statuses: list[int] = []
+        self.posted: list[dict] = []
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                receiver.posted.append(json.loads(body))
+                status = receiver.statuses.pop(0) if receiver.statuses else 200
+                reply = b"ok" if status == 200 else b"no_service"
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/services/T0/B0/secret-token"
+
+
+BUILD_ON_DEMAND = os.environ.get("TIERWATCH_ENGINE_TESTS") == "1"
+skip_without_build = pytest.mark.skipif(
+    build.cached_binaries() is None and not BUILD_ON_DEMAND,
+    reason="llama-server is not built in the cache ($TIERWATCH_CACHE or ~/.cache/tierwatch); "
+    "build it once with `python -m evals.vendors.llamacpp.vendor up` (6-18 min on 2 cores) or set "
+    "TIERWATCH_ENGINE_TESTS=1 to build it during the tests",
+)
+
+
+def engine(fn: Callable[..., None]) -> Callable[..., None]:
+    """Needs the real engine: marked, skipped without the build, time for a first build."""
+    return pytest.mark.engine(pytest.mark.timeout(1800)(skip_without_build(fn)))
