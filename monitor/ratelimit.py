@@ -15,6 +15,7 @@ The vendor is the endpoint's host (``vendor_of``): two endpoints on one API shar
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from contextlib import asynccontextmanager
@@ -22,8 +23,12 @@ from urllib.parse import urlsplit
 
 from redis import WatchError
 from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
+log = logging.getLogger(__name__)
 PREFIX = "tierwatch:vendor"
+REDIS_DOWN = (RedisConnectionError, RedisTimeoutError, OSError)
 
 
 def vendor_of(base_url: str) -> str:
@@ -80,11 +85,24 @@ class VendorLimiter:
 
     @asynccontextmanager
     async def lease(self, timeout_s: float = 600.0):
-        token = await self.acquire(timeout_s)
+        """A lease for one request. Fails open: with Redis unreachable (restarting, down) the
+        request goes without a lease and the limit is not enforced until Redis is back: a
+        monitor that stops measuring because its limiter is down would be silent in the worst
+        way, and the vendor's own 429s still count."""
+        try:
+            token: str | None = await self.acquire(timeout_s)
+        except REDIS_DOWN as exc:
+            log.warning("vendor limit for %s not enforced: Redis unreachable (%s)", self.vendor,
+                        type(exc).__name__)
+            token = None
         try:
             yield token
         finally:
-            await self.release(token)
+            if token is not None:
+                try:
+                    await self.release(token)
+                except REDIS_DOWN:  # the lease expires by itself (lease_s)
+                    pass
 
     async def pause(self, seconds: float) -> None:
         """Honour a Retry-After: no new request to this vendor for ``seconds`` from any worker
@@ -117,7 +135,10 @@ class RunGate:
 
     async def after(self, tier: str, record) -> None:
         if record.error_class == "rate_limited":
-            await self.limiters[tier].pause(record.retry_after_s or DEFAULT_PAUSE_S)
+            try:
+                await self.limiters[tier].pause(record.retry_after_s or DEFAULT_PAUSE_S)
+            except REDIS_DOWN:  # fails open, as ``lease`` does
+                log.warning("vendor pause not stored: Redis unreachable")
 
     async def close(self) -> None:
         await self.redis.aclose()

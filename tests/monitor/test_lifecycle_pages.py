@@ -19,6 +19,7 @@ from monitor.models import (
     Run,
     Sample,
 )
+from monitor.rollups import record_run
 from monitor.run_summary import Drift, DriftSeries
 from monitor.services import alert_lifecycle as lifecycle
 from monitor.services.config import apply_config_text
@@ -67,6 +68,7 @@ def test_the_timeline_lists_alert_changes_verdicts_drift_models_and_maintenance(
         Sample.objects.create(run=audit, case=pair.suite.cases.first(), endpoint=pair.fast,
                               tier="fast", ok=True, model_id=model_id,
                               started_at=timezone.now() - timedelta(minutes=45 - i))
+    record_run(run=audit)  # model-id events are written when a run is summarised
     MaintenanceWindow.objects.create(pair=pair, starts_at=timezone.now() + timedelta(days=1),
                                      ends_at=timezone.now() + timedelta(days=1, hours=1),
                                      reason="vendor upgrade")

@@ -84,7 +84,8 @@ def test_a_429_with_retry_after_pauses_the_vendor_for_every_worker(demo_vendor_u
     from redis import Redis
 
     from monitor.ratelimit import VendorLimiter, vendor_of
-    from monitor.services.runs import create_run, execute_run
+    from monitor.services.pipeline import execute_run
+    from monitor.services.runs import create_run
     from tests.factories import vendor_pair
 
     pair = vendor_pair(demo_vendor_url, fast_model="demo-ratelimit", suite="smoke", repeat=1)
