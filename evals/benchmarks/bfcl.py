@@ -9,9 +9,9 @@ executable back-ends and are not.
 
 BFCL writes parameter types in Python's words (``dict``, ``float``, ``tuple``, ``any``); they are
 mapped to JSON Schema (``object``, ``number``, ``array``, no type), as BFCL itself does for
-OpenAI-style models; a parameter whose default is ``None`` may be null. Function names may contain dots, which the OpenAI and Anthropic APIs
-reject (``^[a-zA-Z0-9_-]{1,64}$``): dots become underscores in the tools *and* the answers
-(BFCL's own OpenAI handler does the same).
+OpenAI-style models; a parameter whose default is ``None`` may be null. Function names may
+contain dots, which the OpenAI and Anthropic APIs reject (``^[a-zA-Z0-9_-]{1,64}$``): dots
+become underscores in the tools *and* the answers (BFCL's own OpenAI handler does the same).
 """
 
 from __future__ import annotations

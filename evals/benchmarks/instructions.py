@@ -2,8 +2,8 @@
 IFEval scores them (Zhou et al. 2023, "Instruction-Following Evaluation for Large Language
 Models", section 3).
 
-Each case (``data/instructions.yaml``, category ``instructions``) stacks a few instructions;
-each is a constraint of :mod:`evals.constraints`. Four accuracies:
+Each case (``data/instructions.yaml``, category ``instructions/verifiable``) stacks a few
+instructions; each is a constraint of :mod:`evals.constraints`. Four accuracies:
 
 - **prompt-level**: share of prompts whose every instruction is followed;
 - **instruction-level**: share of all instructions followed;
@@ -23,7 +23,7 @@ from evals.benchmarks.importer import builtin_cases
 from evals.constraints import CHECKS, validate_all
 from evals.records import CaseSpec
 
-CATEGORY = "instructions"
+CATEGORY = "instructions/verifiable"
 
 
 def load_cases() -> list[CaseSpec]:

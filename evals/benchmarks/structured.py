@@ -1,7 +1,7 @@
 """Structured output: does the reply honour the requested JSON format?
 
-Cases (``data/structured.yaml``, category ``structured``) ask for OpenAI's ``response_format``:
-``json_object`` (JSON mode: any JSON object) or ``json_schema`` (an object valid against the
+Cases (``data/structured.yaml``, category ``structured/json``) ask for OpenAI's
+``response_format``: ``json_object`` (JSON mode: any JSON object) or ``json_schema`` (an object valid against the
 given schema). A reply is *valid* when it parses as a JSON object (a single surrounding code
 fence is forgiven, as :func:`evals.constraints.json_valid` does) and, for a schema, validates
 with ``jsonschema``. The validity rate per tier is the share of valid replies.
@@ -19,7 +19,7 @@ from evals.benchmarks.importer import builtin_cases
 from evals.constraints import _strip_fence
 from evals.records import CaseSpec
 
-CATEGORY = "structured"
+CATEGORY = "structured/json"
 
 
 def load_cases() -> list[CaseSpec]:
