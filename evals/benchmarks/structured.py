@@ -2,9 +2,10 @@
 
 Cases (``data/structured.yaml``, category ``structured/json``) ask for OpenAI's
 ``response_format``: ``json_object`` (JSON mode: any JSON object) or ``json_schema`` (an
-object valid against the given schema). A reply is *valid* when it parses as a JSON object (a single surrounding code
-fence is forgiven, as :func:`evals.constraints.json_valid` does) and, for a schema, validates
-with ``jsonschema``. The validity rate per tier is the share of valid replies.
+object valid against the given schema). A reply is *valid* when it parses as a JSON object (a
+single surrounding code fence is forgiven, as :func:`evals.constraints.json_valid` does) and,
+for a schema, validates with ``jsonschema``. The validity rate per tier is the share of valid
+replies.
 """
 
 from __future__ import annotations
