@@ -70,12 +70,21 @@ def prompt_of(case: CaseSpec) -> str:
 def program(case: CaseSpec, answer: str) -> str:
     """The code to run for ``answer``: the case's prompt, then the code in the answer."""
     code = extract_code(answer)
-    if not code.strip():
-        return ""
     prompt = prompt_of(case)
+    if not code.strip():  # an indented body alone does not parse by itself
+        completion = prompt + answer.rstrip() + "\n"
+        return completion if answer.strip() and _parses(completion) else ""
     if _defines(code, case.entry_point):
         return f"{prompt}\n\n{code}\n"
     return prompt + code + "\n"  # a body that completes the prompt's function
+
+
+def _parses(code: str) -> bool:
+    try:
+        ast.parse(code)
+    except (SyntaxError, ValueError):
+        return False
+    return True
 
 
 def _defines(code: str, name: str) -> bool:
