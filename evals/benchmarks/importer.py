@@ -171,6 +171,23 @@ def _json_lines(path: Path, label: str, errors: list[str]) -> list[tuple[int, An
     return rows
 
 
+def _field_line(node: Any, field: str) -> int | None:
+    """The line of ``field`` (``constraints[0].n``) inside a YAML node, as deep as it goes."""
+    line = None
+    for name, index in re.findall(r"([^.\[\]]+)|\[(\d+)\]", field):
+        if name and isinstance(node, yaml.MappingNode):
+            found = next(((k, v) for k, v in node.value if k.value == name), None)
+            if found is None:
+                break
+            line, node = found[0].start_mark.line + 1, found[1]
+        elif index and isinstance(node, yaml.SequenceNode) and int(index) < len(node.value):
+            node = node.value[int(index)]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line
+
+
 def _yaml_rows(path: Path, label: str, errors: list[str]) -> list[tuple[int, Any]]:
     try:
         node = yaml.compose(_read_text(path))
@@ -183,8 +200,16 @@ def _yaml_rows(path: Path, label: str, errors: list[str]) -> list[tuple[int, Any
     if not isinstance(node, yaml.SequenceNode):
         errors.append(_problem(label, 1, "cases", "expected a list of cases"))
         return []
-    return [(item.start_mark.line + 1, yaml.safe_load(yaml.serialize(item)))
+    return [(item.start_mark.line + 1, _Located(yaml.safe_load(yaml.serialize(item)), item))
             for item in node.value]
+
+
+class _Located(dict):  # type: ignore[type-arg]
+    """A YAML case mapping that remembers its node, to name the line of a bad field."""
+
+    def __init__(self, value: Any, node: Any) -> None:
+        super().__init__(value if isinstance(value, dict) else {})
+        self.value, self.node = value, node
 
 
 def parse_file(path: str | Path, *, answers: str | Path | None = None,
@@ -207,6 +232,8 @@ def parse_file(path: str | Path, *, answers: str | Path | None = None,
     match = re.search(r"BFCL_v\d+_(\w+)\.json$", path.name)
     cases, keys = [], set()
     for line, row in rows:
+        node = row.node if isinstance(row, _Located) else None
+        row = row.value if isinstance(row, _Located) else row
         try:
             if isinstance(row, dict) and {"task_id", "prompt", "test"} <= set(row):
                 case = humaneval.to_case(row)
@@ -217,13 +244,19 @@ def parse_file(path: str | Path, *, answers: str | Path | None = None,
                 case = case_from_dict(row)
         except ValueError as exc:
             field, _, problem = str(exc).partition(": ")
-            errors.append(_problem(label, line, field, problem or field))
+            at = (_field_line(node, field) if node is not None else None) or line
+            errors.append(_problem(label, at, field, problem or field))
             continue
         if case.key in keys:
-            errors.append(_problem(label, line, "key", f"duplicate key {case.key!r}"))
+            at = (_field_line(node, "key") if node is not None else None) or line
+            errors.append(_problem(label, at, "key", f"duplicate key {case.key!r}"))
         keys.add(case.key)
         cases.append(case)
-    return ([], errors) if errors else (cases, [])
+    if errors:  # in line order, whichever step found them
+        at = re.compile(rf"^{re.escape(label)}:(\d+):")
+        errors.sort(key=lambda e: int(m.group(1)) if (m := at.match(e)) else 0)
+        return [], errors
+    return cases, []
 
 
 @functools.lru_cache(maxsize=1)
