@@ -87,3 +87,6 @@ def test_it_words_routing_advice_for_each_outcome():
         "not enough paired cases yet (3 < 5); no advice")
     assert "too few cases to detect even a total loss" in routing_advice(
         result(mde_points=None))
+    assert routing_advice(result(diff_points=-5.0)) == (
+        "undecided on `tool_calls/simple`: -5 points so far over 420 paired cases, not "
+        "significant (p = 0.8 after Holm); would detect a 6-point drop at 80% power")

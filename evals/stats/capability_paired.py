@@ -157,7 +157,9 @@ def compare(counts: dict[str, CaseCounts], alpha: float = 0.05, n_perm: int = 40
 
 
 def routing_advice(result: PairedResult) -> str:
-    """The sentence a page shows for one category (the article's routing question)."""
+    """The sentence a page shows for one category (the article's routing question). A drop
+    that is not significant but at least half the detectable one is "undecided", not a
+    recommendation to route: absence of evidence is not evidence of absence."""
     cat = result.category
     if result.p_adjusted is None:
         return (f"`{cat}`: not enough paired cases yet ({result.n_cases} < {MIN_CASES}); "
@@ -169,6 +171,10 @@ def routing_advice(result: PairedResult) -> str:
         return f"keep `{cat}` on base: {diff:+.0f} points, {p}"
     if result.p_adjusted < result.alpha:
         return (f"route `{cat}` to the fast tier: it does better, {diff:+.0f} points, {p}")
+    if diff < 0 and result.mde_points is not None and -diff >= result.mde_points / 2:
+        return (f"undecided on `{cat}`: {diff:+.0f} points so far over {result.n_cases} "
+                f"paired cases, not significant ({p}); would detect a "
+                f"{result.mde_points:.0f}-point drop at 80% power")
     detect = (f"would detect a {result.mde_points:.0f}-point drop"
               if result.mde_points is not None else
               "too few cases to detect even a total loss")
