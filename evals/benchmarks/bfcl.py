@@ -12,6 +12,12 @@ mapped to JSON Schema (``object``, ``number``, ``array``, no type), as BFCL itse
 OpenAI-style models; a parameter whose default is ``None`` may be null. Function names may
 contain dots, which the OpenAI and Anthropic APIs reject (``^[a-zA-Z0-9_-]{1,64}$``): dots
 become underscores in the tools *and* the answers (BFCL's own OpenAI handler does the same).
+
+The data is taken as shipped. Some possible answers contradict their own function's schema
+(a string param answered ``True``, a list where a string is declared): built from the first
+acceptable values, 2,239 of the 2,351 call cases check as correct; 110 (77 of them
+``live_multiple``) fail ``jsonschema`` on BFCL's own answer and 2 fail the matching, so a tier
+that gives those answers is counted wrong, on both tiers alike.
 """
 
 from __future__ import annotations
