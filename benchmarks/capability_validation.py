@@ -145,10 +145,11 @@ def sandbox_throughput(cases: list[CaseSpec]) -> list[tuple[int, float, int]]:
 
 
 def noisy_null(cases, budget: int, runs: int, histories: int,
-               alpha: float = 0.05) -> tuple[float, float]:
-    """(mean share of looks with a false loss report, share of histories with any)."""
+               alpha: float = 0.05) -> tuple[float, float, float]:
+    """(share of category-looks with p < α and fast worse before Holm, share of looks with a
+    false loss report after Holm, share of histories with any)."""
     rng = np.random.default_rng(0)
-    per_look, any_false = [], []
+    per_look, any_false, raw = [], [], []
     for h in range(histories):
         p_case = {c.key: float(rng.uniform(0.3, 0.9)) for c in cases}
         plan = rotation(cases, budget, runs, seed=1000 + h)
@@ -158,13 +159,15 @@ def noisy_null(cases, budget: int, runs: int, histories: int,
                 for tier in ("fast", "base"):
                     outcomes.append((c.key, c.category, tier, bool(rng.random() < p_case[c.key])))
             res = compare(accumulate(outcomes), alpha, 500, seed=r)
+            raw += [x.p_value < alpha and (x.diff_points or 0) < 0
+                    for x in res if x.p_value is not None]
             false = any(x.p_adjusted is not None and x.p_adjusted < alpha
                         and (x.diff_points or 0) < 0 for x in res)
             looks += false
             hit = hit or false
         per_look.append(looks / runs)
         any_false.append(hit)
-    return float(np.mean(per_look)), float(np.mean(any_false))
+    return float(np.mean(raw)), float(np.mean(per_look)), float(np.mean(any_false))
 
 
 def main() -> None:
@@ -210,8 +213,8 @@ def main() -> None:
                                                   else "demo-base"][c.key])
                 for run in plan for c in run for tier in ("fast", "base")]
     advice = [routing_advice(r) for r in compare(accumulate(outcomes))]
-    per_look, any_false = noisy_null(cases, args.budget, args.runs, args.histories)
-    print("noisy null", per_look, any_false, flush=True)
+    raw, per_look, any_false = noisy_null(cases, args.budget, args.runs, args.histories)
+    print("noisy null", raw, per_look, any_false, flush=True)
 
     per_cat = max(1, args.budget // len(cats))
     load = os.getloadavg()[0]
@@ -237,7 +240,8 @@ def main() -> None:
         f"Each tier answered every case once through the client and the checkers "
         f"({len(cases)} x {len(TIERS)} requests and checks: {collect_s:.0f} s). "
         "Detected = Holm-adjusted p < 0.05 with the fast tier worse; runs to detect are the "
-        f"median (and max) over the histories that detected it within {args.runs} runs.", "",
+        f"median (and max) over the histories that detected it within {args.runs} runs (at "
+        "one run an hour, runs are hours).", "",
         "| category | base pass rate | distilled pass rate | configured loss | detected "
         "(histories) | runs to detect, median (max) | honest fast tier: false loss reports |",
         "| --- | --- | --- | --- | --- | --- | --- |",
@@ -259,9 +263,10 @@ def main() -> None:
         "its zero above says little. Here both tiers draw each answer at random from one "
         "per-case pass probability (uniform on 0.3-0.9, drawn per case), rotated and tested "
         "after every run exactly as above:", "",
+        f"- one category, one look, before Holm: p < 0.05 with the fast tier worse in "
+        f"**{raw:.3f}** of the category-looks (the target: half of α, ≤ 0.025);",
         f"- share of looks (one look = all categories, Holm-adjusted, after one run) with a "
-        f"false loss report: **{per_look:.3f}** (the per-look target is ≤ 0.05, one-sided "
-        "half of it: ≤ 0.025);",
+        f"false loss report: **{per_look:.3f}** (target ≤ 0.025);",
         f"- share of {args.runs}-run histories with at least one false loss report: "
         f"**{any_false:.2f}**. Testing after every run is repeated testing: the per-look level "
         "holds, the level over a day of looks does not. A page should state the per-look "
