@@ -177,8 +177,9 @@ def compose(tier: Tier, messages: list[dict[str, Any]], temperature: float,
 
     case = _find_case(messages)
     bench = _benchmark_case(messages) if case is None else None
-    if bench is not None and _simulate().answer_text(bench, fam) is not None:
-        return _simulate().answer_text(bench, fam)
+    answer = _simulate().answer_text(bench, fam) if bench is not None else None
+    if answer is not None:
+        return answer
     if case is not None and case.reference_solution:
         code = case.reference_solution
         if fam == "distilled" and case.difficulty == "hard" and case.weak_solution:
@@ -229,7 +230,7 @@ def _simulate() -> Any:
 
 def _benchmark_case(messages: list[dict[str, Any]], tools: Any = None) -> Any:
     """A benchmark case (HumanEval, BFCL, tierwatch's data files) the request comes from."""
-    return _simulate().find_case(messages, tools) if tools or messages else None
+    return _simulate().find_case(messages, tools)
 
 
 def _content_text(content: Any) -> str:
