@@ -67,3 +67,14 @@ def test_it_records_streamed_tool_calls_from_the_simulated_vendor(demo_vendor_ur
     lost = [not score.score(c, r).passed for c, r in zip(cases, distilled, strict=True)]
     assert lost == [simulate.loses(c, "distilled") for c in cases]
     assert any(lost)
+
+
+def test_it_answers_humaneval_prompts_and_the_distilled_tier_fails_its_share(demo_vendor_url):
+    from evals.benchmarks import humaneval
+
+    cases = humaneval.load_cases(16)
+    base = asyncio.run(_answers(demo_vendor_url, "openai", "demo-base", cases))
+    distilled = asyncio.run(_answers(demo_vendor_url, "openai", "demo-distilled", cases))
+    assert all(score.score(c, r).passed for c, r in zip(cases, base, strict=True))
+    lost = [not score.score(c, r).passed for c, r in zip(cases, distilled, strict=True)]
+    assert lost == [simulate.loses(c, "distilled") for c in cases] and any(lost)
