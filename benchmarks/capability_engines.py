@@ -7,8 +7,8 @@ servers are started here, privately, with it), and the instruction cases. Temper
 answer per case per tier, both tiers through the project's own client. The servers are this
 script's own processes (started and stopped by pid); the local vendor's state is untouched.
 
-Needs the llama.cpp build in the cache (``evals.engines.build.cached_binaries``); exits saying
-so otherwise rather than building for half an hour.
+Needs the llama.cpp build in the cache (``evals.vendors.llamacpp.build.cached_binaries``);
+exits saying so otherwise rather than building for half an hour.
 
 Run: ``.venv/bin/python benchmarks/capability_engines.py --write-docs [--humaneval 40]
 [--bfcl 40]``.
@@ -29,11 +29,12 @@ from benchmarks.docs_section import write_section  # noqa: E402
 from evals.benchmarks import bfcl, humaneval, instructions, score  # noqa: E402
 from evals.benchmarks.toolcheck import check, tool_metrics  # noqa: E402
 from evals.client import make_client, stream_chat  # noqa: E402
-from evals.engines import cache_dir, llamacpp  # noqa: E402
-from evals.engines.build import cached_binaries  # noqa: E402
-from evals.engines.models import prepare_model  # noqa: E402
 from evals.records import EndpointSpec  # noqa: E402
 from evals.stats.capability import paired_table  # noqa: E402
+from evals.vendors.llamacpp import cache_dir  # noqa: E402
+from evals.vendors.llamacpp import server as llamacpp  # noqa: E402
+from evals.vendors.llamacpp.build import cached_binaries  # noqa: E402
+from evals.vendors.llamacpp.models import prepare_model  # noqa: E402
 
 SECTION = "## Capability on real engines (llama.cpp)"
 TIERS = {"base": "smollm2-f16", "fast": "smollm2-q4_0"}

@@ -56,10 +56,10 @@ from evals.benchmarks import (  # noqa: E402
     structured,
 )
 from evals.client import make_client, stream_chat  # noqa: E402
-from evals.demo_vendor import serve_in_thread  # noqa: E402
 from evals.records import CaseSpec, EndpointSpec  # noqa: E402
 from evals.sandbox import isolation  # noqa: E402
 from evals.stats.capability_paired import accumulate, compare, routing_advice  # noqa: E402
+from evals.vendors.simulated import serve_in_thread  # noqa: E402
 
 SECTION = "## Capability benchmarks"
 TIERS = ("demo-base", "demo-fast", "demo-distilled")

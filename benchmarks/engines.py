@@ -1,11 +1,11 @@
 """The local vendor measured: build and start times, TTFT, decode speed, agreement with base.
 
-Each target of ``evals.engines.vendor`` is started in a private state (a developer's running
-vendor is untouched) and probed one request at a time with the project's own streaming client
-(``evals.client.stream_chat``), so the figures double as a check of the product:
+Each target of ``evals.vendors.llamacpp.vendor`` is started in a private state (a developer's
+running vendor is untouched) and probed one request at a time with the project's own streaming
+client (``evals.client.stream_chat``), so the figures double as a check of the product:
 
 - short prompts (10 distinct ones, 64 output tokens), twice each: TTFT and decode speed
-  (1 / TPOT, DESIGN.md) of the first pass; decode speed of the repeat (n-gram speculative
+  (1 / TPOT, docs/measures.md) of the first pass; decode speed of the repeat (n-gram speculative
   decoding only drafts text it has seen); temperature-0 agreement of the first pass with the
   base tier's (exact-match rate, first-divergence position) via ``evals.similarity``; for the
   base tier itself, its repeat against its first pass (same weights, same server);
@@ -47,10 +47,10 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.docs_section import write_section  # noqa: E402
 from evals.client import make_client, stream_chat  # noqa: E402
-from evals.engines import build, llamacpp, models, vendor  # noqa: E402
 from evals.latency import percentiles  # noqa: E402
 from evals.records import ChatRequest, EndpointSpec, TimingRecord  # noqa: E402
 from evals.similarity import compare_pairs  # noqa: E402
+from evals.vendors.llamacpp import build, models, server, vendor  # noqa: E402
 
 SECTION = "## Real engines (llama.cpp)"
 SHORT = [
@@ -145,7 +145,7 @@ def cold_path() -> dict[str, float]:
     """Everything from an empty cache: downloads, build, models, first start of one target."""
     tmp = Path(tempfile.mkdtemp(prefix="tierwatch-cold-"))
     env = {**os.environ, "TIERWATCH_CACHE": str(tmp)}
-    cmd = [sys.executable, "-m", "evals.engines.vendor"]
+    cmd = [sys.executable, "-m", "evals.vendors.llamacpp.vendor"]
     try:
         t0 = time.monotonic()
         subprocess.run([*cmd, "up", "--targets", "smollm2-f16"], env=env, cwd=ROOT, check=True)
@@ -218,17 +218,17 @@ def main() -> None:
                             rss_mb(recs[name]["pid"])))
             print(rows[-1], flush=True)
         q4 = models.prepare_model("smollm2-q4_0", binaries=binaries)
-        spec = llamacpp.ServerSpec(
+        spec = server.ServerSpec(
             "f16-draft", models.prepare_model("smollm2-f16", binaries=binaries),
-            llamacpp.free_port(), "f16-draft",
+            server.free_port(), "f16-draft",
             args=("--no-cache-prompt", "--spec-type", "draft-simple", "-md", str(q4)))
-        draft = llamacpp.start(binaries.server, spec, log=state.parent / "f16-draft.log")
+        draft = server.start(binaries.server, spec, log=state.parent / "f16-draft.log")
         res = probe(EndpointSpec("f16-draft", "openai", draft.url, "f16-draft"))
         rows.append(row(DRAFT_ROW, res, base_texts, rss_mb(draft.pid)))
         print(rows[-1], flush=True)
     finally:
         if draft:
-            llamacpp.stop(draft.pid)
+            server.stop(draft.pid)
         vendor.down(state=state)
     probe_rows = probe_pairs() if args.probe else None
     starts = ", ".join(f"{n} {r['ready_s']:.1f} s" for n, r in recs.items())
@@ -276,9 +276,9 @@ shared the machine: absolute figures are noisy, the comparisons between rows are
 Use (no Django needed for the first three):
 
 ```bash
-.venv/bin/python -m evals.engines.vendor up [--targets smollm2-f16 smollm2-q4]  # build once
-.venv/bin/python -m evals.engines.vendor status    # running / unhealthy / dead / stopped
-.venv/bin/python -m evals.engines.vendor down      # stops the servers by pid
+.venv/bin/python -m evals.vendors.llamacpp.vendor up [--targets smollm2-f16 smollm2-q4]  # builds
+.venv/bin/python -m evals.vendors.llamacpp.vendor status    # running / unhealthy / dead / stopped
+.venv/bin/python -m evals.vendors.llamacpp.vendor down      # stops the servers by pid
 .venv/bin/python manage.py local_vendor up|down|status [--targets ...]  # + endpoints, pairs
 .venv/bin/pytest tests/test_engines.py -q          # TIERWATCH_ENGINE_TESTS=1 builds if absent
 ```

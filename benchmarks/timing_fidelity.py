@@ -1,6 +1,6 @@
 """How exactly does ``evals.client.stream_chat`` timestamp a stream? Measured, not assumed.
 
-The scripted server (``evals.scripted_server``) runs in its own process and logs, per event, the
+The scripted server (``evals.vendors.scripted``) runs in its own process and logs, per event, the
 ``perf_counter_ns`` just before it handed the bytes to the kernel. This process streams from it
 with ``stream_chat`` (default aiohttp-backed transport, and httpx's own httpcore transport for
 comparison) and with a minimal raw-socket asyncio client: the floor of this machine
@@ -83,7 +83,7 @@ class GcPauses:
 
 
 def start_server() -> tuple[subprocess.Popen[str], int]:
-    cmd = [sys.executable, "-m", "evals.scripted_server", "--port", "0"]
+    cmd = [sys.executable, "-m", "evals.vendors.scripted", "--port", "0"]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline() if proc.stdout else ""
     match = re.match(r"PORT (\d+)", line)
@@ -269,7 +269,7 @@ def table(rows: list[Row]) -> str:
 INTRO = (
     "## Timing fidelity\n\n"
     "How far are the client's timestamps from the moment the server wrote each event? "
-    "`benchmarks/timing_fidelity.py` runs `evals.scripted_server` in its own process; the "
+    "`benchmarks/timing_fidelity.py` runs `evals.vendors.scripted` in its own process; the "
     "server logs `perf_counter_ns` just before each write, the client process reads the same "
     "CLOCK_MONOTONIC. Script per request: first token {ttft} ms after the request, {n} tokens "
     "{gap} ms apart. TTFT error = client first-token time − server write; gap error = |client "

@@ -4,7 +4,7 @@ Two steps, so the slow one runs once and the analysis can be repeated in minutes
 
 1. ``collect``: pools of temperature-1 completions of the ``audit`` prompts (the 25 that
    ``manage.py measure_ladder`` picks with seed 0) from the local llama.cpp vendor
-   (``evals.engines.vendor``, its own state file, so a developer's running vendor is left
+   (``evals.vendors.llamacpp.vendor``, its own state file, so a developer's running vendor is left
    alone): many samples per prompt from the base tier ``smollm2-f16``, fewer from each
    fast tier (Q8_0, Q4_0, n-gram speculative decoding) and from the different model (Gemma 3
    270M). One shuffled plan over all targets (a target's requests spread in proportion to its
@@ -62,12 +62,12 @@ from scipy.stats import binom  # noqa: E402
 
 from benchmarks.docs_section import write_section  # noqa: E402
 from evals.client import RETRIED_MARKER, make_client, stream_chat  # noqa: E402
-from evals.engines import cache_dir, vendor  # noqa: E402
 from evals.records import ChatRequest  # noqa: E402
 from evals.stats.mmd import DEFAULT_L, mmd_test  # noqa: E402
 from evals.stats.sequential import BettingTest  # noqa: E402
 from evals.stats.verdict import REFERENCE_LADDER, decide, grade_effect  # noqa: E402
 from evals.suites import get_suite  # noqa: E402
+from evals.vendors.llamacpp import cache_dir, vendor  # noqa: E402
 
 SECTION = "## Verdict on real engines"
 BASE = "smollm2-f16"

@@ -4,7 +4,7 @@ This module sends the request and says what went wrong; :mod:`evals.wire` gets t
 bytes off the socket, each read with its time; :mod:`evals.sse` turns those timestamped bytes
 into events and the record's texts, tokens and times.
 
-Timing follows DESIGN.md exactly. ``t0 = time.perf_counter()`` just before the request is sent;
+Timing follows docs/measures.md. ``t0 = time.perf_counter()`` just before the request is sent;
 every other time is milliseconds after t0 on the same clock:
 
 - ``connect_ms``: the connection was ready: TCP (and TLS) done for a new connection, request
@@ -231,6 +231,7 @@ async def _take_response(status: int, headers: Mapping[str, str],
     rec = stream.rec
     rec.http_status = status
     rec.headers = _kept_headers(headers)
+    stream.take_tier_headers(headers)
     if status == 429:
         rec.retry_after_s = parse_retry_after(headers.get("retry-after"))
         raise _Failure("rate_limited", f"HTTP 429: {await _read_snippet(read)}")
@@ -335,7 +336,8 @@ async def stream_chat(client: httpx.AsyncClient, endpoint: EndpointSpec, request
     """
     rec = TimingRecord(ok=False)
     lane = _lane()
-    stream = _Stream(rec, endpoint.protocol, endpoint.max_body_bytes, lane)
+    stream = _Stream(rec, endpoint.protocol, endpoint.max_body_bytes, lane,
+                     endpoint.served_tier_fields)
     marks: dict[str, Any] = {}
     error: tuple[str, str] | None = None
     retried = False

@@ -1,6 +1,6 @@
 """Latency statistics of one tier: percentiles with n, availability, goodput.
 
-Definitions are DESIGN.md's "Measurement definitions". Percentiles use linear interpolation
+Definitions are in docs/measures.md. Percentiles use linear interpolation
 between order statistics (numpy's default ``method="linear"``, Hyndman & Fan 1996 type 7),
 and none is given below ``MIN_N`` values: with four samples "P99" is just the maximum, and
 showing it as a P99 would be a false precision.
@@ -43,7 +43,7 @@ def percentiles(
 
 
 def availability(n_ok: int, n_total: int, n_rate_limited: int) -> dict[str, float | None]:
-    """Successes / requests, with 429s counted apart (DESIGN.md): ``availability`` counts a
+    """Successes / requests, with 429s counted apart: ``availability`` counts a
     429 as a failure; ``availability_excl_rate_limited`` leaves 429s out of the denominator
     (the vendor answered, it just refused our volume)."""
     if n_total <= 0:
@@ -61,7 +61,7 @@ def availability(n_ok: int, n_total: int, n_rate_limited: int) -> dict[str, floa
 
 
 def goodput(records: Iterable[Any], slo: Mapping[str, float]) -> float | None:
-    """Share of requests meeting every SLO, errors in the denominator (DESIGN.md).
+    """Share of requests meeting every SLO, errors in the denominator (docs/measures.md).
 
     ``slo`` maps a timing field to its maximum, e.g. {"ttft_ms": 500, "e2e_ms": 8000}. A
     request counts when it succeeded and each named value is present and ≤ its limit; a
@@ -77,12 +77,82 @@ def goodput(records: Iterable[Any], slo: Mapping[str, float]) -> float | None:
     return met / total if total else None
 
 
+def output_tps(record: Any, *, definition: str = "generation") -> float | None:
+    """Output tokens per second of one successful request, in one of the two definitions
+    vendors and benchmarks use (output tokens: the server's count, else our estimate):
+
+    - ``"generation"``: tokens / (E2E − TTFT), the speed while tokens stream, first token's
+      wait left out. Artificial Analysis's "output speed" ("tokens per second received while
+      the model is generating tokens, i.e. after the first chunk"); the reading of
+      Anthropic's "output tokens per second" for its fast mode, which names no formula.
+    - ``"e2e"``: tokens / E2E, the whole request. LLMPerf's per-request output throughput
+      (``number_output_tokens / e2e_latency``).
+
+    None for a failed request, fewer than two tokens, or a zero interval.
+    """
+    if not _get(record, "ok"):
+        return None
+    tokens = _get(record, "completion_tokens")
+    if tokens is None:
+        tokens = _get(record, "estimated_tokens")
+    e2e, ttft = _get(record, "e2e_ms"), _get(record, "ttft_ms")
+    if tokens is None or tokens < 2 or e2e is None:
+        return None
+    if definition == "e2e":
+        span = e2e
+    elif definition == "generation":
+        span = None if ttft is None else e2e - ttft
+    else:
+        raise ValueError(f"unknown output-tokens-per-second definition {definition!r}")
+    return tokens / (span / 1000.0) if span and span > 0 else None
+
+
+def error_budget(n_ok: int, n_eligible: int, target: float) -> dict[str, float | None]:
+    """An availability SLO's error budget over a period (Google SRE Workbook, ch. 2
+    "Implementing SLOs" and ch. 5 "Alerting on SLOs").
+
+    allowed failures = (1 − target) × eligible requests; budget spent = failures / allowed;
+    burn rate = failure rate / (1 − target). A burn rate of 1 spends the budget exactly over
+    the SLO window, 2 twice as fast. When the period is the SLO window, budget spent equals the
+    burn rate; a week read against a 30-day budget spends burn rate × 7/30 of it.
+    Eligible requests are those availability counts (429s left out, see ``availability``).
+    """
+    if not 0 < target < 1:
+        raise ValueError(f"an availability target must be between 0 and 1, got {target}")
+    failures = n_eligible - n_ok
+    allowed = (1 - target) * n_eligible
+    burn = (failures / n_eligible) / (1 - target) if n_eligible else None
+    return {"target": target, "failures": failures, "allowed_failures": allowed,
+            "burn_rate": burn, "budget_spent": failures / allowed if allowed else None,
+            "budget_left": (1 - failures / allowed) if allowed else None}
+
+
+def downgrades(served: Iterable[str], expected: str) -> dict[str, Any]:
+    """How often the vendor reported serving another tier than the one bought.
+
+    ``served`` holds the tier each request reported (OpenAI's ``service_tier``, or the header
+    or field named on the endpoint), "" when none was reported. Downgrade rate = requests
+    reporting a tier ≠ ``expected`` / requests reporting a tier; unreported requests are
+    counted apart, since a missing field proves nothing either way. None when nothing is
+    expected or nothing was reported.
+    """
+    counts = Counter(served)
+    unreported = counts.pop("", 0)
+    reported = sum(counts.values())
+    down = reported - counts.get(expected, 0)
+    return {
+        "expected": expected, "by_tier": dict(sorted(counts.items())), "n_reported": reported,
+        "n_unreported": unreported, "n_downgraded": down if expected else 0,
+        "downgrade_rate": down / reported if expected and reported else None,
+    }
+
+
 def summarise_tier(samples: Sequence[Any], min_n: int = MIN_N) -> dict[str, Any]:
     """One tier's summary from its samples (dicts or objects with ok, error_class, ttft_ms,
     e2e_ms, tpot_ms, completion_tokens, estimated_tokens).
 
     Timings come from successful samples only; decode speed is 1000/TPOT tok/s per sample
-    (DESIGN.md: decode speed = 1/TPOT). ``token_count_flags`` counts samples whose server
+    (docs/measures.md: decode speed = 1/TPOT). ``token_count_flags`` counts samples whose server
     token count and tokenizer estimate differ by more than 10% of the server count.
     """
     ok = [s for s in samples if _get(s, "ok")]

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 Protocol = Literal["openai", "anthropic"]
 
-# Error classes of a failed sample (DESIGN.md: never dropped, always classified).
+# Error classes of a failed sample (never dropped, always classified; docs/measures.md).
 ERROR_CLASSES = (
     "connect",  # DNS, refused, TLS: the request never reached an HTTP server
     "timeout",  # connect/read/overall deadline passed
@@ -37,6 +37,8 @@ class EndpointSpec:
     timeout_s: float = 120.0
     max_body_bytes: int = 4_000_000
     extra_body: dict[str, Any] = field(default_factory=dict)
+    # headers or (dotted) JSON keys reporting the tier served, besides the protocol's own
+    served_tier_fields: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,7 @@ class ChatRequest:
 class TimingRecord:
     """One request's full record (a *sample* in the glossary), times in milliseconds from t0.
 
-    t0 is ``time.perf_counter()`` just before the request is sent (DESIGN.md definitions).
+    t0 is ``time.perf_counter()`` just before the request is sent (docs/measures.md).
     """
 
     ok: bool
@@ -86,6 +88,7 @@ class TimingRecord:
     cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens
     model_id: str = ""
     system_fingerprint: str = ""
+    served_tier: str = ""  # the tier the vendor says it served (service_tier), "" if unsaid
     headers: dict[str, str] = field(default_factory=dict)
     logprobs: list[dict[str, Any]] | None = None  # per token: token, logprob, top_logprobs
     server_timings: dict[str, Any] | None = None  # llama.cpp's ``timings`` object if sent
@@ -94,7 +97,7 @@ class TimingRecord:
 
     @property
     def output_tokens(self) -> int | None:
-        """Server count when reported, else our estimate (DESIGN.md: usage first)."""
+        """Server count when reported, else our estimate (docs/measures.md: usage first)."""
         if self.completion_tokens is not None:
             return self.completion_tokens
         return self.estimated_tokens

@@ -47,11 +47,13 @@ class _Stream:
     __slots__ = ("rec", "t0", "protocol", "buf", "events", "times", "token_times",
                  "token_pieces", "done", "stop", "usage_seen", "in_body", "tool_text", "logprobs",
                  "text_parts", "reasoning_parts", "nbytes", "limit", "lane", "parsed", "failure",
-                 "queued", "calls")
+                 "queued", "tier_fields", "calls")
 
     def __init__(self, rec: TimingRecord, protocol: str, limit: int,
-                 lane: _Lane | None = None) -> None:
+                 lane: _Lane | None = None, tier_fields: tuple[str, ...] = ()) -> None:
         self.rec, self.protocol, self.limit, self.lane = rec, protocol, limit, lane
+        # header names / dotted JSON keys reporting the served tier (the endpoint's config)
+        self.tier_fields = tier_fields
         self.parsed = 0  # events[:parsed] are interpreted
         self.failure: Exception | None = None  # the first bad event's; parsing stopped there
         self.queued = False  # a parse piece waits in the lane
@@ -171,6 +173,17 @@ class _Stream:
             self._anthropic(obj, name, now)
         else:
             self._openai(obj, now)
+        if self.tier_fields and not self.rec.served_tier:
+            self.rec.served_tier = _dotted_tier(obj, self.tier_fields)
+
+    def take_tier_headers(self, headers: Any) -> None:
+        """The served tier from a response header named in ``tier_fields``, if any: headers
+        come first, so a header report wins over body fields."""
+        for name in self.tier_fields:
+            value = headers.get(name)
+            if value:
+                self.rec.served_tier = str(value)[:40]
+                return
 
     def _token(self, piece: str, now: float) -> None:
         # the token estimate waits for finish(): nothing but an append while bytes arrive
@@ -187,6 +200,8 @@ class _Stream:
             rec.model_id = str(obj["model"])
         if not rec.system_fingerprint and obj.get("system_fingerprint"):
             rec.system_fingerprint = str(obj["system_fingerprint"])
+        if not rec.served_tier and obj.get("service_tier"):  # OpenAI: the tier that served
+            rec.served_tier = str(obj["service_tier"])[:40]
         for choice in obj.get("choices") or ():
             if choice.get("index", 0) == 0:  # only the first choice is measured
                 self._openai_choice(choice, now)
@@ -281,6 +296,8 @@ class _Stream:
             created = usage.get("cache_creation_input_tokens") or 0
             rec.prompt_tokens = usage["input_tokens"] + cached + created
             rec.cached_tokens = cached
+        if usage.get("service_tier") and not rec.served_tier:  # Anthropic: standard|priority
+            rec.served_tier = str(usage["service_tier"])[:40]
         self.usage_seen = True
 
     def finish(self) -> None:
@@ -324,6 +341,17 @@ def _json_object(data: bytes) -> Any:
             if end == len(text) or not text[end:].strip():
                 return obj
     return json.loads(data)
+
+
+def _dotted_tier(obj: dict[str, Any], paths: tuple[str, ...]) -> str:
+    """The first of ``paths`` ("a.b.c") present in ``obj`` as a scalar, else ""."""
+    for path in paths:
+        value: Any = obj
+        for key in path.split("."):
+            value = value.get(key) if isinstance(value, dict) else None
+        if isinstance(value, (str, int, float)) and value != "":
+            return str(value)[:40]
+    return ""
 
 
 def _logprob_entry(x: dict[str, Any]) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 Why an estimate: the exact count needs the vendor's tokenizer. ``tiktoken`` downloads its
 vocabulary files at run time, which this project cannot rely on (no network besides package
-registries, no model files), and every vendor tokenizes differently anyway. DESIGN.md asks for
+registries, no model files), and every vendor tokenizes differently anyway. docs/measures.md takes
 the server's ``usage.completion_tokens`` first and this count as a cross-check (flag a >10%
 difference), so an estimate within ~10-15% on English prose and code is what is needed.
 

@@ -4,10 +4,11 @@ Schedules are django-celery-beat's PeriodicTask rows, in the admin under "Period
 """
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 
 from monitor import models
 from monitor.services.alerts import check_rule
+from monitor.services.channels import send_test
 
 
 @admin.register(models.Endpoint)
@@ -55,6 +56,17 @@ class SampleAdmin(admin.ModelAdmin):
 @admin.register(models.Channel)
 class ChannelAdmin(admin.ModelAdmin):
     list_display = ("name", "kind", "target", "disabled", "last_error")
+    actions = ["send_test_notification"]
+
+    @admin.action(description="Send a test notification")
+    def send_test_notification(self, request, queryset):
+        for channel in queryset.order_by("pk"):
+            attempt = send_test(channel_id=channel.pk, user=request.user.get_username())
+            if attempt.ok:
+                self.message_user(request, f"{channel.name}: test sent", messages.SUCCESS)
+            else:
+                self.message_user(request, f"{channel.name}: test failed: {attempt.error}",
+                                  messages.ERROR)
 
 
 class AlertRuleForm(forms.ModelForm):

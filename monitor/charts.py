@@ -2,8 +2,8 @@
 
 The browser only draws: each figure travels as JSON inside ``<script type="application/json">``
 and ``static/js/charts.js`` hands it to the plotly.js served from ``static/`` (no CDN). Charts
-read ``Run.summary`` (SUMMARY.md) and never recompute a percentile; a percentile whose n is
-below the run's minimum n is left out (a gap), as DESIGN.md asks.
+read ``Run.summary`` and never recompute a percentile; a percentile whose n is
+below the run's minimum n is left out (a gap), as docs/measures.md says.
 """
 
 from __future__ import annotations
@@ -190,6 +190,27 @@ def pass_rate_figure(runs: Sequence[Run], *, note: str = "") -> go.Figure:
     return fig
 
 
+def downgrade_figure(runs: Sequence[Run], *, note: str = "") -> go.Figure | None:
+    """Served-tier downgrade rate per run of the fast tier (``evals.latency.downgrades``), in
+    percent; None when no run's fast endpoint expects a tier."""
+    ns: list[int] = []
+    xs, ys, n_col = _percent_series(
+        runs, lambda run: _tier(run, "fast").get("served_tier") or {}, "downgrade_rate",
+        "n_reported", ns,
+    )
+    if all(y is None for y in ys):
+        return None
+    fig = go.Figure(go.Scatter(
+        x=xs, y=ys, name="fast", mode="lines+markers", customdata=n_col,
+        line={"color": TIER_COLOURS["fast"], "width": 2},
+        hovertemplate="fast %{y:.1f}% downgraded (n=%{customdata} reported)<extra></extra>",
+    ))
+    _layout(fig, f"Served-tier downgrade rate per run{note}",
+            f"requests reporting another tier than the expected one · {_n_range(ns)} reported "
+            "per run", "downgraded (%)", range=[0, 105])
+    return fig
+
+
 def pair_charts(runs: Sequence[Run], *, simulated: bool = False) -> list[Chart]:
     """The pair page's four charts over the finished probe runs among ``runs`` (any order).
 
@@ -210,4 +231,7 @@ def pair_charts(runs: Sequence[Run], *, simulated: bool = False) -> list[Chart]:
         ("chart-similarity", "Text similarity", similarity_figure(done, note=note)),
         ("chart-pass-rate", "Unit-test pass rate", pass_rate_figure(done, note=note)),
     ]
+    downgraded = downgrade_figure(done, note=note)
+    if downgraded is not None:
+        figures.append(("chart-downgrade", "Served-tier downgrades", downgraded))
     return [Chart(id=cid, title=title, json=figure_json(fig)) for cid, title, fig in figures]

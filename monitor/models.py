@@ -1,8 +1,8 @@
-"""Storage for the glossary of DESIGN.md: endpoint, pair, suite, case, run, sample; plus the
+"""Storage for the glossary (docs/measures.md): endpoint, pair, suite, case, run, sample; plus the
 alerting rows (rule, channel, alert, notification).
 
 Rows hold data, not behaviour: workflows live in ``monitor.services`` and reads in
-``monitor.selectors`` (STYLE.md). API keys are never stored: an endpoint names the environment
+``monitor.selectors``. API keys are never stored: an endpoint names the environment
 variable that holds its key.
 """
 
@@ -22,6 +22,14 @@ def validate_env_name(value: str) -> None:
         raise ValidationError(
             f"{value!r} is not an environment variable name (A-Z, 0-9, _); "
             "store the NAME of the variable holding the key, never the key itself"
+        )
+
+
+def validate_tier_fields(value: object) -> None:
+    if not isinstance(value, list) or not all(isinstance(x, str) and x for x in value):
+        raise ValidationError(
+            "served_tier_fields must be a list of header names or JSON keys, "
+            'e.g. ["x-served-tier", "usage.service_tier"]'
         )
 
 
@@ -45,6 +53,15 @@ class Endpoint(models.Model):
     context_window = models.PositiveIntegerField(null=True, blank=True)
     extra_body = models.JSONField(default=dict, blank=True)
     simulated = models.BooleanField(default=False, help_text="Served by the simulated demo vendor.")
+    expected_tier = models.CharField(
+        max_length=40, blank=True,
+        help_text="The tier the vendor should report serving, e.g. 'priority'; empty: not checked.",
+    )
+    served_tier_fields = models.JSONField(
+        default=list, blank=True, validators=[validate_tier_fields],
+        help_text="Response header names or JSON keys (dotted) that report the tier served, "
+        "besides OpenAI's service_tier and Anthropic's usage.service_tier.",
+    )
     notes = models.TextField(blank=True)
 
     class Meta:
@@ -197,6 +214,7 @@ class Sample(models.Model):
     cached_tokens = models.PositiveIntegerField(null=True, blank=True)
     model_id = models.CharField(max_length=200, blank=True)
     system_fingerprint = models.CharField(max_length=200, blank=True)
+    served_tier = models.CharField(max_length=40, blank=True, help_text="as the vendor reported")
     headers = models.JSONField(default=dict, blank=True)
     logprobs = models.JSONField(null=True, blank=True)
     server_timings = models.JSONField(null=True, blank=True)
@@ -217,15 +235,26 @@ class Sample(models.Model):
 class Channel(models.Model):
     """Where alerts go. A Slack webhook URL is a secret: the channel names its env var."""
 
-    KINDS = [("email", "email"), ("slack", "Slack incoming webhook")]
+    KINDS = [
+        ("email", "email"),
+        ("slack", "Slack incoming webhook"),
+        ("apprise", "Apprise URLs (Teams, Discord, Telegram, Opsgenie, JSON webhook, ...)"),
+        ("webhook", "webhook, HMAC-SHA256 signed"),
+        ("pagerduty", "PagerDuty Events v2"),
+    ]
 
     name = models.SlugField(max_length=80, unique=True)
     kind = models.CharField(max_length=16, choices=KINDS)
     target = models.CharField(
         max_length=500,
         help_text=(
-            "email: comma-separated addresses; slack: NAME of the env var with the webhook URL"
+            "email: comma-separated addresses; webhook: the URL; slack, apprise, pagerduty: "
+            "NAME of the env var with the webhook URL, the apprise URLs or the routing key"
         ),
+    )
+    secret_env = models.CharField(
+        max_length=100, blank=True, validators=[validate_env_name],
+        help_text="webhook: NAME of the env var holding the HMAC signing secret",
     )
     disabled = models.BooleanField(default=False)
     last_error = models.TextField(blank=True)
@@ -290,3 +319,37 @@ class Notification(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+
+
+class ReportArchive(models.Model):
+    """One generated SLA report, kept so that what was sent to a vendor can be shown later.
+
+    The file lives in the database, not under var/: the worker that writes it and the web
+    process that serves it need share nothing but the database. Regenerating a period and
+    format replaces its row (a retried task adds no duplicate).
+    """
+
+    KINDS = [("week", "weekly"), ("month", "monthly")]
+    FORMATS = [("pdf", "PDF"), ("csv", "CSV"), ("html", "HTML"), ("text", "text")]
+
+    kind = models.CharField(max_length=8, choices=KINDS)
+    period = models.CharField(max_length=10, help_text="YYYY-Www or YYYY-MM")
+    format = models.CharField(max_length=8, choices=FORMATS)
+    content = models.BinaryField()
+    size = models.PositiveIntegerField(default=0)
+    render_ms = models.FloatField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now=True, help_text="when this file was generated")
+
+    class Meta:
+        ordering = ["-period", "format"]
+        constraints = [
+            models.UniqueConstraint(fields=["period", "format"], name="one_report_per_format")
+        ]
+
+    def __str__(self) -> str:
+        return f"SLA report {self.period} ({self.format})"
+
+    @property
+    def filename(self) -> str:
+        ext = {"text": "txt"}.get(self.format, self.format)
+        return f"tierwatch-sla-{self.period}.{ext}"

@@ -1,6 +1,6 @@
-"""The reads that pages, reports and commands share (STYLE.md: selectors).
+"""The reads that pages, reports and commands share (docs/architecture.md: selectors).
 
-Pages read each run's stored ``summary`` (SUMMARY.md) and never the samples to draw charts, so
+Pages read each run's stored ``summary`` (the run summary) and never the samples to draw charts, so
 a pair page costs a bounded number of queries however many samples the runs hold.
 """
 

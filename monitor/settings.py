@@ -140,8 +140,14 @@ EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
 EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10)
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "tierwatch@localhost")
 
-# Measurement policy (DESIGN.md): no percentile below MIN_N samples.
+# Measurement policy (docs/measures.md): no percentile below MIN_N samples.
 TIERWATCH_MIN_N = env_int("TIERWATCH_MIN_N", 5)
+# PagerDuty Events API v2; overridable so tests post to a local receiver
+TIERWATCH_PAGERDUTY_URL = env_str(
+    "TIERWATCH_PAGERDUTY_URL", "https://events.pagerduty.com/v2/enqueue"
+)
+# the SLA report's availability SLO (error budget = 1 - target)
+TIERWATCH_SLO_AVAILABILITY = env_float("TIERWATCH_SLO_AVAILABILITY", 0.99)
 TIERWATCH_HTTP_TIMEOUT_S = env_float("TIERWATCH_HTTP_TIMEOUT_S", 120.0)
 
 LOGGING = {
@@ -149,5 +155,8 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env_str("TIERWATCH_LOG_LEVEL", "INFO")},
-    "loggers": {"httpx": {"level": "WARNING"}, "httpcore": {"level": "WARNING"}},
+    "loggers": {"httpx": {"level": "WARNING"}, "httpcore": {"level": "WARNING"},
+                "weasyprint": {"level": "WARNING"}, "fontTools": {"level": "WARNING"},
+                # Apprise's messages quote the URLs it was given, and those hold tokens
+                "apprise": {"level": "CRITICAL"}},
 }

@@ -2,7 +2,7 @@
 stored summaries (``by_scenario`` percentiles are never recomputed here).
 
 Every figure has a title, axis titles with units, a legend and its n; values whose n is below
-the minimum n are left out (a gap), as DESIGN.md asks. Colours and JSON embedding come from
+the minimum n are left out (a gap), as docs/measures.md says. Colours and JSON embedding come from
 ``monitor.charts`` so both pages look alike.
 """
 

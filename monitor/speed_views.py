@@ -15,7 +15,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from monitor import selectors
-from monitor.services.speed import BREAKDOWN, METRICS, TIERS, default_runs, speed_report
+from monitor.services.speed import BREAKDOWN, METRICS, OTPS, TIERS, default_runs, speed_report
 from monitor.speed_charts import speed_charts
 from monitor.views import NO_DATA, Cell, fraction, percentile
 
@@ -23,13 +23,14 @@ QUANTILES = ("p50", "p90", "p95", "p99")
 TIMINGS = (("ttft_ms", "TTFT"), ("e2e_ms", "E2E"), ("tpot_ms", "TPOT"))
 
 
-def speedup_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
+def speedup_rows(report: dict[str, Any], table: str = "speedup",
+                 keys: tuple[str, ...] = tuple(m[0] for m in METRICS)) -> list[dict[str, Any]]:
     """One row per scenario: per metric the estimate [CI] and its status against the claim."""
     rows = []
     for scn in report["scenarios"]:
         cells = []
-        for key, _field, _label in METRICS:
-            ci = report["speedup"].get(scn, {}).get(key) or {}
+        for key in keys:
+            ci = report[table].get(scn, {}).get(key) or {}
             muted = ci.get("low") is None
             cells.append({"text": ci.get("text", "—"), "muted": muted,
                           "status": ci.get("status"), "claim": ci.get("claim") or ""})
@@ -110,6 +111,8 @@ def speed_page(request: HttpRequest, name: str) -> HttpResponse:
         "claim_lines": [(label, report["claim"][key]) for key, _, label in METRICS
                         if report["claim"].get(key)],
         "speedup_rows": speedup_rows(report),
+        "otps_labels": [label for _, label in OTPS],
+        "otps_rows": speedup_rows(report, "otps", tuple(key for key, _ in OTPS)),
         "timing_labels": [label for _, label in TIMINGS],
         "quantiles": [q.upper() for q in QUANTILES],
         "percentile_rows": percentile_rows(report),

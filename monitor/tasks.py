@@ -1,4 +1,4 @@
-"""Celery tasks: thin wrappers that take ids and call a service (STYLE.md).
+"""Celery tasks: thin wrappers that take ids and call a service (docs/architecture.md).
 
 Runs are claimed idempotently inside ``execute_run`` (a redelivered task finds the run no longer
 queued and does nothing), so ``acks_late`` is safe. Only named transient errors are retried.
@@ -10,7 +10,7 @@ from celery import shared_task
 from django.db import OperationalError
 
 from monitor.models import Pair
-from monitor.services import alerts, reports, runs
+from monitor.services import alerts, report_archive, reports, runs
 
 TRANSIENT = (OperationalError, ConnectionError)
 
@@ -51,4 +51,15 @@ def notify_task(alert_id: int) -> int:
 
 @shared_task(acks_late=True, time_limit=600)
 def weekly_report_task(week: str | None = None) -> int:
+    """Archive the week's report (PDF, CSV), then email it."""
+    if week:
+        report_archive.archive_report(week=week)
+    else:
+        report_archive.archive_last_period(kind="week")
     return reports.email_weekly_report(week=week)
+
+
+@shared_task(acks_late=True, time_limit=600)
+def monthly_report_task() -> int:
+    """Archive the last complete month's report (PDF, CSV); returns the files stored."""
+    return len(report_archive.archive_last_period(kind="month"))

@@ -9,4 +9,5 @@ urlpatterns = [
     path("", include("monitor.web_urls")),
     path("", include("monitor.verdict_urls")),
     path("", include("monitor.speed_urls")),
+    path("", include("monitor.report_urls")),
 ]

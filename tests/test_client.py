@@ -13,10 +13,10 @@ from typing import Any
 import httpx
 import pytest
 
-from evals import scripted_server
 from evals.client import RETRIED_MARKER, make_client, parse_retry_after, stream_chat
-from evals.demo_vendor import serve_in_thread
 from evals.records import ERROR_CLASSES, ChatRequest, EndpointSpec, TimingRecord
+from evals.vendors import scripted as scripted_server
+from evals.vendors.simulated import serve_in_thread
 
 KEY = "sk-tierwatch-test-0123456789abcdef"
 ASK = ChatRequest(messages=[{"role": "user", "content": "Explain connection pooling in drivers"}],

@@ -10,9 +10,9 @@ import httpx
 import pytest
 
 from evals.client import make_client, stream_chat
-from evals.demo_vendor import TIERS, serve_in_thread
 from evals.records import ChatRequest, EndpointSpec, TimingRecord
 from evals.suites import get_suite
+from evals.vendors.simulated import TIERS, serve_in_thread
 
 PROMPT = [{"role": "user", "content": "How should a team roll out database schema migrations?"}]
 
@@ -137,8 +137,8 @@ def test_it_rejects_a_body_without_messages(vendor):
 
 
 def test_a_two_sample_test_tells_distilled_from_base_but_not_base_from_base():
-    from evals.demo_vendor import compose
     from evals.stats.mmd import mmd_test
+    from evals.vendors.simulated import compose
 
     rng = random.Random(1)
 

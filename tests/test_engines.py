@@ -1,4 +1,4 @@
-"""Real engines: llama.cpp's llama-server with real small models (evals.engines).
+"""Real engines: llama.cpp's llama-server with real small models (evals.vendors.llamacpp).
 
 The ``engine`` tests need the cached llama.cpp build in ``$TIERWATCH_CACHE``; without it they
 skip, unless TIERWATCH_ENGINE_TESTS=1 asks to build it (6-18 minutes on 2 cores, once).
@@ -22,15 +22,15 @@ import httpx
 import pytest
 
 from evals.client import make_client, stream_chat
-from evals.engines import EngineError, build, llamacpp, models, vendor
 from evals.records import ChatRequest, TimingRecord
 from evals.similarity import indel_ratio
+from evals.vendors.llamacpp import EngineError, build, models, server, vendor
 
 BUILD_ON_DEMAND = os.environ.get("TIERWATCH_ENGINE_TESTS") == "1"
 skip_without_build = pytest.mark.skipif(
     build.cached_binaries() is None and not BUILD_ON_DEMAND,
     reason="llama-server is not built in the cache ($TIERWATCH_CACHE or ~/.cache/tierwatch); "
-    "build it once with `python -m evals.engines.vendor up` (6-18 min on 2 cores) or set "
+    "build it once with `python -m evals.vendors.llamacpp.vendor up` (6-18 min on 2 cores) or set "
     "TIERWATCH_ENGINE_TESTS=1 to build it during the tests",
 )
 TESTED = ["smollm2-f16", "smollm2-q4", "smollm2-f16-spec", "smollm2-f16-cached", "gemma-270m"]
@@ -79,7 +79,7 @@ def test_prepared_files_have_the_recorded_sha256() -> None:
 
 @engine
 def test_it_serves_identical_text_twice_at_temperature_0(urls: dict[str, str]) -> None:
-    assert llamacpp.health(urls["smollm2-f16"])
+    assert server.health(urls["smollm2-f16"])
     first, second = (chat(urls, "smollm2-f16", PROMPTS[0]) for _ in range(2))
     assert first.text and first.text == second.text
     assert first.model_id == "smollm2-f16"
@@ -154,7 +154,7 @@ def test_status_reports_a_killed_server(tmp_path: Path) -> None:
         assert running.state == "running"
         os.kill(running.pid, signal.SIGKILL)
         for _ in range(50):  # the kernel needs a moment to deliver it
-            if not llamacpp.alive(running.pid):
+            if not server.alive(running.pid):
                 break
             time.sleep(0.1)
         dead = vendor.status(state=state)["smollm2-q4"]
@@ -174,7 +174,7 @@ def test_down_stops_servers_by_pid(tmp_path: Path) -> None:
     pid = vendor.status(state=state)["smollm2-q4"].pid
     assert vendor.up(["smollm2-q4"], state=state, log=lambda _: None)["smollm2-q4"] == url
     assert vendor.down(state=state) == ["smollm2-q4"]
-    assert not llamacpp.alive(pid)
+    assert not server.alive(pid)
     with pytest.raises(httpx.ConnectError):
         httpx.get(url.removesuffix("/v1") + "/health", timeout=2)
 
@@ -183,9 +183,9 @@ def test_down_stops_servers_by_pid(tmp_path: Path) -> None:
 def test_a_server_that_cannot_load_its_model_is_reported_with_its_log(tmp_path: Path) -> None:
     bad = tmp_path / "broken.gguf"
     bad.write_bytes(b"GGUF" + b"\0" * 64)
-    spec = llamacpp.ServerSpec("broken", bad, llamacpp.free_port(), "broken")
-    with pytest.raises(llamacpp.ServerDiedError) as err:
-        llamacpp.start(build.build_binaries().server, spec, log=tmp_path / "broken.log")
+    spec = server.ServerSpec("broken", bad, server.free_port(), "broken")
+    with pytest.raises(server.ServerDiedError) as err:
+        server.start(build.build_binaries().server, spec, log=tmp_path / "broken.log")
     assert "broken.log" in str(err.value) and "exited with code" in str(err.value)
     assert "gguf" in str(err.value).lower()  # the server's own explanation is quoted
 
@@ -195,9 +195,9 @@ def test_it_handles_a_port_in_use(tmp_path: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        spec = llamacpp.ServerSpec("x", tmp_path / "m.gguf", port, "x")
-        with pytest.raises(llamacpp.PortInUseError, match=f"127.0.0.1:{port} is already in use"):
-            llamacpp.start(Path("/nonexistent/llama-server"), spec, log=tmp_path / "x.log")
+        spec = server.ServerSpec("x", tmp_path / "m.gguf", port, "x")
+        with pytest.raises(server.PortInUseError, match=f"127.0.0.1:{port} is already in use"):
+            server.start(Path("/nonexistent/llama-server"), spec, log=tmp_path / "x.log")
     assert not (tmp_path / "x.log").exists()  # nothing was spawned
 
 

@@ -23,7 +23,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django_celery_beat.models import PeriodicTask
 
-from evals.engines import cache_dir, llamacpp, vendor
+from evals.vendors.llamacpp import cache_dir, server, vendor
 from monitor.models import Endpoint, Pair, Sample
 from monitor.services.local_vendor import deactivate, ensure_local_demo, register
 from monitor.services.runs import create_run, execute_run
@@ -140,12 +140,12 @@ def test_the_engine_demo_stops_the_servers_it_started_on_sigterm(tmp_path: Path)
         assert "REAL llama.cpp servers: smollm2-f16, smollm2-q4) is running" in output, output
         pids = {n: r["pid"] for n, r in json.loads((cache / "run/vendor.json").read_text()).items()}
         assert sorted(pids) == ["smollm2-f16", "smollm2-q4"]
-        assert all(llamacpp.alive(pid) for pid in pids.values())
+        assert all(server.alive(pid) for pid in pids.values())
         for name, pid in pids.items():
             assert re.search(rf"{name}: http://127.0.0.1:\d+/v1 \(pid {pid}", output)
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         rest, _ = proc.communicate(timeout=60)
     assert "stopped llama-server: smollm2-f16, smollm2-q4" in rest
-    assert not any(llamacpp.alive(pid) for pid in pids.values())
+    assert not any(server.alive(pid) for pid in pids.values())
     assert json.loads((cache / "run/vendor.json").read_text()) == {}

@@ -39,7 +39,7 @@ def vendor_url() -> Iterator[str]:
     a few seconds.
     """
     port = free_port()
-    proc = start_process([sys.executable, "-m", "evals.demo_vendor", "--port", str(port),
+    proc = start_process([sys.executable, "-m", "evals.vendors.simulated", "--port", str(port),
                           "--time-scale", "0.25"], f"http://127.0.0.1:{port}/health")
     yield f"http://127.0.0.1:{port}/v1"
     proc.terminate()
@@ -202,3 +202,16 @@ def test_the_speculative_hint_sees_tokens_written_back_to_back():
     assert hint["indication"] == "suggested" and "back to back" in hint["finding"]
     same = [sample("fast", steady) for _ in range(6)] + [sample("base", steady) for _ in range(6)]
     assert speculative_hint(same, min_n=5)["indication"] == "no sign"
+
+
+def test_output_tokens_per_second_speedups_come_in_both_definitions(scenario_run):
+    pair, _ = scenario_run
+    report = speed_report(pair=pair)
+    for definition in ("generation", "e2e"):
+        ci = report["otps"]["short_long_out"][definition]
+        assert ci["n"] == report["n_pairs"]["short_long_out"] >= 5
+        assert ci["low"] <= ci["estimate"] <= ci["high"]
+    generation = report["otps"]["short_long_out"]["generation"]["estimate"]
+    e2e = report["otps"]["short_long_out"]["e2e"]["estimate"]
+    # the simulated fast tier decodes ~5x faster; the whole request includes queue + prefill
+    assert generation > 2.0 and generation != e2e

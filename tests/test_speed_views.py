@@ -78,6 +78,8 @@ def test_it_shows_the_speedup_table_and_charts_against_the_claim(admin_client, p
     assert "long_cached" in table and "short_long_out" in table
     assert "claimed 4x: holds for long_cached" in html
     assert "for short_long_out" in html
+    otps = html.split('id="otps-table"')[1].split("</table>")[0]
+    assert "tokens / (E2E − TTFT)" in otps and "tokens / E2E" in otps and "short_long_out" in otps
     charts = dict(re.findall(r'<script type="application/json" id="([\w-]+)-data">(.*?)</script>',
                              html, re.S))
     for role in ("speedup", "ttft-bands", "e2e-bands", "breakdown"):

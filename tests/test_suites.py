@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 import os
 
 import pytest
@@ -170,10 +173,31 @@ def test_fill_nonce_copies_and_leaves_other_cases_alone():
 
 
 def test_long_prompts_are_generated_deterministically():
-    assert suites._scenarios() == get_suite("scenarios")
-    assert suites._smoke() == get_suite("smoke")
-    assert suites.codebase(7, 2000) == suites.codebase(7, 2000)
-    assert suites.codebase(7, 2000) != suites.codebase(8, 2000)
+    assert suites.scenarios.build() == get_suite("scenarios")
+    assert suites.smoke.build() == get_suite("smoke")
+    assert suites.text.codebase(7, 2000) == suites.text.codebase(7, 2000)
+    assert suites.text.codebase(7, 2000) != suites.text.codebase(8, 2000)
+
+
+# sha256 of each suite's content (as JSON) at its current version. A suite's version names its
+# exact content: a change here without a version bump would merge old and new runs in one trend.
+FINGERPRINTS = {
+    ("smoke", 1): "7b701a9b2b14fc479d9c91e2999573455473c2d60751c9304ea87ee5d4608816",
+    ("coding", 1): "58bbbc9553a9f14ccfc6dc090b50f76e316c7ced597cd7023ea5ca9bda6ffb24",
+    ("long_tail", 1): "2b3a45f94b744b96e60663001f600268037231e26e623ef575887954df9d268d",
+    ("scenarios", 1): "0e756424c11abba372711ec4df59e836a0b0882c3968eea5a69db647fed65b9e",
+    ("audit", 1): "db2a546900254ab3c6362d882fe31132b37818aeec454f2bfe8ba766bfd7018d",
+}
+
+
+@pytest.mark.parametrize("name", list(BUILTIN_SUITES))
+def test_a_suite_content_changes_only_with_its_version(name):
+    suite = get_suite(name)
+    text = json.dumps(dataclasses.asdict(suite), sort_keys=True)
+    assert FINGERPRINTS.get((name, suite.version)) == hashlib.sha256(text.encode()).hexdigest(), (
+        f"suite {name!r} version {suite.version}: content differs from its recorded fingerprint; "
+        "bump the suite's version and record the new sha256 in FINGERPRINTS"
+    )
 
 
 def test_xl_context_is_skipped_on_a_small_context_window():

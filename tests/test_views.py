@@ -1,6 +1,6 @@
 """The browser pages, through Django's test client, with rows built by the ORM.
 
-Runs carry summaries in the shape of SUMMARY.md; the pages must show them (never recompute),
+Runs carry summaries in the run summary's shape; the pages must show them (never recompute),
 hide percentiles below the minimum n, label simulated endpoints and load no remote script.
 """
 

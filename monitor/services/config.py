@@ -35,6 +35,8 @@ FIELDS = {
         "timeout_s",
         "context_window",
         "extra_body",
+        "expected_tier",
+        "served_tier_fields",
         "notes",
     },
     "suites": {"name", "builtin", "version", "description", "cases"},
@@ -51,7 +53,7 @@ FIELDS = {
         "active",
         "schedule",
     },
-    "channels": {"name", "kind", "target"},
+    "channels": {"name", "kind", "target", "secret_env"},
     "alert_rules": {
         "name",
         "pair",

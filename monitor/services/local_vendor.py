@@ -1,4 +1,4 @@
-"""The local llama.cpp vendor (``evals.engines.vendor``) in the database.
+"""The local llama.cpp vendor (``evals.vendors.llamacpp.vendor``) in the database.
 
 One place for what ``local_vendor up|down`` and ``demo --engine llama.cpp`` both do: one
 Endpoint per running target and one Pair per vendor pair whose two ends run (``register``),
@@ -11,13 +11,13 @@ from __future__ import annotations
 from django.db import transaction
 from django.db.models import Q
 
-from evals.engines import vendor
+from evals.vendors.llamacpp import vendor
 from monitor.models import Endpoint, Pair
 from monitor.services.demo import ensure_demo_user
 from monitor.services.schedules import ensure_probe_schedule, ensure_weekly_report_schedule
 from monitor.services.suites import sync_builtin_suite
 
-NOTE = "Real llama.cpp server on this machine (evals.engines.vendor): "
+NOTE = "Real llama.cpp server on this machine (evals.vendors.llamacpp.vendor): "
 
 
 @transaction.atomic

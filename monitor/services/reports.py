@@ -1,8 +1,10 @@
-"""The weekly vendor SLA report: per endpoint availability, latency percentiles with n and errors
-by class from the week's samples; per pair similarity and pass rates from the week's run
-summaries. Rendered as plain text, CSV or HTML, and emailed.
+"""The vendor SLA report, weekly or monthly: per endpoint availability, error budget, latency
+percentiles with n, errors by class and the served-tier downgrade rate from the period's
+samples; per pair goodput against its SLOs from the samples, similarity and pass rates from the
+period's run summaries. Rendered as plain text, CSV or HTML (emailed), and as PDF with charts
+(``monitor.services.report_pdf``); the accounting it applies is stated in ``ACCOUNTING``.
 
-Definitions (DESIGN.md): availability = successes / requests with 429s left out of both and
+Definitions (docs/measures.md): availability = successes / requests with 429s left out of both and
 counted apart; percentiles only from at least ``settings.TIERWATCH_MIN_N`` values, else
 "n too small". The report names endpoints and models only: never base URLs, API keys, or the
 names of the environment variables that hold them.
@@ -21,10 +23,12 @@ from typing import Any
 
 from django.conf import settings
 from django.core.mail import EmailMultiAlternatives, get_connection
+from django.db.models import Count
 from django.template.loader import render_to_string
 from django.utils import timezone
 
-from evals.latency import availability, percentiles
+from evals.client import RETRIED_MARKER
+from evals.latency import availability, downgrades, error_budget, goodput, percentiles
 from monitor.env import env_list
 from monitor.models import Endpoint, Pair, Run, Sample
 from monitor.transports import render_email
@@ -32,6 +36,7 @@ from monitor.transports import render_email
 logger = logging.getLogger(__name__)
 
 WEEK = re.compile(r"^(\d{4})-W(\d{2})$")
+MONTH = re.compile(r"^(\d{4})-(\d{2})$")
 QS = (50, 95, 99)
 TOO_SMALL = "n too small"
 TIERS = ("fast", "base")
@@ -48,10 +53,14 @@ class EndpointRow:
     ttft: dict[str, Any] = field(default_factory=dict)  # evals.latency.percentiles output
     e2e: dict[str, Any] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)  # failed samples by class, 429s apart
+    retried: int = 0  # re-sent once after a stale pooled connection died (counted once)
+    served: dict[str, Any] = field(default_factory=dict)  # evals.latency.downgrades output
+    budget: dict[str, Any] = field(default_factory=dict)  # evals.latency.error_budget output
+    daily: list[dict[str, Any]] = field(default_factory=list)  # per UTC day, for the charts
 
     @property
     def availability(self) -> float | None:
-        """Successes / requests with 429s out of both (SUMMARY.md), formula in evals.latency."""
+        """Successes / requests with 429s out of both (docs/measures.md), formula: evals.latency."""
         shares = availability(self.successes, self.requests, self.rate_limited)
         return shares["availability_excl_rate_limited"]
 
@@ -65,6 +74,9 @@ class PairRow:
     similarity_n: int = 0
     pass_rate: dict[str, float | None] = field(default_factory=dict)  # weighted by cases tested
     n_tested: dict[str, int] = field(default_factory=dict)
+    slo: dict[str, float] = field(default_factory=dict)  # the pair's TTFT / E2E limits, ms
+    goodput: dict[str, float | None] = field(default_factory=dict)  # per tier, errors included
+    n_goodput: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -75,6 +87,12 @@ class SlaReport:
     min_n: int
     endpoints: list[EndpointRow]
     pairs: list[PairRow]
+    kind: str = "week"  # or "month"; ``week`` then holds the month "YYYY-MM"
+    target: float = 0.99  # availability SLO
+
+    @property
+    def period(self) -> str:
+        return self.week
 
 
 def week_bounds(week: str) -> tuple[datetime, datetime]:
@@ -92,6 +110,22 @@ def week_bounds(week: str) -> tuple[datetime, datetime]:
     return start, start + timedelta(days=7)
 
 
+def month_bounds(month: str) -> tuple[datetime, datetime]:
+    """[1st, 1st of next month) in UTC of "YYYY-MM"; ValueError naming the format."""
+    match = MONTH.match(month.strip()) if isinstance(month, str) else None
+    if not match or not 1 <= int(match[2]) <= 12:
+        raise ValueError(f"month {month!r} is not a month: expected format YYYY-MM, e.g. 2026-11")
+    year, number = int(match[1]), int(match[2])
+    start = datetime(year, number, 1, tzinfo=UTC)
+    end = datetime(year + number // 12, number % 12 + 1, 1, tzinfo=UTC)
+    return start, end
+
+
+def last_complete_month(today: date | None = None) -> str:
+    first = (today or timezone.now().date()).replace(day=1)
+    return f"{(first - timedelta(days=1)):%Y-%m}"
+
+
 def last_complete_week(today: date | None = None) -> str:
     year, week, _ = ((today or timezone.now().date()) - timedelta(days=7)).isocalendar()
     return f"{year}-W{week:02d}"
@@ -104,13 +138,23 @@ def _endpoint_rows(start: datetime, end: datetime, min_n: int) -> list[EndpointR
     counts: dict[int, Counter] = defaultdict(Counter)
     ttft: dict[int, list[float]] = defaultdict(list)
     e2e: dict[int, list[float]] = defaultdict(list)
-    fields = ("endpoint_id", "ok", "error_class", "ttft_ms", "e2e_ms")
-    for endpoint_id, ok, error_class, ttft_ms, e2e_ms in samples.values_list(*fields).iterator():
+    served: dict[int, list[str]] = defaultdict(list)
+    days: dict[int, dict[date, list]] = defaultdict(lambda: defaultdict(list))
+    fields = ("endpoint_id", "ok", "error_class", "ttft_ms", "e2e_ms", "served_tier",
+              "started_at")
+    for endpoint_id, ok, error_class, ttft_ms, e2e_ms, tier, at in (
+            samples.values_list(*fields).iterator()):
         counts[endpoint_id][("ok" if ok else error_class or "unknown")] += 1
+        days[endpoint_id][at.astimezone(UTC).date()].append((ok, error_class, ttft_ms, tier))
+        if ok:
+            served[endpoint_id].append(tier)
         if ok and ttft_ms is not None:
             ttft[endpoint_id].append(ttft_ms)
         if ok and e2e_ms is not None:
             e2e[endpoint_id].append(e2e_ms)
+    retried = Counter(dict(samples.filter(headers__has_key=RETRIED_MARKER)
+                           .values_list("endpoint_id").annotate(n=Count("id"))))
+    target = settings.TIERWATCH_SLO_AVAILABILITY
     rows = []
     for pk, endpoint in sorted(endpoints.items(), key=lambda item: item[1].name):
         c = counts[pk]
@@ -119,9 +163,29 @@ def _endpoint_rows(start: datetime, end: datetime, min_n: int) -> list[EndpointR
             name=endpoint.name, model=endpoint.model, simulated=endpoint.simulated,
             requests=sum(c.values()), successes=c["ok"], rate_limited=c["rate_limited"],
             ttft=percentiles(ttft[pk], qs=QS, min_n=min_n),
-            e2e=percentiles(e2e[pk], qs=QS, min_n=min_n), errors=errors,
+            e2e=percentiles(e2e[pk], qs=QS, min_n=min_n), errors=errors, retried=retried[pk],
+            served=downgrades(served[pk], endpoint.expected_tier),
+            budget=error_budget(c["ok"], sum(c.values()) - c["rate_limited"], target),
+            daily=_daily(days[pk], endpoint.expected_tier, min_n),
         ))
     return rows
+
+
+def _daily(days: dict[date, list], expected: str, min_n: int) -> list[dict[str, Any]]:
+    """Per UTC day: availability (429s apart), TTFT P95 (None below min_n), downgrade rate."""
+    out = []
+    for day, items in sorted(days.items()):
+        ok = sum(1 for x in items if x[0])
+        limited = sum(1 for x in items if not x[0] and x[1] == "rate_limited")
+        p95 = percentiles([x[2] for x in items if x[0] and x[2] is not None], qs=(95,),
+                          min_n=min_n).get("p95")
+        out.append({"day": day, "n": len(items),
+                    "availability": availability(ok, len(items), limited)[
+                        "availability_excl_rate_limited"],
+                    "ttft_p95": p95,
+                    "downgrade_rate": downgrades([x[3] for x in items if x[0]],
+                                                 expected)["downgrade_rate"]})
+    return out
 
 
 def _weighted(pairs: list[tuple[float | None, int]]) -> tuple[float | None, int]:
@@ -129,6 +193,18 @@ def _weighted(pairs: list[tuple[float | None, int]]) -> tuple[float | None, int]
     used = [(v, n) for v, n in pairs if v is not None and n]
     total = sum(n for _, n in used)
     return (sum(v * n for v, n in used) / total if total else None), total
+
+
+def _goodput(row: PairRow, pair: Pair, start: datetime, end: datetime) -> None:
+    """Per tier, the share of the period's requests of the pair's probe runs that met every SLO
+    of the pair (``evals.latency.goodput``: errors and 429s in the denominator)."""
+    row.slo = {k: v for k, v in (("ttft_ms", pair.slo_ttft_ms), ("e2e_ms", pair.slo_e2e_ms)) if v}
+    samples = Sample.objects.filter(run__in=Run.objects.trend().filter(pair=pair),
+                                    started_at__gte=start, started_at__lt=end)
+    for tier in TIERS:
+        records = list(samples.filter(tier=tier).values("ok", "ttft_ms", "e2e_ms"))
+        row.goodput[tier] = goodput(records, row.slo) if row.slo else None
+        row.n_goodput[tier] = len(records)
 
 
 def _pair_rows(start: datetime, end: datetime) -> list[PairRow]:
@@ -148,15 +224,21 @@ def _pair_rows(start: datetime, end: datetime) -> list[PairRow]:
             blocks = [(s.get("tiers") or {}).get(tier) or {} for s in summaries]
             row.pass_rate[tier], row.n_tested[tier] = _weighted(
                 [(b.get("pass_rate"), b.get("n_tested") or 0) for b in blocks])
+        _goodput(row, pair, start, end)
         rows.append(row)
     return sorted(rows, key=lambda r: r.name)
 
 
-def build_sla_report(*, week: str) -> SlaReport:
-    start, end = week_bounds(week)
+def build_sla_report(*, week: str | None = None, month: str | None = None) -> SlaReport:
+    """The report of an ISO week "YYYY-Www" or of a month "YYYY-MM" (exactly one)."""
+    if (week is None) == (month is None):
+        raise ValueError("give a week (YYYY-Www) or a month (YYYY-MM), not both or neither")
+    start, end = week_bounds(week) if week is not None else month_bounds(month or "")
     min_n = settings.TIERWATCH_MIN_N
-    return SlaReport(week=week.strip(), start=start, end=end, min_n=min_n,
-                     endpoints=_endpoint_rows(start, end, min_n), pairs=_pair_rows(start, end))
+    return SlaReport(week=(week or month or "").strip(), start=start, end=end, min_n=min_n,
+                     endpoints=_endpoint_rows(start, end, min_n), pairs=_pair_rows(start, end),
+                     kind="week" if week is not None else "month",
+                     target=settings.TIERWATCH_SLO_AVAILABILITY)
 
 
 # Rendering ------------------------------------------------------------------------------------
@@ -175,6 +257,10 @@ def _errors(errors: dict[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in errors.items()) or "none"
 
 
+def _rate(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
 def _label(name: str, simulated: bool) -> str:
     return name + (" (simulated)" if simulated else "")
 
@@ -183,13 +269,31 @@ def tables(report: SlaReport) -> list[tuple[str, list[str], list[list[str]]]]:
     """(title, header, rows) of display cells, shared by the text and HTML renderings."""
     availability = [
         [_label(e.name, e.simulated), e.model, str(e.requests), str(e.successes),
-         str(e.rate_limited), _pct(e.availability), _errors(e.errors)]
+         str(e.rate_limited), _pct(e.availability), _errors(e.errors), str(e.retried)]
         for e in report.endpoints
     ]
     latency = [
         [_label(e.name, e.simulated), str(e.ttft.get("n", 0)), _ms(e.ttft),
          str(e.e2e.get("n", 0)), _ms(e.e2e)]
         for e in report.endpoints
+    ]
+    budget = [
+        [_label(e.name, e.simulated), str(e.requests - e.rate_limited),
+         str(e.budget.get("failures", 0)), _rate(e.budget.get("allowed_failures"), 1),
+         _pct(e.budget.get("budget_spent")), _rate(e.budget.get("burn_rate"))]
+        for e in report.endpoints
+    ]
+    served = [
+        [_label(e.name, e.simulated), e.served.get("expected") or "-",
+         ", ".join(f"{k} {v}" for k, v in e.served.get("by_tier", {}).items()) or "none",
+         str(e.served.get("n_unreported", 0)), _pct(e.served.get("downgrade_rate"))]
+        for e in report.endpoints
+    ]
+    goodput_rows = [
+        [_label(p.name, p.simulated),
+         " and ".join(f"{k[:-3].upper()} ≤ {v:.0f} ms" for k, v in p.slo.items()) or "no SLO",
+         *[f"{_pct(p.goodput.get(t))} (n={p.n_goodput.get(t, 0)})" for t in TIERS]]
+        for p in report.pairs
     ]
     pairs = [
         [_label(p.name, p.simulated), str(p.runs),
@@ -199,10 +303,18 @@ def tables(report: SlaReport) -> list[tuple[str, list[str], list[list[str]]]]:
     ]
     return [
         ("Availability (429s counted apart, not in availability)",
-         ["endpoint", "model", "requests", "ok", "429s", "availability", "errors by class"],
+         ["endpoint", "model", "requests", "ok", "429s", "availability", "errors by class",
+          "retried"],
          availability),
+        (f"Error budget against {100 * report.target:g}% availability",
+         ["endpoint", "eligible requests", "failures", "allowed failures", "budget spent",
+          "burn rate"], budget),
+        ("Served tier (as the vendor reports it)",
+         ["endpoint", "expected", "reported tiers", "unreported", "downgrade rate"], served),
         ("Latency, ms: P50 / P95 / P99",
          ["endpoint", "TTFT n", "TTFT P50 / P95 / P99", "E2E n", "E2E P50 / P95 / P99"], latency),
+        ("Goodput: requests meeting every SLO of the pair (errors count against)",
+         ["pair", "SLO", "goodput fast", "goodput base"], goodput_rows),
         ("Pairs: fast vs base",
          ["pair", "runs", "similarity (mean)", "similarity n", "pass rate fast",
           "pass rate base"], pairs),
@@ -218,15 +330,45 @@ def _text_table(header: list[str], rows: list[list[str]]) -> str:
 
 def _heading(report: SlaReport) -> str:
     last_day = (report.end - timedelta(days=1)).date()
-    return (f"tierwatch SLA report, week {report.week} "
+    return (f"tierwatch SLA report, {report.kind} {report.week} "
             f"({report.start.date()} to {last_day}, UTC)")
+
+
+def accounting(report: SlaReport) -> list[tuple[str, str]]:
+    """The contract's accounting, stated in every rendering of the report: (term, rule)."""
+    return [
+        ("available", "a request is available when it got a complete answer: HTTP 2xx, a "
+         "well-formed stream and its end marker. Connect errors, timeouts, other HTTP statuses, "
+         "malformed or cut streams are failures. Availability = successes / (requests − 429s)."),
+        ("429s", "an HTTP 429 (rate limited) is the vendor refusing our volume, not an outage: "
+         "it is left out of availability and of the error budget, and counted apart; it does "
+         "count against goodput."),
+        ("retries", "tierwatch never retries a failed request: a timeout, 5xx or 429 counts "
+         "once as it happened. The one exception: a request whose pooled keep-alive connection "
+         "had died before any response byte is re-sent once on a fresh connection and counts "
+         "once, with the second attempt's outcome and times (column 'retried')."),
+        ("SLOs", f"availability target {100 * report.target:g}% per endpoint; latency SLOs "
+         "per pair (TTFT and E2E limits set on the pair)."),
+        ("error budget", "allowed failures = (1 − target) × eligible requests; budget spent = "
+         "failures / allowed failures; burn rate = failure rate / (1 − target), so 1 spends "
+         f"the budget exactly over the {report.kind} (Google SRE Workbook)."),
+        ("goodput", "share of the pair's probe requests that succeeded and met every latency "
+         "SLO of the pair; failures and 429s count against it."),
+        ("downgrade rate", "share of successful requests whose reported tier differs from "
+         "the tier expected on the endpoint, over requests that reported a tier; requests "
+         "reporting none are counted apart."),
+        ("percentiles", f"linear interpolation, only from at least n = {report.min_n} "
+         f'successful requests, else "{TOO_SMALL}".'),
+    ]
 
 
 def render_text(report: SlaReport) -> str:
     parts = [_heading(report),
              f'Percentiles need at least n = {report.min_n} samples; below that: "{TOO_SMALL}".']
+    parts.append("\nAccounting\n" + "\n".join(f"- {term}: {rule}"
+                                                for term, rule in accounting(report)))
     for title, header, rows in tables(report):
-        body = _text_table(header, rows) if rows else "(nothing this week)"
+        body = _text_table(header, rows) if rows else f"(nothing this {report.kind})"
         parts.append(f"\n{title}\n{body}")
     return "\n".join(parts) + "\n"
 
@@ -236,6 +378,8 @@ CSV_COLUMNS = [
     "availability", "ttft_n", "ttft_p50_ms", "ttft_p95_ms", "ttft_p99_ms", "e2e_n", "e2e_p50_ms",
     "e2e_p95_ms", "e2e_p99_ms", "errors", "runs", "similarity_mean", "similarity_n",
     "pass_rate_fast", "n_tested_fast", "pass_rate_base", "n_tested_base",
+    "retried", "burn_rate", "budget_spent", "expected_tier", "n_tier_reported", "downgrade_rate",
+    "goodput_fast", "n_goodput_fast", "goodput_base", "n_goodput_base",
 ]
 
 
@@ -258,6 +402,11 @@ def render_csv(report: SlaReport) -> str:
             "model": e.model, "requests": e.requests, "successes": e.successes,
             "rate_limited": e.rate_limited, "availability": _round(e.availability, 6),
             "errors": ";".join(f"{k}={v}" for k, v in e.errors.items()),
+            "retried": e.retried, "burn_rate": _round(e.budget.get("burn_rate"), 6),
+            "budget_spent": _round(e.budget.get("budget_spent"), 6),
+            "expected_tier": e.served.get("expected", ""),
+            "n_tier_reported": e.served.get("n_reported", 0),
+            "downgrade_rate": _round(e.served.get("downgrade_rate"), 6),
         }
         for name, block in (("ttft", e.ttft), ("e2e", e.e2e)):
             row[f"{name}_n"] = block.get("n", 0)
@@ -271,13 +420,16 @@ def render_csv(report: SlaReport) -> str:
             "similarity_n": p.similarity_n,
             **{f"pass_rate_{t}": _round(p.pass_rate[t], 6) for t in TIERS},
             **{f"n_tested_{t}": p.n_tested[t] for t in TIERS},
+            **{f"goodput_{t}": _round(p.goodput.get(t), 6) for t in TIERS},
+            **{f"n_goodput_{t}": p.n_goodput.get(t, 0) for t in TIERS},
         })
     return out.getvalue()
 
 
 def _context(report: SlaReport) -> dict[str, Any]:
     return {"report": report, "heading": _heading(report), "too_small": TOO_SMALL,
-            "tables": tables(report), "text": render_text(report)}
+            "tables": tables(report), "text": render_text(report),
+            "accounting": accounting(report)}
 
 
 def render_html(report: SlaReport) -> str:

@@ -42,6 +42,7 @@ def endpoint_spec(endpoint: Endpoint) -> EndpointSpec:
         api_key=endpoint.api_key(),
         timeout_s=endpoint.timeout_s,
         extra_body=dict(endpoint.extra_body or {}),
+        served_tier_fields=tuple(endpoint.served_tier_fields or ()),
     )
 
 

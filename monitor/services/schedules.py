@@ -43,7 +43,9 @@ def ensure_probe_schedule(
 
 
 def ensure_weekly_report_schedule() -> PeriodicTask:
-    """Mondays 07:00 UTC: the previous ISO week's SLA report, by email."""
+    """Mondays 07:00 UTC: the previous ISO week's SLA report, archived and emailed; and (one
+    call sets up both report schedules) the monthly report on the 1st."""
+    ensure_monthly_report_schedule()
     crontab, _ = CrontabSchedule.objects.get_or_create(
         minute="0", hour="7", day_of_week="1", day_of_month="*", month_of_year="*", timezone="UTC"
     )
@@ -51,6 +53,24 @@ def ensure_weekly_report_schedule() -> PeriodicTask:
         name="sla-report:weekly",
         defaults={
             "task": "monitor.tasks.weekly_report_task",
+            "crontab": crontab,
+            "interval": None,
+            "args": "[]",
+        },
+    )
+    return row
+
+
+def ensure_monthly_report_schedule() -> PeriodicTask:
+    """The 1st of each month, 07:30 UTC: the previous month's SLA report, archived."""
+    crontab, _ = CrontabSchedule.objects.get_or_create(
+        minute="30", hour="7", day_of_week="*", day_of_month="1", month_of_year="*",
+        timezone="UTC",
+    )
+    row, _ = PeriodicTask.objects.update_or_create(
+        name="sla-report:monthly",
+        defaults={
+            "task": "monitor.tasks.monthly_report_task",
             "crontab": crontab,
             "interval": None,
             "args": "[]",

@@ -6,8 +6,11 @@ A vendor's "6x" is usually measured where it looks best (long cached context, sh
 (batch 0), which were sent interleaved and so share the vendor's load at that moment.
 
 - Speed-up = base/fast of TTFT, of decode speed (fast tok/s ÷ base tok/s = base TPOT ÷ fast
-  TPOT, DESIGN.md: decode speed = 1/TPOT) and of E2E, with a BCa bootstrap interval over pairs
+  TPOT, docs/measures.md) and of E2E, with a BCa bootstrap interval over pairs
   (``evals.stats.speedup.paired_ratio_ci``), each against the pair's claimed factor.
+- Output tokens per second, fast ÷ base, in both definitions vendors use
+  (``evals.latency.output_tps``): tokens / (E2E − TTFT) and tokens / E2E. A vendor that sells
+  a fast tier on output speed (Anthropic's fast mode) is checked on its own measure.
 - Where the time goes: medians of connect, headers − connect, TTFT − headers (queue + prefill)
   and E2E − TTFT (decode) per tier and scenario.
 - Mechanism hints: numbers that are *consistent with* a serving trick, never a certainty.
@@ -30,7 +33,7 @@ import numpy as np
 from django.conf import settings
 from django.utils import timezone
 
-from evals.latency import goodput, percentiles
+from evals.latency import goodput, output_tps, percentiles
 from evals.plan import PlannedRequest, execute_plan
 from evals.records import ChatRequest, TimingRecord
 from evals.similarity import compare_pairs
@@ -43,6 +46,9 @@ log = logging.getLogger(__name__)
 # (report key, sample field, label): every speed-up is base/fast of a duration.
 METRICS = (("ttft", "ttft_ms", "TTFT"), ("decode", "tpot_ms", "decode speed"),
            ("e2e", "e2e_ms", "E2E"))
+# (report key, label): output-tokens-per-second definitions, see evals.latency.output_tps
+OTPS = (("generation", "output tok/s, tokens / (E2E − TTFT)"),
+        ("e2e", "output tok/s, tokens / E2E"))
 TIMINGS = ("ttft_ms", "e2e_ms", "tpot_ms")
 TIERS = ("fast", "base")
 BREAKDOWN = (("connect", "connect"), ("headers", "headers − connect"),
@@ -54,7 +60,7 @@ MAX_LOAD_REQUESTS = 64  # per level per tier: a load probe stays short
 SAMPLE_FIELDS = (
     "id", "run_id", "case_id", "case__key", "case__scenario", "tier", "batch", "repetition", "ok",
     "connect_ms", "headers_ms", "ttft_ms", "e2e_ms", "tpot_ms", "chunk_gaps_ms", "chunk_tokens",
-    "text", "prompt_tokens", "cached_tokens", "logprobs",
+    "text", "prompt_tokens", "cached_tokens", "logprobs", "completion_tokens", "estimated_tokens",
 )
 
 
@@ -178,6 +184,20 @@ def speedups(pairs: dict[str, list[dict[str, Sample]]], claimed: float | None,
     return table, {m: claim_line(by_metric[m], claimed) for m in by_metric}
 
 
+def otps_speedups(pairs: dict[str, list[dict[str, Sample]]], claimed: float | None,
+                  min_n: int) -> dict[str, Any]:
+    """Per scenario and OTPS definition: fast tok/s ÷ base tok/s with its paired CI."""
+    table: dict[str, Any] = {}
+    for scenario in scenario_order(pairs):
+        table[scenario] = {}
+        for key, _label in OTPS:
+            ci = paired_ratio_ci([output_tps(p["base"], definition=key) for p in pairs[scenario]],
+                                 [output_tps(p["fast"], definition=key) for p in pairs[scenario]],
+                                 kind="rate", min_n=min_n)
+            table[scenario][key] = _ci_dict(ci, claimed)
+    return table
+
+
 def _med(values: Iterable[float | None]) -> float | None:
     vals = [v for v in values if v is not None]
     return median(vals) if vals else None
@@ -230,6 +250,7 @@ def speed_report(*, pair: Pair, runs: Sequence[Run] | None = None) -> dict[str, 
         "descriptions": {s: SCENARIOS[s].description for s in scenarios if s in SCENARIOS},
         "n_pairs": {s: len(pairs.get(s, [])) for s in scenarios},
         "speedup": table,
+        "otps": otps_speedups(pairs, pair.claimed_speedup, min_n),
         "claim": claims,
         "percentiles": {
             scn: {t: {m: percentiles([getattr(s, m) for s in by[(scn, t)] if s.ok], min_n=min_n)

@@ -15,9 +15,10 @@ from typing import Any
 
 from django.conf import settings
 
-from evals.latency import percentiles, summarise_tier
+from evals.latency import downgrades, percentiles, summarise_tier
 from evals.similarity import compare_pairs
 from evals.suites import NONCE
+from monitor.models import Endpoint
 
 
 def _values(samples: Iterable[Any], field: str) -> list[float]:
@@ -112,6 +113,15 @@ def speedup_block(fast: Sequence[Any], base: Sequence[Any]) -> dict[str, float |
     }
 
 
+def served_tier_block(samples: Sequence[Any]) -> dict[str, Any]:
+    """``evals.latency.downgrades`` of the tier's requests against the expected tier set on
+    their endpoint (one endpoint per tier in a run)."""
+    ids = {getattr(s, "endpoint_id", None) for s in samples}
+    expected = next(iter(Endpoint.objects.filter(pk__in=ids).values_list("expected_tier",
+                                                                          flat=True)), "")
+    return downgrades((getattr(s, "served_tier", "") for s in samples if s.ok), expected)
+
+
 def summarise_samples(samples: Sequence[Any], *, min_n: int | None = None) -> dict[str, Any]:
     min_n = settings.TIERWATCH_MIN_N if min_n is None else min_n
     by_tier = {t: [s for s in samples if s.tier == t] for t in ("fast", "base")}
@@ -123,9 +133,12 @@ def summarise_samples(samples: Sequence[Any], *, min_n: int | None = None) -> di
             "speedup": speedup_block(group["fast"], group["base"]),
         }
     pairs = text_pairs(samples)
+    tiers = {t: tier_block(by_tier[t], min_n) for t in by_tier}
+    for t in tiers:
+        tiers[t]["served_tier"] = served_tier_block(by_tier[t])
     return {
         "min_n": min_n,
-        "tiers": {t: tier_block(by_tier[t], min_n) for t in by_tier},
+        "tiers": tiers,
         "similarity": {name: similarity_block(p) for name, p in pairs.items()},
         "speedup": speedup_block(by_tier["fast"], by_tier["base"]),
         "by_scenario": by_scenario,

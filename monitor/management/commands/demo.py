@@ -5,8 +5,9 @@ behind. The broker is kombu's filesystem transport and the database SQLite unles
 ``REDIS_URL`` / ``DATABASE_URL`` say otherwise.
 
 ``--engine llama.cpp`` is the second profile: the same dashboard over real llama.cpp servers on
-this machine (``evals.engines.vendor``, registered by ``monitor.services.local_vendor``). The
-servers it started are stopped by pid on exit; ones already running (``local_vendor up``) stay.
+this machine (``evals.vendors.llamacpp.vendor``, registered by
+``monitor.services.local_vendor``). The servers it started are stopped by pid on exit; ones
+already running (``local_vendor up``) stay.
 One worker process: two servers at one thread each already fill two cores.
 """
 
@@ -24,7 +25,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
-from evals.engines import EngineError, build, cache_dir, models, vendor
+from evals.vendors.llamacpp import EngineError, build, cache_dir, models, vendor
 from monitor.celery import worker_argv
 from monitor.models import Pair
 from monitor.services.demo import DEMO_PASSWORD, DEMO_USER, ensure_demo
@@ -114,7 +115,7 @@ class Command(BaseCommand):
                 label = f"REAL llama.cpp servers: {', '.join(targets)}"
             else:
                 vendor_port = free_port(opts["vendor_port"])
-                start([sys.executable, "-m", "evals.demo_vendor", "--port", str(vendor_port)])
+                start([sys.executable, "-m", "evals.vendors.simulated", "--port", str(vendor_port)])
                 vendor_url = f"http://127.0.0.1:{vendor_port}/v1"
                 wait_http(f"http://127.0.0.1:{vendor_port}/health", "the demo vendor")
                 pairs = ensure_demo(vendor_url=vendor_url, probe_every_s=every)

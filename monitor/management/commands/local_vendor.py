@@ -1,7 +1,7 @@
 """``local_vendor up|down|status [--targets ...]``: the real llama.cpp vendor, in the database.
 
 ``up`` builds llama-server and prepares the models when the cache lacks them (minutes, once),
-starts the targets (``evals.engines.vendor``) and registers one Endpoint per target and one
+starts the targets (``evals.vendors.llamacpp.vendor``) and registers one Endpoint per target and one
 Pair per vendor pair whose two ends are up (``monitor.services.local_vendor.register``,
 idempotent: the new ports replace the old ones). ``down`` stops the servers by pid and
 deactivates the local pairs so schedules do not probe dead ports; ``status`` shows processes
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from evals.engines import EngineError, vendor
+from evals.vendors.llamacpp import EngineError, vendor
 from monitor.models import Endpoint
 from monitor.services.local_vendor import deactivate, register
 

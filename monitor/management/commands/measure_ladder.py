@@ -1,7 +1,7 @@
 """``measure_ladder``: re-measure the reference ladder of MMD² distances on real engines.
 
 The verdict grades a fast-vs-base difference by where its MMD² falls among distances measured
-on the local llama.cpp vendor (``evals.engines.vendor``): the base tier against itself (two
+on the local llama.cpp vendor (``evals.vendors.llamacpp.vendor``): the base tier against itself (two
 independent batches, A-vs-A), the same weights in Q8_0 and in Q4_0, and a different model.
 One interleaved plan samples every tier at temperature 1 on the same prompts (the built-in
 ``audit`` suite), so load drifts hit all rungs alike; each rung is ``mmd_test`` of that tier

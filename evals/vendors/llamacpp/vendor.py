@@ -1,7 +1,7 @@
 """The local vendor: real llama.cpp servers whose tiers differ the way real fast tiers differ.
 
 Each target is one ``llama-server`` process on 127.0.0.1 with an OpenAI-compatible ``/v1``.
-The fast tiers are made faster by the serving tricks of DESIGN.md, so each pair has a known
+The fast tiers are made faster by the serving tricks tierwatch looks for, so each pair has a known
 answer to "same model?":
 
 - ``smollm2-f16``: the base tier, SmolLM2-135M-Instruct in F16, prompt cache off.
@@ -39,11 +39,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evals.engines import EngineError, cache_dir, log_tail
-from evals.engines.build import build_binaries
-from evals.engines.llamacpp import ServerSpec, alive, free_port, health, start, stop
-from evals.engines.models import prepare_model
 from evals.records import EndpointSpec
+from evals.vendors.llamacpp import EngineError, cache_dir, log_tail
+from evals.vendors.llamacpp.build import build_binaries
+from evals.vendors.llamacpp.models import prepare_model
+from evals.vendors.llamacpp.server import ServerSpec, alive, free_port, health, start, stop
 
 QA_TEMPLATE = (
     "{{ bos_token }}{% for m in messages %}"
@@ -55,7 +55,7 @@ QA_TEMPLATE = (
 @dataclass(frozen=True)
 class Target:
     name: str
-    model: str  # key in evals.engines.models
+    model: str  # key in evals.vendors.llamacpp.models
     role: str  # base | fast | different
     mechanism: str  # what makes it differ from the base tier, for people and the database
     args: tuple[str, ...] = ("--no-cache-prompt",)
@@ -237,8 +237,8 @@ def _write(path: Path, current: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m evals.engines.vendor up|down|status [--targets ...]`` (no Django needed)."""
-    parser = argparse.ArgumentParser(prog="python -m evals.engines.vendor")
+    """``python -m evals.vendors.llamacpp.vendor up|down|status [--targets ...]`` (no Django)."""
+    parser = argparse.ArgumentParser(prog="python -m evals.vendors.llamacpp.vendor")
     parser.add_argument("action", choices=("up", "down", "status"))
     parser.add_argument("--targets", nargs="+", choices=list(TARGETS))
     parser.add_argument("--threads", type=int, default=1)

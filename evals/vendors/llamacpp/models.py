@@ -23,8 +23,8 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evals.engines import EngineError, cache_dir, pip_download
-from evals.engines.build import LLAMA_CPP_PYTHON, Binaries, build_binaries
+from evals.vendors.llamacpp import EngineError, cache_dir, pip_download
+from evals.vendors.llamacpp.build import LLAMA_CPP_PYTHON, Binaries, build_binaries
 
 
 @dataclass(frozen=True)
@@ -123,7 +123,8 @@ def expected_sha256(name: str, version: str = LLAMA_CPP_PYTHON) -> str:
     if version not in variant.sha256:
         raise EngineError(
             f"no sha256 recorded for {name} made by llama.cpp from llama-cpp-python {version}. "
-            "Fix: prepare it once, check it, and record its sha256 in evals/engines/models.py."
+            "Fix: prepare it once, check it, and record its sha256 in "
+            "evals/vendors/llamacpp/models.py."
         )
     return variant.sha256[version]
 
@@ -176,7 +177,7 @@ def _place(tmp: Path, final: Path, expected: str, what: str) -> Path:
         raise EngineError(
             f"{what}: sha256 {actual} differs from the recorded {expected}. Fix: delete "
             f"{cache_dir() / 'downloads'} and retry; if it persists the source changed: "
-            "check it and update the recorded hash in evals/engines/models.py knowingly."
+            "check it and update the recorded hash in evals/vendors/llamacpp/models.py knowingly."
         )
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp.replace(final)
@@ -225,7 +226,7 @@ def _quantize(variant: VariantModel, source: Path, binaries: Binaries) -> Path:
             f"{variant.name}: made by llama.cpp from llama-cpp-python {binaries.version}, whose "
             f"output hash is not recorded; this run gave sha256 {actual}. Fix: check the file "
             "(quantizing twice must give the same hash) and record it in "
-            f"VARIANTS[{variant.name!r}] in evals/engines/models.py."
+            f"VARIANTS[{variant.name!r}] in evals/vendors/llamacpp/models.py."
         )
     final = model_path(variant.name, binaries.version)
     expected = expected_sha256(variant.name, binaries.version)

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from evals.engines import EngineError, cache_dir, log_tail, pip_download
+from evals.vendors.llamacpp import EngineError, cache_dir, log_tail, pip_download
 
 LLAMA_CPP_PYTHON = "0.3.36"
 # sha256 of the sdist on PyPI, per pinned version (pip checks it with --require-hashes).

@@ -2,13 +2,16 @@
 
 Nothing here is a real model. It exists so that tierwatch can be demonstrated and tested end to
 end without a key: every response carries ``x-tierwatch-simulated: true`` and ``/v1/models``
-says "simulated". Three tiers play the story of DESIGN.md:
+says "simulated". Three tiers play the story tierwatch is built to tell apart:
 
 - ``demo-base``: the base tier, ~40 tokens/s, one token per chunk, no prefix cache.
 - ``demo-fast``: the *same* simulated weights served faster: ~5x decode in bursts of 1-5 tokens
   per chunk (speculative decoding), a prefix cache (repeated long prompts skip prefill and
   report ``cached_tokens``), priority queueing, and rare near-tie flips late in the text at
-  temperature 0 (batch-variant numerics) — a same-model verdict should come out.
+  temperature 0 (batch-variant numerics) — a same-model verdict should come out. It reports
+  ``service_tier: "priority"``; with ``downgrade_share`` > 0, that share of its streams beyond
+  ``downgrade_above`` in flight is served on the base tier's stack and reports ``"default"``,
+  as OpenAI's priority processing may do under load (Anthropic: ``usage.service_tier``).
 - ``demo-distilled``: a smaller model sold as fast: other wording, and for built-in coding
   cases of difficulty "hard" it answers the case's ``weak_solution`` (fails the unit tests);
   on benchmark cases (HumanEval, BFCL tool calls, tierwatch's data files) it loses at the
@@ -24,7 +27,7 @@ Faults for tests, by model name or header ``x-tierwatch-fault``: ``demo-broken-h
 ``demo-truncated`` (connection closed mid-stream), ``demo-slow`` (keep-alives, no token for an
 hour). ``time_scale`` multiplies every scripted delay (tests use 0), except ``demo-slow``'s.
 
-Run: ``python -m evals.demo_vendor --port 8811``.
+Run: ``python -m evals.vendors.simulated --port 8811``.
 """
 
 from __future__ import annotations
@@ -40,11 +43,12 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from aiohttp import web
 
+from evals.suites import find_case
 from evals.tokens import token_pieces
 
 
@@ -63,6 +67,7 @@ class Tier:
     burst: tuple[float, ...] = (1.0,)  # weights of 1, 2, ... tokens per step
     prefix_cache: bool = False
     flips: bool = False  # near-tie argmax flips at temperature 0 (numerics)
+    service_tier: str = "default"  # what the response reports serving
 
 
 TIERS = {
@@ -72,7 +77,7 @@ TIERS = {
              (5, 40), 40, 0.30, 25.0),
         Tier("demo-fast", "base", "fp_demo_fast",
              "SIMULATED fast tier: same weights, speculative decoding, prefix cache",
-             (1, 8), 20, 0.15, 14.0, (0.2, 0.25, 0.25, 0.2, 0.1), True, True),
+             (1, 8), 20, 0.15, 14.0, (0.2, 0.25, 0.25, 0.2, 0.1), True, True, "priority"),
         Tier("demo-distilled", "distilled", "fp_demo_distilled",
              "SIMULATED distilled model sold as fast (~180 tok/s, weaker on hard cases)",
              (1, 8), 10, 0.06, 5.5),
@@ -175,7 +180,7 @@ def compose(tier: Tier, messages: list[dict[str, Any]], temperature: float,
             logits = [x + 0.02 * e for x, e in zip(logits, noise, strict=True)]
         return _choose(logits, temperature, rng, tier.flips and late)
 
-    case = _find_case(messages)
+    case = find_case(messages)
     bench = _benchmark_case(messages) if case is None else None
     answer = _simulate().answer_text(bench, fam) if bench is not None else None
     if answer is not None:
@@ -212,14 +217,6 @@ def compose(tier: Tier, messages: list[dict[str, Any]], temperature: float,
 
 def _pick_stop(logits: list[float], temperature: float, rng: random.Random) -> bool:
     return _choose(logits, temperature, rng, False) == 1
-
-
-def _find_case(messages: list[dict[str, Any]]) -> Any:
-    try:
-        from evals.suites import find_case  # lazily: written alongside, may not exist yet
-    except ImportError:
-        return None
-    return find_case(messages)
 
 
 def _simulate() -> Any:
@@ -280,11 +277,26 @@ class Plan:
 
 
 class Vendor:
-    def __init__(self, seed: int, time_scale: float) -> None:
+    def __init__(self, seed: int, time_scale: float, downgrade_share: float = 0.0,
+                 downgrade_above: int = 8) -> None:
         self.rng = random.Random(seed)
         self.time_scale = time_scale
         self.cache = PrefixCache()
         self.counter = 0
+        self.downgrade_share, self.downgrade_above = downgrade_share, downgrade_above
+        self.in_flight = 0  # OpenAI streams being served
+
+    def admit(self, tier: Tier) -> Tier:
+        """The stack that serves this request: a priority request beyond ``downgrade_above``
+        in flight is, with probability ``downgrade_share``, served on the base tier's stack
+        (same weights) and reports ``"default"``."""
+        if (tier.service_tier == "priority" and self.downgrade_share
+                and self.in_flight > self.downgrade_above
+                and self.rng.random() < self.downgrade_share):
+            base = TIERS["demo-base"]
+            return replace(base, model=tier.model, family=tier.family,
+                           fingerprint=tier.fingerprint, flips=tier.flips)
+        return tier
 
     def plan(self, tier: Tier, messages: list[dict[str, Any]], max_tokens: int,
              temperature: float, seed: int | None, tools: Any = None) -> Plan:
@@ -376,7 +388,8 @@ def _openai_chunk(tier: Tier, rid: str, created: int, delta: dict[str, Any],
     if "logprobs" in extra:
         choice["logprobs"] = extra.pop("logprobs")
     obj = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": tier.model,
-           "system_fingerprint": tier.fingerprint, "choices": [choice], **extra}
+           "system_fingerprint": tier.fingerprint, "service_tier": tier.service_tier,
+           "choices": [choice], **extra}
     return b"data: " + json.dumps(obj).encode() + b"\n\n"
 
 
@@ -430,9 +443,13 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         return await _fault(request, tier, anthropic=False)
     if tier is None:
         return _error(404, f"model {body.get('model')!r} not found", "invalid_request_error")
-    if body.get("stream"):
-        return await _openai_stream(request, tier, body, messages)
     vendor: Vendor = request.app[VENDOR]
+    if body.get("stream"):
+        vendor.in_flight += 1
+        try:
+            return await _openai_stream(request, vendor.admit(tier), body, messages)
+        finally:
+            vendor.in_flight -= 1
     plan = vendor.plan(tier, messages, int(body.get("max_tokens") or 256),
                        float(body.get("temperature", 1.0)), body.get("seed"))
     await _sleep(plan.queue_s + plan.prefill_s + sum(plan.step_s))
@@ -440,6 +457,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     return web.json_response({
         "id": f"chatcmpl-demo-{vendor.counter}", "object": "chat.completion",
         "created": int(time.time()), "model": tier.model, "system_fingerprint": tier.fingerprint,
+        "service_tier": tier.service_tier,
         "choices": [{"index": 0, "message": {"role": "assistant", "content": "".join(plan.pieces)},
                      "finish_reason": plan.finish_reason}],
         "usage": _usage(plan),
@@ -488,7 +506,8 @@ async def _openai_stream(request: web.Request, tier: Tier, body: dict[str, Any],
         options = body.get("stream_options") or {}
         if options.get("include_usage"):
             obj = {"id": rid, "object": "chat.completion.chunk", "created": created,
-                   "model": tier.model, "system_fingerprint": tier.fingerprint, "choices": [],
+                   "model": tier.model, "system_fingerprint": tier.fingerprint,
+                   "service_tier": tier.service_tier, "choices": [],
                    "usage": _usage(plan)}
             await resp.write(b"data: " + json.dumps(obj).encode() + b"\n\n")
         await resp.write(b"data: [DONE]\n\n")
@@ -524,7 +543,8 @@ async def messages_endpoint(request: web.Request) -> web.StreamResponse:
     mid = f"msg_demo_{vendor.counter}"
     stop = {"length": "max_tokens", "tool_calls": "tool_use"}.get(plan.finish_reason, "end_turn")
     usage = {"input_tokens": plan.prompt_tokens - plan.cached_tokens,
-             "cache_read_input_tokens": plan.cached_tokens, "cache_creation_input_tokens": 0}
+             "cache_read_input_tokens": plan.cached_tokens, "cache_creation_input_tokens": 0,
+             "service_tier": "priority" if tier.service_tier == "priority" else "standard"}
     headers = {"request-id": f"req_demo_{vendor.counter}"}
     if not body.get("stream"):
         await _sleep(plan.queue_s + plan.prefill_s + sum(plan.step_s))
@@ -594,10 +614,11 @@ async def _mark_simulated(request: web.Request, response: web.StreamResponse) ->
     response.headers.update(SIMULATED)
 
 
-def create_app(seed: int = 0, time_scale: float = 1.0) -> web.Application:
+def create_app(seed: int = 0, time_scale: float = 1.0, downgrade_share: float = 0.0,
+               downgrade_above: int = 8) -> web.Application:
     """The demo vendor as an aiohttp application (``time_scale`` 0 removes every delay)."""
     app = web.Application()
-    app[VENDOR] = Vendor(seed, time_scale)
+    app[VENDOR] = Vendor(seed, time_scale, downgrade_share, downgrade_above)
     app.on_response_prepare.append(_mark_simulated)
     app.router.add_get("/health", health)
     app.router.add_get("/v1/models", models)
@@ -607,9 +628,9 @@ def create_app(seed: int = 0, time_scale: float = 1.0) -> web.Application:
 
 
 async def start(host: str = "127.0.0.1", port: int = 0, seed: int = 0,
-                time_scale: float = 1.0) -> tuple[web.AppRunner, int]:
+                time_scale: float = 1.0, **downgrade: Any) -> tuple[web.AppRunner, int]:
     """Serve in the running loop; returns the runner (``await runner.cleanup()``) and port."""
-    runner = web.AppRunner(create_app(seed, time_scale), handle_signals=False,
+    runner = web.AppRunner(create_app(seed, time_scale, **downgrade), handle_signals=False,
                            access_log=None, shutdown_timeout=1.0)
     await runner.setup()
     site = web.TCPSite(runner, host, port, backlog=1024)
@@ -618,13 +639,13 @@ async def start(host: str = "127.0.0.1", port: int = 0, seed: int = 0,
 
 
 @contextmanager
-def serve_in_thread(seed: int = 0, time_scale: float = 1.0) -> Iterator[str]:
+def serve_in_thread(seed: int = 0, time_scale: float = 1.0, **downgrade: Any) -> Iterator[str]:
     """Run the vendor on an ephemeral port in a background thread; yields its ``/v1`` URL."""
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True, name="demo-vendor")
     thread.start()
     runner, port = asyncio.run_coroutine_threadsafe(
-        start(seed=seed, time_scale=time_scale), loop).result(timeout=10)
+        start(seed=seed, time_scale=time_scale, **downgrade), loop).result(timeout=10)
     try:
         yield f"http://127.0.0.1:{port}/v1"
     finally:
@@ -640,8 +661,13 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8811)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--time-scale", type=float, default=1.0)
+    parser.add_argument("--downgrade-share", type=float, default=0.0,
+                        help="share of fast streams served on the base stack under load")
+    parser.add_argument("--downgrade-above", type=int, default=8,
+                        help="streams in flight beyond which fast ones may be downgraded")
     args = parser.parse_args()
-    web.run_app(create_app(args.seed, args.time_scale), host=args.host, port=args.port,
+    app = create_app(args.seed, args.time_scale, args.downgrade_share, args.downgrade_above)
+    web.run_app(app, host=args.host, port=args.port,
                 print=lambda *_: print(f"SIMULATED demo vendor on http://{args.host}:{args.port}/v1",
                                        flush=True))
 

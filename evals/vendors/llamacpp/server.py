@@ -19,7 +19,7 @@ from pathlib import Path
 
 import httpx
 
-from evals.engines import EngineError, log_tail
+from evals.vendors.llamacpp import EngineError, log_tail
 
 HOST = "127.0.0.1"
 # Children started by this process, kept so they are waited for (no zombies, no warnings).
