@@ -12,9 +12,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from evals.client import make_client, stream_chat
-from evals.demo_vendor import serve_in_thread
 from evals.latency import downgrades, output_tps
 from evals.records import ChatRequest, EndpointSpec, TimingRecord
+from evals.vendors.simulated import serve_in_thread
 from monitor.models import AlertRule, Endpoint, Pair
 from monitor.services.alerts import evaluate_after_run, read_metric
 from monitor.services.runs import create_run, execute_run
