@@ -70,6 +70,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--humaneval", type=int, default=20)
     parser.add_argument("--bfcl", type=int, default=20, help="cases per BFCL category")
+    parser.add_argument("--instructions", type=int, default=40)
     parser.add_argument("--write-docs", action="store_true")
     args = parser.parse_args()
     binaries = cached_binaries() or _any_build()
@@ -79,7 +80,7 @@ def main() -> None:
     cases = (humaneval.load_cases(args.humaneval)
              + bfcl.load_cases(["simple_python"], limit=args.bfcl)
              + bfcl.load_cases(["irrelevance"], limit=args.bfcl)
-             + instructions.load_cases())
+             + instructions.load_cases()[:args.instructions])
     records, seconds, servers = {}, {}, []
     try:
         for tier, model in TIERS.items():
@@ -103,8 +104,10 @@ def main() -> None:
     cats = sorted({c.category for c in cases})
     lines = [SECTION, "",
              f"SmolLM2-135M-Instruct F16 (base) vs Q4_0 (fast), llama.cpp "
-             f"{binaries.version}, temperature 0, one answer per case per tier, 2 threads. "
-             "Command: `.venv/bin/python benchmarks/capability_engines.py --write-docs`.", "",
+             f"{binaries.version}, temperature 0, one answer per case per tier (at most "
+             f"{MAX_TOKENS} tokens), 2 threads. Command: `.venv/bin/python "
+             f"benchmarks/capability_engines.py --write-docs --humaneval {args.humaneval} "
+             f"--bfcl {args.bfcl} --instructions {args.instructions}`.", "",
              "| category | n | base passed | fast passed | both | base only | fast only | "
              "McNemar p |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for cat in cats:
