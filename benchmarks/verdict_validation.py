@@ -15,9 +15,9 @@ Two steps, so the slow one runs once and the analysis can be repeated in minutes
 2. ``analyse``: resampled tests from the pools. For one resample at k samples per prompt, each
    prompt's pool is shuffled and cut into consecutive chunks, so the draws *from one pool* are
    disjoint (base batch 0, base batch 1, and for A-vs-A the "fast" batch); fast tiers come
-   from their own pool. Each resample is a whole product verdict, as
-   ``monitor.services.verdict.compute_verdict`` builds it: fast-vs-base, base-vs-base (two base
-   batches), fast-vs-fast (even vs odd samples of the fast batch), then ``decide``.
+   from their own pool. Each resample is a whole product verdict, ``evals.stats.verdict.assess``
+   as the product calls it: fast-vs-base, base-vs-base (two base batches), fast-vs-fast (even
+   vs odd samples of the fast batch), then ``decide``.
    "Rejects" is the MMD fast-vs-base p < α, the label is ``decide``'s.
 
 Limits, plainly: resamples of one pool are not independent runs. Two resamples at k per
@@ -65,7 +65,7 @@ from evals.client import RETRIED_MARKER, make_client, stream_chat  # noqa: E402
 from evals.records import ChatRequest  # noqa: E402
 from evals.stats.mmd import DEFAULT_L, mmd_test  # noqa: E402
 from evals.stats.sequential import BettingTest  # noqa: E402
-from evals.stats.verdict import REFERENCE_LADDER, decide, grade_effect  # noqa: E402
+from evals.stats.verdict import REFERENCE_LADDER, assess, grade_effect  # noqa: E402
 from evals.suites import get_suite  # noqa: E402
 from evals.vendors.llamacpp import cache_dir, vendor  # noqa: E402
 
@@ -214,22 +214,15 @@ def draws(pool: dict[str, list[str]], sizes: list[int], rng: np.random.Generator
     return out
 
 
-def halves(t: dict[str, list[str]]) -> tuple[dict, dict]:
-    """Even against odd samples: the product's fast-vs-fast calibration."""
-    return {k: v[0::2] for k, v in t.items()}, {k: v[1::2] for k, v in t.items()}
-
-
 def one_verdict(fast: dict, base0: dict, base1: dict, *, B: int, seed: int) -> dict[str, Any]:
-    """What ``compute_verdict`` computes for one audit run, reduced to numbers."""
-    fvb = mmd_test(fast, base0, B=B, seed=seed)
-    bvb = mmd_test(base0, base1, B=B, seed=seed + 1)
-    fvf = mmd_test(*halves(fast), B=B, seed=seed + 2)
-    v = decide(fast_vs_base=fvb, base_vs_base=bvb,
-               fast_vs_fast=fvf if fvf.statistic is not None else None, alpha=ALPHA)
+    """The product's verdict of one audit run (``assess``), reduced to numbers."""
+    a = assess(fast, base0, base1, seed=seed, B=B, alpha=ALPHA)
+    fvb, bvb, v = a.fast_vs_base, a.base_vs_base, a.verdict
+    fvf_p = a.fast_vs_fast.p_value if a.fast_vs_fast else None
     flagged = v.label in ("numerics_scale_difference", "different_model")
     graded = fvb.statistic if flagged else v.min_detectable_effect
     return {"p": fvb.p_value, "mmd2": fvb.statistic, "q95": fvb.critical_value(ALPHA),
-            "bvb_p": bvb.p_value, "fvf_p": fvf.p_value, "label": v.label,
+            "bvb_p": bvb.p_value if bvb else None, "fvf_p": fvf_p, "label": v.label,
             "sentence": v.sentence, "flagged": flagged,
             "phrase": grade_effect(graded, REFERENCE_LADDER)[1] if graded else ""}
 

@@ -17,6 +17,21 @@ import httpx
 from evals.client import make_client, stream_chat
 from evals.records import ChatRequest, EndpointSpec, TimingRecord
 
+AUDIT_TIERS: tuple[tuple[str, int], ...] = (("fast", 0), ("base", 0))
+"""The tiers of an audit's plan: fast and base, one batch each — no second in-plan base batch.
+
+Why (the A-vs-A decision): two base batches shuffled into one plan are exchangeable by
+construction (same endpoint, same minutes, same interleaving), so a base-vs-base test
+between them rejects with probability exactly α whatever the vendor does: it cannot detect
+anything, it voids α of honest runs at random, and it costs 50% more base requests. The same
+requests spent on power do better: at a fixed 750 requests (25 prompts), 15 samples per
+prompt per tier instead of 10 + 10 + 10 raised the MMD test's power on a small synthetic
+difference (per-character substitution 30% vs 36%, 60 characters, B = 200, 200 repetitions)
+from 21% [16, 27] to 31% [25, 38] (Wilson 95%). Stability of the base tier itself is a
+question about *time*: compare a base batch with one from an earlier run
+(:func:`evals.stats.stability.base_stability`), which can fail when the base tier changes.
+"""
+
 
 @dataclass(frozen=True)
 class PlannedRequest:
@@ -24,7 +39,7 @@ class PlannedRequest:
     case_key: str
     tier: str  # "fast" | "base"
     repetition: int
-    batch: int = 0  # independent batches of one tier, for the base-vs-base noise floor
+    batch: int = 0  # independent batches of one tier (audits use one: see AUDIT_TIERS)
 
 
 def plan_run(

@@ -3,11 +3,9 @@
 Schedules are django-celery-beat's PeriodicTask rows, in the admin under "Periodic tasks".
 """
 
-from django import forms
 from django.contrib import admin, messages
 
 from monitor import models
-from monitor.services.alerts import check_rule
 from monitor.services.channels import send_test
 
 
@@ -69,23 +67,8 @@ class ChannelAdmin(admin.ModelAdmin):
                                   messages.ERROR)
 
 
-class AlertRuleForm(forms.ModelForm):
-    class Meta:
-        model = models.AlertRule
-        fields = "__all__"
-
-    def clean(self):
-        data = super().clean()
-        try:
-            check_rule(models.AlertRule(metric=data.get("metric", ""), tier=data.get("tier", "")))
-        except ValueError as exc:
-            raise forms.ValidationError({"metric": str(exc)}) from None
-        return data
-
-
 @admin.register(models.AlertRule)
 class AlertRuleAdmin(admin.ModelAdmin):
-    form = AlertRuleForm
     list_display = (
         "name",
         "pair",

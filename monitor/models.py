@@ -1,18 +1,23 @@
-"""Storage for the glossary (docs/measures.md): endpoint, pair, suite, case, run, sample; plus the
-alerting rows (rule, channel, alert, notification).
+"""Storage for the glossary: endpoint, pair, suite, case, run, sample; plus the alerting rows
+(rule, channel, alert, notification).
 
-Rows hold data, not behaviour: workflows live in ``monitor.services`` and reads in
-``monitor.selectors``. API keys are never stored: an endpoint names the environment
-variable that holds its key.
+Rows hold data and the small rules that define them (a simulated pair, comparable runs, a run's
+typed summary, a valid alert rule); workflows live in ``monitor.services`` and page reads in
+``monitor.selectors``. API keys are never stored: an endpoint names the environment variable
+that holds its key.
 """
 
 from __future__ import annotations
 
-import os
 import re
 
 from django.core.exceptions import ValidationError
-from django.db import models
+from django.db import models, transaction
+
+from evals.records import EndpointSpec
+from monitor import metrics_catalogue
+from monitor.env import env_secret
+from monitor.run_summary import RunSummary
 
 ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 
@@ -71,8 +76,23 @@ class Endpoint(models.Model):
         return self.name + (" (simulated)" if self.simulated else "")
 
     def api_key(self) -> str | None:
-        """Read at request time, so a rotated key needs no database change."""
-        return os.environ.get(self.api_key_env) if self.api_key_env else None
+        """Read at request time, so a rotated key needs no database change; stripped, and
+        refused naming the variable if it holds a control character (``env_secret``)."""
+        return env_secret(self.api_key_env) if self.api_key_env else None
+
+    def spec(self) -> EndpointSpec:
+        """What the client needs; the key is read from the environment now and lives only in
+        memory."""
+        return EndpointSpec(
+            name=self.name,
+            protocol=self.protocol,  # type: ignore[arg-type]
+            base_url=self.base_url.rstrip("/"),
+            model=self.model,
+            api_key=self.api_key(),
+            timeout_s=self.timeout_s,
+            extra_body=dict(self.extra_body or {}),
+            served_tier_fields=tuple(self.served_tier_fields or ()),
+        )
 
 
 class Suite(models.Model):
@@ -128,13 +148,51 @@ class Pair(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    @property
+    def simulated(self) -> bool:
+        """A pair with either tier on the simulated vendor: its numbers are not a vendor's."""
+        return self.fast.simulated or self.base.simulated
+
+    @property
+    def slo(self) -> dict[str, float]:
+        """The pair's service-level objectives by sample field (only those that are set)."""
+        return {k: v for k, v in (("ttft_ms", self.slo_ttft_ms), ("e2e_ms", self.slo_e2e_ms)) if v}
+
+
+class RunStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class RunKind(models.TextChoices):
+    PROBE = "probe", "probe (temperature 0)"
+    AUDIT = "audit", "audit (temperature 1)"
+    LOAD = "load", "load probe (concurrency levels)"
+
+
+class RunTrigger(models.TextChoices):
+    MANUAL = "manual"
+    SCHEDULED = "scheduled"
+
 
 class RunQuerySet(models.QuerySet):
     def trend(self) -> RunQuerySet:
         """Runs comparable over time: finished temperature-0 probes at the pair's own
         concurrency. Audits (temperature 1) and load probes (other concurrencies) measure
         something else and would bend a trend or an alert's mean."""
-        return self.filter(status="done", kind="probe").exclude(trigger="load")
+        return self.filter(status=RunStatus.DONE, kind=RunKind.PROBE)
+
+    def merge_summary(self, run_id: int, **blocks: object) -> RunSummary:
+        """The one writer of ``Run.summary``: replace the named blocks (``RunSummary`` field
+        names; values are blocks or None to drop one) under a row lock, so two writers (the
+        summariser and the verdict, say) never lose each other's block."""
+        with transaction.atomic():
+            run = self.select_for_update().only("id", "summary").get(id=run_id)
+            merged = run.summary_obj.replace(**blocks)
+            self.filter(id=run_id).update(summary=merged.to_json())
+        return merged
 
 
 class Run(models.Model):
@@ -142,19 +200,13 @@ class Run(models.Model):
 
     objects = RunQuerySet.as_manager()
 
-    KINDS = [("probe", "probe (temperature 0)"), ("audit", "audit (temperature 1)")]
-    STATUSES = [
-        ("queued", "queued"),
-        ("running", "running"),
-        ("done", "done"),
-        ("failed", "failed"),
-    ]
-
     pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="runs")
     suite = models.ForeignKey(Suite, on_delete=models.PROTECT, related_name="runs")
-    kind = models.CharField(max_length=16, choices=KINDS, default="probe")
-    trigger = models.CharField(max_length=16, default="manual")  # manual | scheduled
-    status = models.CharField(max_length=16, choices=STATUSES, default="queued", db_index=True)
+    kind = models.CharField(max_length=16, choices=RunKind, default=RunKind.PROBE)
+    trigger = models.CharField(max_length=16, choices=RunTrigger, default=RunTrigger.MANUAL)
+    status = models.CharField(
+        max_length=16, choices=RunStatus, default=RunStatus.QUEUED, db_index=True
+    )
     seed = models.BigIntegerField(default=0)
     temperature = models.FloatField(default=0.0)
     repeat = models.PositiveSmallIntegerField(default=1)
@@ -163,6 +215,10 @@ class Run(models.Model):
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Liveness (monitor.services.heartbeat): the owner beats while it measures; a claim bumps
+    # ``attempt`` so a worker whose stale run was taken over or reaped stops on its next beat.
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    attempt = models.PositiveSmallIntegerField(default=0)
     summary = models.JSONField(default=dict, blank=True)
     verdict = models.TextField(blank=True)
     error = models.TextField(blank=True)
@@ -177,6 +233,15 @@ class Run(models.Model):
     @property
     def progress_percent(self) -> int:
         return int(100 * self.completed / self.planned) if self.planned else 0
+
+    @property
+    def summary_obj(self) -> RunSummary:
+        """The stored summary, typed (``monitor.run_summary``); empty blocks while running."""
+        return RunSummary.from_json(self.summary)
+
+    @property
+    def active(self) -> bool:
+        return self.status in (RunStatus.QUEUED, RunStatus.RUNNING)
 
 
 class Sample(models.Model):
@@ -232,6 +297,17 @@ class Sample(models.Model):
         return f"sample {self.pk} {self.tier} {self.case.key}"
 
 
+class Beacon(models.Model):
+    """The last time a periodic part of the system was seen alive (the watchdog task), read by
+    ``/health`` in another process, so it lives in the database rather than a cache."""
+
+    name = models.SlugField(max_length=80, unique=True)
+    seen_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.name} at {self.seen_at:%Y-%m-%d %H:%M:%S}"
+
+
 class Channel(models.Model):
     """Where alerts go. A Slack webhook URL is a secret: the channel names its env var."""
 
@@ -285,6 +361,12 @@ class AlertRule(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        """A known metric with a tier that fits it (``monitor.metrics_catalogue``)."""
+        problem = metrics_catalogue.problem(self.metric, self.tier)
+        if problem:
+            raise ValidationError({"metric": problem})
 
 
 class Alert(models.Model):

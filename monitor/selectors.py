@@ -1,17 +1,21 @@
-"""The reads that pages, reports and commands share (docs/architecture.md: selectors).
+"""The reads that pages, reports and commands share.
 
-Pages read each run's stored ``summary`` (the run summary) and never the samples to draw charts, so
-a pair page costs a bounded number of queries however many samples the runs hold.
+Pages read each run's stored summary (``Run.summary_obj``, spec in ``monitor.run_summary``) and
+never the samples to draw charts, so a pair page costs a bounded number of queries however many
+samples the runs hold.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
-from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Count, Max, Min, OuterRef, Q, QuerySet, Subquery
 from django.shortcuts import get_object_or_404
 
-from monitor.models import Alert, Pair, Run, Sample
+from monitor.models import Alert, Endpoint, Pair, Run, RunKind, Sample
 
 # Fields a chart or a runs list needs; the rest of a run stays in the database.
 RUN_LIST_FIELDS = (
@@ -41,7 +45,7 @@ class PairOverview:
 
     @property
     def simulated(self) -> bool:
-        return self.pair.fast.simulated or self.pair.base.simulated
+        return self.pair.simulated
 
 
 def get_pair_for_user(user, name: str) -> Pair:
@@ -122,4 +126,51 @@ def open_alerts(pair: Pair | None = None, limit: int = 100) -> QuerySet[Alert]:
 
 def has_active_run(runs: list[Run]) -> bool:
     """Whether a page showing these runs should keep polling."""
-    return any(r.status in ("queued", "running") for r in runs)
+    return any(r.active for r in runs)
+
+
+def endpoint_events(*, endpoints: Iterable[Endpoint], limit: int = 50) -> list[dict[str, Any]]:
+    """When each returned model id and system fingerprint was first (and last) seen, per
+    endpoint, oldest first. A value after the first one is a change of what the endpoint
+    says it serves. Values that come back (A → B → A) are not new and show no second event:
+    this is one aggregate query, not a scan of every sample."""
+    events = []
+    for ep in endpoints:
+        for field, what in (("model_id", "model id"), ("system_fingerprint", "fingerprint")):
+            rows = (Sample.objects.filter(endpoint=ep).exclude(**{field: ""})
+                    .values(field).annotate(first=Min("started_at"), last=Max("started_at"),
+                                            n=Count("id")).order_by("first")[:limit])
+            for i, row in enumerate(rows):
+                first_run = (Sample.objects.filter(endpoint=ep, **{field: row[field]})
+                             .order_by("started_at").values_list("run_id", flat=True).first())
+                events.append({
+                    "endpoint": ep.name, "simulated": ep.simulated, "what": what,
+                    "value": row[field], "first_seen": row["first"], "last_seen": row["last"],
+                    "n": row["n"], "run_id": first_run, "change": i > 0,
+                })
+    events.sort(key=lambda e: e["first_seen"])
+    return events
+
+
+def audit_runs(pair: Pair, limit: int = 50) -> list[Run]:
+    """The pair's newest audit runs, newest first (summaries included, samples not)."""
+    return list(Run.objects.filter(pair=pair, kind=RunKind.AUDIT).order_by("-created_at", "-id")
+                .only("id", "pair_id", "kind", "status", "created_at", "started_at",
+                      "finished_at", "summary", "verdict", "error", "planned", "completed")
+                [:limit])
+
+
+def verdict_history(runs: Sequence[Run]) -> list[dict[str, Any]]:
+    """One row per audit run with a verdict, oldest first, for the history chart."""
+    rows = []
+    for r in sorted(runs, key=lambda r: (r.created_at, r.id)):
+        v = r.summary_obj.verdict
+        if not v:
+            continue
+        when: datetime = r.finished_at or r.created_at
+        rows.append({"run_id": r.id, "at": when.isoformat(), "label": v.label,
+                     "statistic": v.statistic,
+                     "noise_floor": v.mmd("base_vs_base").get("statistic"),
+                     "mde": v.min_detectable_effect, "p_value": v.p_value,
+                     "sentence": v.sentence})
+    return rows

@@ -1,7 +1,9 @@
-"""Celery tasks: thin wrappers that take ids and call a service (docs/architecture.md).
+"""Celery tasks: thin wrappers that take ids and call a service.
 
-Runs are claimed idempotently inside ``execute_run`` (a redelivered task finds the run no longer
-queued and does nothing), so ``acks_late`` is safe. Only named transient errors are retried.
+Runs are claimed idempotently inside ``execute_run`` (a redelivered task finds the run claimed
+and does nothing, unless its heartbeat is stale: then it takes the run over), so ``acks_late``
+is safe. Only named transient errors are retried. ``enqueue_run`` is the one way to start a
+run from a page or a command: services never import this module.
 """
 
 from __future__ import annotations
@@ -9,10 +11,20 @@ from __future__ import annotations
 from celery import shared_task
 from django.db import OperationalError
 
-from monitor.models import Pair
-from monitor.services import alerts, report_archive, reports, runs
+from monitor.models import Pair, Run, RunKind, RunTrigger
+from monitor.services import alerts, pipeline, report_archive, reports, runs, watchdog
 
 TRANSIENT = (OperationalError, ConnectionError)
+
+
+def enqueue_run(
+    *, pair: Pair, kind: str = RunKind.PROBE, trigger: str = RunTrigger.MANUAL,
+    repeat: int | None = None,
+) -> Run:
+    """Create the run now; the worker picks it up once the transaction has committed."""
+    run = runs.create_run(pair=pair, kind=kind, trigger=trigger, repeat=repeat)
+    execute_run_task.delay_on_commit(run.id)
+    return run
 
 
 @shared_task(
@@ -24,24 +36,17 @@ TRANSIENT = (OperationalError, ConnectionError)
     max_retries=3,
 )
 def execute_run_task(run_id: int) -> int | None:
-    run = runs.execute_run(run_id=run_id)
-    if run is None:
-        return None
-    if run.status == "done":
-        for alert in alerts.evaluate_after_run(run_id=run.id):
-            notify_task.delay(alert.id)
-    return run.id
+    run = pipeline.execute_run(run_id=run_id, notify=notify_task.delay)
+    return run.id if run is not None else None
 
 
 @shared_task(acks_late=True, time_limit=60)
-def probe_pair_task(pair_name: str, kind: str = "probe") -> int | None:
-    """The task beat schedules: create a run of the pair now and execute it in this worker."""
+def probe_pair_task(pair_name: str, kind: str = RunKind.PROBE) -> int | None:
+    """The task beat schedules: create a run of the pair now and execute it in a worker."""
     pair = Pair.objects.filter(name=pair_name, active=True).first()
     if pair is None:
         return None
-    run = runs.create_run(pair=pair, kind=kind, trigger="scheduled")
-    execute_run_task.delay(run.id)
-    return run.id
+    return enqueue_run(pair=pair, kind=kind, trigger=RunTrigger.SCHEDULED).id
 
 
 @shared_task(acks_late=True, time_limit=120, autoretry_for=TRANSIENT, max_retries=3)
@@ -63,3 +68,11 @@ def weekly_report_task(week: str | None = None) -> int:
 def monthly_report_task() -> int:
     """Archive the last complete month's report (PDF, CSV); returns the files stored."""
     return len(report_archive.archive_last_period(kind="month"))
+@shared_task(time_limit=50)
+def watchdog_task() -> int:
+    """Every minute (settings.CELERY_BEAT_SCHEDULE): reap stuck runs, check that each
+    scheduled pair is still measured, and record that the watchdog ran (``/health``)."""
+    changed = watchdog.run_watchdog()
+    for alert in changed:
+        notify_task.delay(alert.id)
+    return len(changed)

@@ -1,13 +1,13 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import include, path
+from django.urls import include, path, re_path
+
+from monitor.health import health
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    re_path(r"^health/?$", health, name="health"),  # no login: for an outside uptime check
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("", include("monitor.web_urls")),
-    path("", include("monitor.verdict_urls")),
-    path("", include("monitor.speed_urls")),
-    path("", include("monitor.report_urls")),
+    path("", include("monitor.web.urls")),
 ]

@@ -7,7 +7,6 @@ with the client under test for one event loop.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -16,13 +15,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from tests.factories import free_port
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def start_process(args: list[str], health_url: str, env: dict | None = None,

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import pytest
+from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from monitor.models import (
@@ -11,39 +12,27 @@ from monitor.models import (
     AlertRule,
     Case,
     Channel,
-    Endpoint,
     Notification,
     Pair,
     Run,
     Sample,
-    Suite,
 )
+from monitor.run_summary import SpeedUp
 from monitor.services.alerts import evaluate_after_run, notify
 from monitor.services.summary import summarise_samples
+from tests import factories
 from tests.test_transports import WEBHOOK_ENV, slack, smtp  # noqa: F401
 
 
-def timing(value: float | None, n: int) -> dict:
-    return {"n": n, "p50": value, "p90": value, "p95": value, "p99": value}
-
-
 def summary(*, ttft: float | None = 300.0, n: int = 20, similarity: float = 0.98) -> dict:
-    tier = {"n": n, "n_ok": n, "errors": {}, "rate_limited": 0, "availability": 1.0,
-            "ttft_ms": timing(ttft, n), "e2e_ms": timing(900.0, n), "tpot_ms": timing(9.0, n),
-            "pass_rate": 1.0, "n_tested": n}
-    return {"min_n": 5, "tiers": {"fast": tier, "base": dict(tier)},
-            "similarity": {"fast_vs_base": {"n": n, "mean_ratio": similarity}},
-            "speedup": {"ttft": 2.0, "e2e": 1.5, "decode": 1.2}}
+    tier = factories.tier(n, ttft=(ttft, ttft), pass_rate=1.0, n_tested=n)
+    return factories.summary(fast=tier, base=tier, similarity=similarity,
+                             speedup=SpeedUp(ttft=2.0, e2e=1.5, decode=1.2))
 
 
 @pytest.fixture
 def pair(db) -> Pair:
-    fast = Endpoint.objects.create(name="demo-fast", base_url="http://x/v1", model="m",
-                                   simulated=True)
-    base = Endpoint.objects.create(name="demo-base", base_url="http://x/v1", model="m",
-                                   simulated=True)
-    suite = Suite.objects.create(name="smoke")
-    return Pair.objects.create(name="demo", fast=fast, base=base, suite=suite)
+    return factories.pair()
 
 
 @pytest.fixture
@@ -77,7 +66,7 @@ def test_it_ignores_runs_outside_the_last_k(pair, rule):
 def test_it_leaves_load_probes_and_audits_out_of_the_last_k(pair, rule):
     add_run(pair, ttft=300)
     add_run(pair, ttft=300)
-    Run.objects.filter(pk=add_run(pair, ttft=9000).pk).update(trigger="load")
+    Run.objects.filter(pk=add_run(pair, ttft=9000).pk).update(kind="load")
     Run.objects.filter(pk=add_run(pair, ttft=9000).pk).update(kind="audit")
     run = add_run(pair, ttft=300)
     assert evaluate_after_run(run_id=run.id) == []
@@ -255,3 +244,12 @@ def test_it_announces_the_resolution(alert, pair, rule, slack):
     (result,) = notify(alert_id=resolved.id)
     assert result.ok and result.subject == "[tierwatch] Resolved demo (simulated): fast TTFT P95"
     assert "back to 100 ms" in slack.posted[-1]["text"]
+
+
+def test_a_rule_is_checked_against_the_metric_catalogue_where_it_is_saved(pair):
+    bad = AlertRule(name="bad", pair=pair, metric="similarity", tier="fast", threshold=0.9)
+    with pytest.raises(ValidationError) as err:
+        bad.full_clean()
+    assert err.value.message_dict["metric"] == [
+        "metric similarity compares the tiers: set tier to 'pair'"]
+    AlertRule(name="ok", pair=pair, metric="similarity", tier="pair", threshold=0.9).full_clean()

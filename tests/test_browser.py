@@ -16,6 +16,8 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from monitor.models import Case, Endpoint, Pair, Run, Sample, Suite
+from monitor.run_summary import Similarity, SpeedUp, TierStats
+from tests import factories
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHART_TITLES = ("TTFT per run", "E2E per run", "Text similarity per run",
@@ -30,31 +32,22 @@ pytestmark = [
 ]
 
 
-def _stat(n: int, p50: float, p95: float) -> dict:
-    return {"n": n, "p50": p50, "p90": p95, "p95": p95, "p99": p95 * 1.1}
-
-
 def _summary(i: int) -> dict:
-    def tier(ttft: float, e2e: float, rate: float) -> dict:
-        return {"n": 20, "n_ok": 20, "errors": {}, "rate_limited": 0, "availability": 1.0,
-                "ttft_ms": _stat(20, ttft, ttft * 1.6), "e2e_ms": _stat(20, e2e, e2e * 1.4),
-                "tpot_ms": _stat(20, 10.0, 14.0), "decode_tps_p50": 100.0,
-                "tokens_server": 2000, "tokens_estimated": 1980, "token_mismatch": 0,
-                "pass_rate": rate, "n_tested": 8, "model_ids": ["sim"], "fingerprints": []}
+    def tier(ttft: float, e2e: float, rate: float) -> TierStats:
+        return factories.tier(
+            20, ttft=(ttft, ttft * 1.6), e2e=(e2e, e2e * 1.4), decode_tps_p50=100.0,
+            tokens_server=2000, tokens_estimated=1980, pass_rate=rate, n_tested=8,
+            model_ids=("sim",),
+        )
 
-    return {
-        "min_n": 5,
-        "tiers": {"fast": tier(90 + 5 * (i % 3), 700 + 20 * i, 0.75),
-                  "base": tier(420 + 15 * (i % 4), 2900 + 40 * i, 0.875)},
-        "similarity": {
-            "fast_vs_base": {"n": 20, "mean_ratio": 0.93 - 0.01 * (i % 2), "median_ratio": 0.95,
-                             "exact_rate": 0.4, "first_div_p50": 120.0},
-            "base_vs_base": {"n": 20, "mean_ratio": 0.985, "median_ratio": 1.0,
-                             "exact_rate": 0.8, "first_div_p50": None},
-        },
-        "speedup": {"ttft": 4.6, "e2e": 4.1, "decode": 2.0},
-        "by_scenario": {},
-    }
+    return factories.summary(
+        fast=tier(90 + 5 * (i % 3), 700 + 20 * i, 0.75),
+        base=tier(420 + 15 * (i % 4), 2900 + 40 * i, 0.875),
+        similarity=Similarity(20, 0.93 - 0.01 * (i % 2), median_ratio=0.95, exact_rate=0.4,
+                              first_div_p50=120.0),
+        noise_floor=Similarity(20, 0.985, median_ratio=1.0, exact_rate=0.8),
+        speedup=SpeedUp(ttft=4.6, e2e=4.1, decode=2.0),
+    )
 
 
 def _make_pair() -> Pair:

@@ -26,8 +26,10 @@ from django_celery_beat.models import PeriodicTask
 from evals.vendors.llamacpp import cache_dir, server, vendor
 from monitor.models import Endpoint, Pair, Sample
 from monitor.services.local_vendor import deactivate, ensure_local_demo, register
-from monitor.services.runs import create_run, execute_run
-from tests.conftest import ROOT, free_port
+from monitor.services.pipeline import execute_run
+from monitor.services.runs import create_run
+from tests.conftest import ROOT
+from tests.factories import free_port
 from tests.test_engines import engine
 
 

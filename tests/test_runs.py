@@ -6,9 +6,10 @@ import pytest
 from django.core.management import call_command
 
 from monitor.models import Endpoint, Pair, Run, Sample
-from monitor.services.runs import create_run, execute_run
+from monitor.services.pipeline import execute_run
+from monitor.services.runs import create_run
 from monitor.services.suites import sync_builtin_suite
-from tests.conftest import free_port
+from tests.factories import free_port
 
 
 def make_pair(
@@ -44,6 +45,10 @@ def test_it_runs_interleaved_paired_probes_and_stores_every_sample(demo_vendor_u
     fast = run.summary["tiers"]["fast"]
     assert fast["n"] == 8 and fast["n_ok"] == 8 and fast["ttft_ms"]["n"] == 8
     assert fast["pass_rate"] is not None and fast["n_tested"] == 8
+    # the sandbox's isolation is stored with each coding sample, for the pages
+    from evals.sandbox import isolation
+
+    assert {s.tests_detail["isolation"] for s in samples} == {isolation()}
     assert run.summary["similarity"]["fast_vs_base"]["n"] == 8
     assert run.summary["similarity"]["base_vs_base"]["n"] == 4
 

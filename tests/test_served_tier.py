@@ -15,9 +15,10 @@ from evals.client import make_client, stream_chat
 from evals.latency import downgrades, output_tps
 from evals.records import ChatRequest, EndpointSpec, TimingRecord
 from evals.vendors.simulated import serve_in_thread
-from monitor.models import AlertRule, Endpoint, Pair
-from monitor.services.alerts import evaluate_after_run, read_metric
-from monitor.services.runs import create_run, execute_run
+from monitor.models import Alert, AlertRule, Endpoint, Pair
+from monitor.services.alerts import read_metric
+from monitor.services.pipeline import execute_run
+from monitor.services.runs import create_run
 from monitor.services.suites import sync_builtin_suite
 
 ASK = ChatRequest(messages=[{"role": "user", "content": "Explain connection pooling"}],
@@ -131,12 +132,12 @@ def test_a_run_stores_the_served_tier_and_alerts_on_the_downgrade_rate():
     assert set(fast.values_list("served_tier", flat=True)) == {"default"}
     assert set(run.samples.filter(tier="base").values_list("served_tier", flat=True)) == {
         "default"}
-    block = run.summary["tiers"]["fast"]["served_tier"]
+    block = run.summary_obj.tier("fast").served_tier
     assert block["expected"] == "priority" and block["downgrade_rate"] == 1.0
     assert block["n_reported"] == fast.count()
-    reading = read_metric(run.summary, "downgrade_rate", "fast")
+    reading = read_metric(run.summary_obj, "downgrade_rate", "fast")
     assert reading.value == 1.0 and reading.n == fast.count()
-    (alert,) = evaluate_after_run(run_id=run.id)
+    (alert,) = Alert.objects.filter(run=run)  # the pipeline evaluated the rules
     assert alert.rule == rule and "downgrade rate is 100.0%" in alert.message
 
 
@@ -145,8 +146,8 @@ def test_an_undowngraded_run_reads_zero_and_the_pair_page_charts_it(demo_vendor_
                                                                     admin_client):
     pair = make_pair(demo_vendor_url, "priority")
     run = execute_run(run_id=create_run(pair=pair, seed=3).id, cases_limit=3)
-    assert run.summary["tiers"]["fast"]["served_tier"]["downgrade_rate"] == 0.0
-    assert run.summary["tiers"]["base"]["served_tier"]["downgrade_rate"] is None  # none expected
+    assert run.summary_obj.tier("fast").downgrade_rate == 0.0
+    assert run.summary_obj.tier("base").downgrade_rate is None  # none expected
     html = admin_client.get("/pairs/p/").content.decode()
     data = html.split('id="chart-downgrade-data">')[1].split("</script>")[0]
     figure = json.loads(data)

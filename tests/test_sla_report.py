@@ -20,6 +20,7 @@ from monitor.services.reports import (
     render_html,
     render_text,
 )
+from tests import factories
 from tests.test_transports import smtp  # noqa: F401
 
 WEEK = "2026-W48"  # Monday 2026-11-23 to Sunday 2026-11-29
@@ -62,9 +63,8 @@ def runs_in_week(pair, *summaries):
 
 
 def run_summary(similarity, n_sim, pass_fast, n_fast):
-    return {"tiers": {"fast": {"pass_rate": pass_fast, "n_tested": n_fast},
-                      "base": {"pass_rate": None, "n_tested": 0}},
-            "similarity": {"fast_vs_base": {"mean_ratio": similarity, "n": n_sim}}}
+    return factories.summary(fast=factories.tier(pass_rate=pass_fast, n_tested=n_fast),
+                             similarity=similarity, n_sim=n_sim)
 
 
 def endpoint_row(report, name):

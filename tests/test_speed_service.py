@@ -15,16 +15,13 @@ from django.core.management import call_command
 
 from evals.stats.speedup import RatioCI
 from monitor.models import Case, Endpoint, Pair, Run, Sample, Suite
-from monitor.services.runs import create_run, execute_run
-from monitor.services.speed import (
-    claim_line,
-    default_runs,
-    run_load_probe,
-    speed_report,
-    split_by_context,
-)
+from monitor.services.load import run_load_probe
+from monitor.services.pipeline import execute_run
+from monitor.services.runs import create_run, split_by_context
+from monitor.services.speed import claim_line, default_runs, speed_report
 from monitor.services.suites import sync_builtin_suite
-from tests.conftest import free_port, start_process
+from tests.conftest import start_process
+from tests.factories import free_port
 
 pytestmark = pytest.mark.django_db
 
@@ -171,7 +168,7 @@ def test_the_load_probe_stores_each_level_apart_from_the_probe_runs(scenario_run
     pair, run = scenario_run
     load = run_load_probe(pair=pair, concurrency_levels=(1, 4), requests_per_level=5)
     assert load.status == "done", load.error
-    assert load.trigger == "load" and load.kind == "probe"
+    assert load.kind == "load" and load.trigger == "manual"
     assert set(load.summary["load"]) == {"1", "4"}
     for level in ("1", "4"):
         for tier in ("fast", "base"):
@@ -188,7 +185,7 @@ def test_the_load_probe_stores_each_level_apart_from_the_probe_runs(scenario_run
 def test_the_speculative_hint_sees_tokens_written_back_to_back():
     from types import SimpleNamespace
 
-    from monitor.services.speed import speculative_hint
+    from evals.mechanism import speculative_hint
 
     def sample(tier, gaps):
         return SimpleNamespace(ok=True, tier=tier, chunk_tokens=[1] * (len(gaps) + 1),

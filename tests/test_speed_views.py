@@ -10,8 +10,9 @@ import re
 import pytest
 from django.utils import timezone
 
-from monitor.models import Case, Endpoint, Pair, Run, Sample, Suite
+from monitor.models import Case, Pair, Run, Suite
 from monitor.services.runs import summarise_run
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 
@@ -25,36 +26,30 @@ def pair() -> Pair:
         for i in range(2):
             Case.objects.create(suite=suite, key=f"{scenario}-{i}", scenario=scenario,
                                 messages=[{"role": "user", "content": "hi"}])
-    fast = Endpoint.objects.create(name="demo-fast", base_url="http://127.0.0.1:9/v1",
-                                   model="demo-fast", simulated=True)
-    base = Endpoint.objects.create(name="demo-base", base_url="http://127.0.0.1:9/v1",
-                                   model="demo-base", simulated=True)
-    return Pair.objects.create(name="demo", fast=fast, base=base, suite=suite,
-                               claimed_speedup=4, slo_ttft_ms=400, slo_e2e_ms=5000)
+    return factories.pair(suite_row=suite, claimed_speedup=4, slo_ttft_ms=400, slo_e2e_ms=5000)
 
 
-def make_run(pair: Pair, repeat: int, **summary_extra) -> Run:
-    """A finished probe run: every case × repetition on both tiers, timings that vary."""
-    run = Run.objects.create(pair=pair, suite=pair.suite, status="done", repeat=repeat,
-                             finished_at=timezone.now())
+def make_run(pair: Pair, repeat: int, **blocks) -> Run:
+    """A finished probe run: every case × repetition on both tiers, timings that vary; extra
+    summary blocks (skipped, load) are merged in by the summary's one writer."""
+    run = factories.run(pair, repeat=repeat, finished_at=timezone.now())
     seq = 0
     for case in pair.suite.cases.all():
         factor = SCENARIOS[case.scenario]
         for rep in range(repeat):
             jitter = 1 + 0.1 * ((seq * 7) % 5)
-            for tier, endpoint in (("base", pair.base), ("fast", pair.fast)):
+            for tier in ("base", "fast"):
                 scale = jitter * (factor if tier == "fast" else 1.0)
-                Sample.objects.create(
-                    run=run, case=case, endpoint=endpoint, tier=tier, repetition=rep, seq=seq,
-                    started_at=timezone.now(), ok=True, connect_ms=2.0, headers_ms=20.0,
+                factories.sample(
+                    run, case, tier, repetition=rep, seq=seq, connect_ms=2.0, headers_ms=20.0,
                     ttft_ms=500 * scale, e2e_ms=3000 * scale, tpot_ms=20 * scale,
                     chunk_gaps_ms=[10.0, 30.0, 10.0], chunk_tokens=[1, 3, 1, 2],
                     text="same answer", completion_tokens=7, estimated_tokens=7,
                 )
                 seq += 1
     summarise_run(run_id=run.id)
-    if summary_extra:
-        Run.objects.filter(id=run.id).update(summary={**run.summary, **summary_extra})
+    if blocks:
+        Run.objects.merge_summary(run.id, **blocks)
     run.refresh_from_db()
     return run
 
@@ -113,7 +108,7 @@ def test_it_shows_the_newest_load_probe_apart_from_the_probes(admin_client, pair
              "wall_s": 2.0, "throughput_rps": 4.0}
     load = make_run(pair, repeat=1, load={str(c): {"fast": block, "base": block}
                                           for c in (1, 4, 16)})
-    Run.objects.filter(id=load.id).update(trigger="load")
+    Run.objects.filter(id=load.id).update(kind="load")
     html = admin_client.get("/pairs/demo/speed/").content.decode()
     assert 'id="load-table"' in html and 'data-plotly-figure="speed-load-data"' in html
     assert "75.0% (n=8)" in html and "4.0 req/s" in html

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from evals.stats.speedup import RatioCI, claim_check, paired_ratio_ci
+from evals.stats.speedup import ClaimStatus, RatioCI, claim_check, claim_status, paired_ratio_ci
 
 
 def lognormal_pairs(seed, n=50, true_ratio=3.0):
@@ -56,3 +56,11 @@ def test_it_words_claim_checks():
     assert claim_check(paired_ratio_ci([3, 4], [1, 2]), 2.5) == (
         "claimed 2.5x: cannot tell (n too small: 2 pairs, need 5)"
     )
+
+
+def test_the_claim_status_is_a_value_the_sentence_is_built_from():
+    assert claim_status(RatioCI(5.8, 5.1, 6.4, 40, "BCa"), 6) is ClaimStatus.HOLDS
+    assert claim_status(RatioCI(1.9, 1.7, 2.1, 40, "BCa"), 6) is ClaimStatus.DOES_NOT_HOLD
+    assert claim_status(RatioCI(5.0, None, None, 2, "none"), 6) is ClaimStatus.CANNOT_TELL
+    # the interval's top exactly at the claim still holds (only a whole interval below fails)
+    assert claim_status(RatioCI(5.0, 4.0, 6.0, 40, "BCa"), 6) is ClaimStatus.HOLDS

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import threading
 from email import message_from_bytes
 from email.policy import default as default_policy
@@ -14,15 +13,9 @@ from aiosmtpd.controller import Controller
 
 from monitor.models import Channel
 from monitor.transports import Email, Slack, TransportError, transport_for
+from tests.factories import free_port
 
 WEBHOOK_ENV = "TIERWATCH_TEST_SLACK_WEBHOOK"
-
-
-def free_port() -> int:
-    # aiosmtpd 1.4 cannot start on port 0 (it probes its own port), so pick one first.
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Inbox:

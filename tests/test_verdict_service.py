@@ -12,18 +12,19 @@ import io
 import pytest
 from django.core.management import CommandError, call_command
 
+from evals.logprobs import logprob_gap, token_at
 from evals.stats.verdict import load_reference_ladder
+from evals.suites import NONCE
 from monitor.models import AlertRule, Endpoint, Pair, Run, Sample
+from monitor.run_summary import RunSummary
+from monitor.selectors import endpoint_events
 from monitor.services.alerts import Reading, evaluate_after_run, read_metric
-from monitor.services.runs import create_run, execute_run
+from monitor.services.drift import drift_track
+from monitor.services.pipeline import execute_run
+from monitor.services.runs import create_run
 from monitor.services.suites import sync_builtin_suite
-from monitor.services.verdict import (
-    compute_verdict,
-    drift_track,
-    endpoint_events,
-    logprob_gap,
-    token_at,
-)
+from monitor.services.verdict import compute_verdict, temperature0_diagnostics
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 
@@ -171,17 +172,36 @@ def test_measure_ladder_writes_a_ladder_the_verdict_can_load(demo_vendor_url, tm
 
 
 def test_verdict_and_drift_metrics_read_one_summary():
-    def verdict(label: str) -> dict:
-        return {"verdict": {"label": label, "mmd": {"fast_vs_base": {"n_per_tier": [250, 240]}}}}
+    def verdict(label: str) -> RunSummary:
+        return RunSummary.from_json(
+            {"verdict": {"label": label, "mmd": {"fast_vs_base": {"n_per_tier": [250, 240]}}}})
 
     assert read_metric(verdict("different_model"), "verdict_different", "pair") == Reading(1.0, 240)
     assert read_metric(verdict("numerics_scale_difference"), "verdict_different", "pair").value == 0
     assert read_metric(verdict("inconclusive"), "verdict_different", "pair") is None
-    assert read_metric({"tiers": {}}, "verdict_different", "pair") is None
+    assert read_metric(RunSummary(), "verdict_different", "pair") is None
     calibrating = {"series": {"ttft_p50:fast": {"state": "calibrating", "runs": 3}},
                    "drifting": [], "runs": 3}
-    assert read_metric({"drift": calibrating}, "drift", "pair") is None
+    assert read_metric(RunSummary.from_json({"drift": calibrating}), "drift", "pair") is None
     drifting = {"series": {"ttft_p50:fast": {"state": "drift", "runs": 9},
                            "ttft_p50:base": {"state": "ok", "runs": 9}},
                 "drifting": ["ttft_p50:fast"], "runs": 9}
-    assert read_metric({"drift": drifting}, "drift", "pair") == Reading(1.0, 9)
+    assert read_metric(RunSummary.from_json({"drift": drifting}), "drift", "pair") == Reading(1.0,
+                                                                                            9)
+
+
+def test_the_temperature_0_table_leaves_out_prompts_that_carried_a_nonce(db):
+    """long_cold's prompt gets a fresh nonce per request: its fast and base answers answered
+    different prompts, so the verdict page must not compare them."""
+    suite = factories.suite("scenarios", {
+        "plain": [{"role": "user", "content": "Say hi."}],
+        "cold": [{"role": "user", "content": f"Request {NONCE}.\nSay hi."}],
+    })
+    pair = factories.pair(suite_row=suite)
+    probe = factories.run(pair)
+    for key in ("plain", "cold"):
+        for tier in ("fast", "base"):
+            factories.sample(probe, suite.cases.get(key=key), tier, text=f"{key} from {tier}")
+    t0 = temperature0_diagnostics(pair=pair)
+    assert t0["fast_vs_base_full"]["n"] == 1
+    assert [row["case"] for row in t0["divergences"]] == ["plain"]

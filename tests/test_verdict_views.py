@@ -15,7 +15,8 @@ from django.utils.html import escape
 from evals.similarity import first_divergence
 from evals.stats.verdict import REFERENCE_LADDER
 from monitor.models import Endpoint, Pair, Run, Sample
-from monitor.services.runs import create_run, execute_run
+from monitor.services.pipeline import execute_run
+from monitor.services.runs import create_run
 from monitor.services.suites import sync_builtin_suite
 
 pytestmark = pytest.mark.django_db

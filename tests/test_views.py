@@ -1,7 +1,8 @@
 """The browser pages, through Django's test client, with rows built by the ORM.
 
-Runs carry summaries in the run summary's shape; the pages must show them (never recompute),
-hide percentiles below the minimum n, label simulated endpoints and load no remote script.
+Runs carry summaries built by ``tests.factories`` (the stored shape); the pages must show them
+(never recompute), hide percentiles below the minimum n, label simulated endpoints and load no
+remote script.
 """
 
 from __future__ import annotations
@@ -13,57 +14,38 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from monitor.models import Alert, AlertRule, Case, Endpoint, Pair, Run, Sample, Suite
+from monitor.models import Alert, AlertRule, Pair, Run, Sample
+from monitor.run_summary import ScenarioStats, Similarity, SpeedUp, TierStats, Timings
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 
 
-def stat(n: int, p50: float | None, p95: float | None) -> dict:
-    return {"n": n, "p50": p50, "p90": p95, "p95": p95, "p99": p95}
-
-
-def tier(n: int, ttft: tuple[float, float], e2e: tuple[float, float], pass_rate: float) -> dict:
-    ok = n if n >= 5 else n
-    return {
-        "n": n, "n_ok": ok, "errors": {"timeout": 1} if n > 5 else {}, "rate_limited": 0,
-        "availability": 1.0,
-        "ttft_ms": stat(n, *ttft) if n >= 5 else stat(n, None, None),
-        "e2e_ms": stat(n, *e2e) if n >= 5 else stat(n, None, None),
-        "tpot_ms": stat(n, 12.5, 20.0) if n >= 5 else stat(n, None, None),
-        "decode_tps_p50": 80.0, "tokens_server": 1234, "tokens_estimated": 1200,
-        "token_mismatch": 0, "pass_rate": pass_rate, "n_tested": 4,
-        "model_ids": ["demo-model"], "fingerprints": ["fp_sim"],
-    }
+def tier(n: int, ttft: tuple[float, float], e2e: tuple[float, float],
+         pass_rate: float) -> TierStats:
+    return factories.tier(
+        n, ttft=ttft, e2e=e2e, errors={"timeout": 1} if n > 5 else {}, decode_tps_p50=80.0,
+        tokens_server=1234, tokens_estimated=1200, pass_rate=pass_rate, n_tested=4,
+        model_ids=("demo-model",), fingerprints=("fp_sim",),
+    )
 
 
 def summary(n: int = 20, fast_ttft: float = 111.0, base_ttft: float = 555.0) -> dict:
-    return {
-        "min_n": 5,
-        "tiers": {
-            "fast": tier(n, (fast_ttft, 2 * fast_ttft), (900.0, 1400.0), 0.75),
-            "base": tier(n, (base_ttft, 987.0), (3000.0, 4321.0), 1.0),
-        },
-        "similarity": {
-            "fast_vs_base": {"n": n, "mean_ratio": 0.912, "median_ratio": 0.95,
-                             "exact_rate": 0.4, "first_div_p50": 140.0},
-            "base_vs_base": {"n": n, "mean_ratio": 0.987, "median_ratio": 1.0,
-                             "exact_rate": 0.8, "first_div_p50": None},
-        },
-        "speedup": {"ttft": base_ttft / fast_ttft, "e2e": 3.33, "decode": 2.0},
-        "by_scenario": {"short-long": {"fast": {"ttft_ms": stat(n, 100.0, 150.0)},
-                                       "base": {"ttft_ms": stat(n, 500.0, 700.0)}}},
-    }
+    return factories.summary(
+        fast=tier(n, (fast_ttft, 2 * fast_ttft), (900.0, 1400.0), 0.75),
+        base=tier(n, (base_ttft, 987.0), (3000.0, 4321.0), 1.0),
+        similarity=Similarity(n, 0.912, median_ratio=0.95, exact_rate=0.4, first_div_p50=140.0),
+        noise_floor=Similarity(n, 0.987, median_ratio=1.0, exact_rate=0.8),
+        speedup=SpeedUp(ttft=base_ttft / fast_ttft, e2e=3.33, decode=2.0),
+        by_scenario={"short-long": ScenarioStats(
+            fast=Timings(ttft_ms=factories.stat(n, 100.0, 150.0)),
+            base=Timings(ttft_ms=factories.stat(n, 500.0, 700.0)))},
+    )
 
 
 @pytest.fixture
 def pair(db) -> Pair:
-    suite = Suite.objects.create(name="smoke")
-    Case.objects.create(suite=suite, key="hello", messages=[{"role": "user", "content": "hi"}])
-    fast = Endpoint.objects.create(name="demo-fast", base_url="http://127.0.0.1:9/v1",
-                                   model="demo-fast", simulated=True)
-    base = Endpoint.objects.create(name="demo-base", base_url="http://127.0.0.1:9/v1",
-                                   model="demo-base", simulated=True)
-    return Pair.objects.create(name="demo", fast=fast, base=base, suite=suite, claimed_speedup=6)
+    return factories.pair(claimed_speedup=6)
 
 
 def make_run(pair: Pair, *, minutes_ago: int, status: str = "done", **kw) -> Run:
@@ -176,7 +158,7 @@ def test_it_polls_the_pair_page_only_while_a_run_is_active(admin_client, runs, p
 
 def test_it_leaves_audits_and_load_probes_out_of_the_trend(admin_client, runs, pair):
     make_run(pair, minutes_ago=5, kind="audit", summary=summary(fast_ttft=5000.0))
-    make_run(pair, minutes_ago=4, trigger="load", summary=summary(fast_ttft=7000.0))
+    make_run(pair, minutes_ago=4, kind="load", summary=summary(fast_ttft=7000.0))
     html = admin_client.get("/").content.decode()
     assert "222 ms (n=20)" in html and "10,000 ms" not in html and "14,000 ms" not in html
     ttft = figures(admin_client.get("/pairs/demo/").content.decode())["chart-ttft"]

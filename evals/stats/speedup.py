@@ -21,6 +21,7 @@ import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Literal
 
 import numpy as np
@@ -116,16 +117,25 @@ def paired_ratio_ci(
     return RatioCI(estimate, low, high, n, used, confidence, note)
 
 
-def claim_check(ci: RatioCI, claimed: float) -> str:
-    """One line comparing a vendor's "N× faster" with the measured interval.
+class ClaimStatus(StrEnum):
+    HOLDS = "holds"
+    DOES_NOT_HOLD = "does not hold"
+    CANNOT_TELL = "cannot tell"
 
-    The claim holds when it is inside the interval or below it; it does not hold when the
-    whole interval lies below the claimed factor.
-    """
-    head = f"claimed {claimed:g}x"
+
+def claim_status(ci: RatioCI, claimed: float) -> ClaimStatus:
+    """The claim holds when it is inside the interval or below it; it does not hold when the
+    whole interval lies below the claimed factor; without an interval we cannot tell."""
     if ci.estimate is None or ci.low is None or ci.high is None:
+        return ClaimStatus.CANNOT_TELL
+    return ClaimStatus.DOES_NOT_HOLD if ci.high < claimed else ClaimStatus.HOLDS
+
+
+def claim_check(ci: RatioCI, claimed: float) -> str:
+    """One line comparing a vendor's "N× faster" with the measured interval (``claim_status``
+    in words)."""
+    head = f"claimed {claimed:g}x"
+    status = claim_status(ci, claimed)
+    if status is ClaimStatus.CANNOT_TELL:
         return f"{head}: cannot tell ({ci.note or 'no interval'})"
-    measured = f"{ci.estimate:.1f}x [{ci.low:.1f}, {ci.high:.1f}]"
-    if ci.high < claimed:
-        return f"{head}: does not hold ({measured})"
-    return f"{head}: holds ({measured})"
+    return f"{head}: {status} ({ci.estimate:.1f}x [{ci.low:.1f}, {ci.high:.1f}])"

@@ -1,6 +1,14 @@
 """The verdict of a run: does the fast tier serve the same model as the base tier?
 
-Rules (docs/measures.md, "The verdict"), in order:
+``assess`` is the whole verdict of one audit's texts (the three MMD tests, then ``decide``);
+the product (``monitor.services.verdict``) and ``benchmarks/verdict_validation.py`` both call
+it, so the benchmark measures exactly what the product computes.
+
+Superseded by :func:`evals.stats.labels.judge` (labels that claim only what the tests show,
+80%-power wording, no cause read off the size of MMD²); ``decide`` stays, with its labels,
+until the product is wired to ``judge``.
+
+Rules of ``decide`` (docs/measures.md, "The verdict"), in order:
 1. *Inconclusive* when the run cannot support a statement: fewer than ``min_prompts`` prompts or
    ``min_samples`` samples of a prompt on a tier, more than ``max_failed_share`` failed requests
    or empty outputs on a tier, no base-vs-base calibration, or a calibration that rejects
@@ -27,13 +35,13 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from evals.stats.capability import PairedTable
-from evals.stats.mmd import MMDResult
+from evals.stats.mmd import DEFAULT_B, MMDResult, mmd_test
 from evals.stats.multiple import holm
 
 Label = Literal[
@@ -172,11 +180,19 @@ def _points(diff: float) -> str:
     return f"pass@1 {diff:+.0f} points".replace("-", "\u2212")
 
 
-def _t0_reason(fb: Mapping[str, Any], bb: Mapping[str, Any]) -> str:
+def _t0_reason(fb: Mapping[str, Any], bb: Mapping[str, Any] | None) -> str:
+    """Temperature-0 diagnostics fast-vs-base beside base-vs-base. A pair probed with
+    ``repeat = 1`` has no base-vs-base pairs (their median is None): then the fast-vs-base
+    figures are given alone, with why there is nothing to set them against."""
+    head = (
+        f"temperature 0: median Indel ratio fast-vs-base {fb['median_ratio']:.3f}, "
+        f"exact matches {fb['exact_match_rate']:.0%}"
+    )
+    if not bb or not bb.get("n") or bb.get("median_ratio") is None:
+        return f"{head} (no base-vs-base pairs to compare with: the probe ran each case once)"
     return (
-        f"temperature 0: median Indel ratio fast-vs-base {fb['median_ratio']:.3f} vs "
-        f"base-vs-base {bb['median_ratio']:.3f}; exact matches {fb['exact_match_rate']:.0%} "
-        f"vs {bb['exact_match_rate']:.0%}"
+        f"{head}; base-vs-base {bb['median_ratio']:.3f}, exact matches "
+        f"{bb['exact_match_rate']:.0%}"
     )
 
 
@@ -274,7 +290,7 @@ def decide(
     for name, cal in (("base vs base", base_vs_base), ("fast vs fast", fast_vs_fast)):
         if cal is not None and cal.statistic is not None:
             reasons.append(f"noise floor {name}: MMD² {cal.statistic:.2g} ({fmt_p(cal.p_value)})")
-    if t0_fast_vs_base and t0_base_vs_base and t0_fast_vs_base.get("n"):
+    if t0_fast_vs_base and t0_fast_vs_base.get("n"):
         reasons.append(_t0_reason(t0_fast_vs_base, t0_base_vs_base))
     if capability is not None and capability.n > 0:
         reasons.append(
@@ -324,3 +340,49 @@ def decide(
         f"({'; '.join(parts)})"
     )
     return Verdict(label, sentence, reasons=reasons, effect=effect, **common)
+
+
+Texts = Mapping[Hashable, Sequence[str]]
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """The three tests of an audit and the verdict they give."""
+
+    fast_vs_base: MMDResult
+    base_vs_base: MMDResult | None
+    fast_vs_fast: MMDResult | None
+    verdict: Verdict
+
+
+def halves(texts: Texts) -> tuple[dict[Hashable, list[str]], dict[Hashable, list[str]]]:
+    """Even against odd samples of one batch, per prompt: the fast-vs-fast calibration."""
+    return ({k: list(v[0::2]) for k, v in texts.items()},
+            {k: list(v[1::2]) for k, v in texts.items()})
+
+
+def assess(
+    fast: Texts,
+    base0: Texts,
+    base1: Texts | None,
+    *,
+    seed: int,
+    B: int = DEFAULT_B,
+    alpha: float = 0.05,
+    t0_fast_vs_base: Mapping[str, Any] | None = None,
+    t0_base_vs_base: Mapping[str, Any] | None = None,
+    capability: PairedTable | None = None,
+    tiers: Mapping[str, TierCounts] | None = None,
+) -> Assessment:
+    """Fast against base batch 0, calibrated by base batch 0 against batch 1 (the noise floor)
+    and by fast against itself (even vs odd samples; left out when it has no statistic), each
+    ``mmd_test`` on its own seed (seed, seed + 1, seed + 2), then :func:`decide`."""
+    fvb = mmd_test(fast, base0, B=B, seed=seed)
+    bvb = mmd_test(base0, base1, B=B, seed=seed + 1) if base1 else None
+    fvf = mmd_test(*halves(fast), B=B, seed=seed + 2)
+    fvf = fvf if fvf.statistic is not None else None
+    verdict = decide(
+        fast_vs_base=fvb, base_vs_base=bvb, fast_vs_fast=fvf, t0_fast_vs_base=t0_fast_vs_base,
+        t0_base_vs_base=t0_base_vs_base, capability=capability, tiers=tiers, alpha=alpha,
+    )
+    return Assessment(fvb, bvb, fvf, verdict)

@@ -1,8 +1,9 @@
 """Alert rules evaluated after each run, and delivery of their alerts to channels.
 
-A rule is a threshold on one metric of the run summary (docs/measures.md) aggregated over the pair's
-last K done runs. Aggregate: the plain mean of the per-run values over those of the K runs whose
-metric has at least ``rule.min_n`` observations. Runs with fewer are skipped rather than
+A rule is a threshold on one metric of the run summary (``monitor.metrics_catalogue`` lists
+them) aggregated over the pair's last K comparable runs (audits for the verdict). Aggregate:
+the plain mean of the per-run values over those of the K runs whose metric has at least
+``rule.min_n`` observations. Runs with fewer are skipped rather than
 weighted down, because a P95 over three samples says nothing; when none of the K runs qualifies
 the rule is not evaluated at all (an open alert stays open, none is opened).
 
@@ -16,40 +17,20 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from statistics import fmean
-from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from monitor.models import Alert, AlertRule, Channel, Notification, Pair, Run
-from monitor.services.verdict import read_verdict_metric
+from monitor import metrics_catalogue as catalogue
+from monitor.models import Alert, AlertRule, Channel, Notification, Pair, Run, RunKind, RunStatus
+from monitor.run_summary import RunSummary
 from monitor.transports import Event, TransportError, render_email, transport_for
 
 logger = logging.getLogger(__name__)
 
 DISABLE_AFTER = 5  # consecutive permanent failures before a channel is disabled
-
-TIER_METRICS = {  # name: (summary key, percentile or None, label, unit)
-    "ttft_p50": ("ttft_ms", "p50", "TTFT P50", "ms"),
-    "ttft_p95": ("ttft_ms", "p95", "TTFT P95", "ms"),
-    "e2e_p50": ("e2e_ms", "p50", "E2E P50", "ms"),
-    "e2e_p95": ("e2e_ms", "p95", "E2E P95", "ms"),
-    "tpot_p50": ("tpot_ms", "p50", "TPOT P50", "ms"),
-    "error_rate": ("error_rate", None, "error rate", "%"),
-    "availability": ("availability", None, "availability", "%"),
-    "pass_rate": ("pass_rate", None, "unit-test pass rate", "%"),
-    "downgrade_rate": ("served_tier", None, "served-tier downgrade rate", "%"),
-}
-PAIR_METRICS = {
-    "similarity": ("similarity", None, "similarity fast vs base (mean Indel ratio)", ""),
-    "speedup_ttft": ("ttft", None, "TTFT speed-up (base / fast)", "x"),
-    "speedup_e2e": ("e2e", None, "E2E speed-up (base / fast)", "x"),
-    "verdict_different": ("verdict", None, "audit verdict: different model (1 = yes)", ""),
-    "drift": ("drift", None, "drift of a tracked statistic (1 = yes)", ""),
-}
-
 
 @dataclass(frozen=True)
 class Reading:
@@ -57,84 +38,72 @@ class Reading:
     n: int
 
 
-def read_metric(summary: dict[str, Any], metric: str, tier: str) -> Reading | None:
+def read_metric(summary: RunSummary, metric: str, tier: str) -> Reading | None:
     """One run's value of a rule metric and the n behind it; None when the summary lacks it.
 
     error_rate is every failed request (any class, 429s included) over all requests, unlike
     availability, which leaves 429s out of both counts (docs/measures.md).
     """
-    if metric in PAIR_METRICS:
-        if metric in ("verdict_different", "drift"):
-            return read_verdict_metric(summary, metric)
-        if metric == "similarity":
-            block = (summary.get("similarity") or {}).get("fast_vs_base") or {}
-            return Reading(block.get("mean_ratio"), block.get("n") or 0) if block else None
-        tiers = summary.get("tiers") or {}
-        kind = PAIR_METRICS[metric][0]
-        n = min(((tiers.get(t) or {}).get(f"{kind}_ms") or {}).get("n") or 0
-                for t in ("fast", "base"))
-        return Reading((summary.get("speedup") or {}).get(kind), n)
-    block = (summary.get("tiers") or {}).get(tier)
-    if not block:
+    if metric == "verdict_different":
+        return verdict_reading(summary)
+    if metric == "drift":
+        return drift_reading(summary)
+    if metric == "similarity":
+        sim = summary.similar("fast_vs_base")
+        return Reading(sim.mean_ratio, sim.n) if sim else None
+    if metric in catalogue.PAIR_METRICS:  # the speed-ups
+        kind = catalogue.PAIR_METRICS[metric].key
+        n = min(summary.tier(t).metric(f"{kind}_ms").n for t in ("fast", "base"))
+        return Reading(getattr(summary.speedup, kind), n)
+    if tier not in summary.tiers:
         return None
-    key, pct, _, _ = TIER_METRICS[metric]
+    block = summary.tier(tier)
+    key, pct, _, _ = catalogue.TIER_METRICS[metric]
     if pct:
-        timing = block.get(key) or {}
-        return Reading(timing.get(pct), timing.get("n") or 0)
-    n = block.get("n") or 0
+        timing = block.metric(key)
+        return Reading(timing.get(pct), timing.n)
     if key == "error_rate":
-        return Reading((n - block.get("n_ok", 0)) / n if n else None, n)
+        return Reading(block.error_rate, block.n)
     if key == "pass_rate":
-        return Reading(block.get("pass_rate"), block.get("n_tested") or 0)
-    if key == "served_tier":  # share of reported tiers ≠ the endpoint's expected_tier
-        served = block.get("served_tier") or {}
-        return Reading(served.get("downgrade_rate"), served.get("n_reported") or 0)
-    return Reading(block.get("availability"), n - (block.get("rate_limited") or 0))
+        return Reading(block.pass_rate, block.n_tested)
+    if key == "downgrade_rate":  # share of reported tiers ≠ the endpoint's expected_tier
+        return Reading(block.downgrade_rate, block.n_tier_reported)
+    return Reading(block.availability, block.n_served)
 
 
-def check_rule(rule: AlertRule) -> None:
-    """Raise ValueError naming what is wrong with a rule's metric/tier combination."""
-    if rule.metric in PAIR_METRICS:
-        if rule.tier != "pair":
-            raise ValueError(f"metric {rule.metric} compares the tiers: set tier to 'pair'")
-    elif rule.metric in TIER_METRICS:
-        if rule.tier not in ("fast", "base"):
-            raise ValueError(f"metric {rule.metric} is per tier: set tier to 'fast' or 'base'")
-    else:
-        known = ", ".join([*TIER_METRICS, *PAIR_METRICS])
-        raise ValueError(f"unknown metric {rule.metric!r}; expected one of {known}")
+def verdict_reading(summary: RunSummary) -> Reading | None:
+    """1.0 when the audit found a different model, else 0.0, with the smaller tier's n; None
+    without a verdict (probe runs) or with an inconclusive one."""
+    v = summary.verdict
+    if v is None or not v.conclusive:
+        return None
+    return Reading(1.0 if v.label == "different_model" else 0.0, v.n_per_tier)
+
+
+def drift_reading(summary: RunSummary) -> Reading | None:
+    """1.0 when a tracked series drifts, else 0.0, with the runs behind it; None until a series
+    is past calibration."""
+    d = summary.drift
+    if d is None or not d.past_calibration:
+        return None
+    return Reading(1.0 if d.drifting else 0.0, d.runs)
 
 
 def label(rule: AlertRule) -> str:
-    if rule.metric in PAIR_METRICS:
-        return PAIR_METRICS[rule.metric][2]
-    return f"{rule.tier} {TIER_METRICS[rule.metric][2]}"
+    return catalogue.label(rule.metric, rule.tier)
 
 
 def fmt(rule: AlertRule, value: float | None) -> str:
-    if value is None:
-        return "n/a"
-    unit = (PAIR_METRICS.get(rule.metric) or TIER_METRICS[rule.metric])[3]
-    if unit == "ms":
-        return f"{value:.0f} ms"
-    if unit == "%":
-        return f"{100 * value:.1f}%"
-    if unit == "x":
-        return f"{value:.2f}x"
-    return f"{value:.3f}"
+    return catalogue.fmt(rule.metric, value)
 
 
 def pair_link(pair: Pair) -> str:
     return f"{settings.SITE_URL.rstrip('/')}/pairs/{pair.name}/"
 
 
-def is_simulated(pair: Pair) -> bool:
-    return pair.fast.simulated or pair.base.simulated
-
-
 def _describe(rule: AlertRule, pair: Pair, value: float, n: int, runs: int) -> str:
     word = "above" if rule.op == "gt" else "below"
-    where = f"pair {pair.name}" + (" (simulated)" if is_simulated(pair) else "")
+    where = f"pair {pair.name}" + (" (simulated)" if pair.simulated else "")
     return (
         f"{label(rule)} is {fmt(rule, value)} (mean of {runs} run{'s' * (runs != 1)}, "
         f"n = {n}), {word} the threshold of {fmt(rule, rule.threshold)}, on {where}. "
@@ -144,7 +113,7 @@ def _describe(rule: AlertRule, pair: Pair, value: float, n: int, runs: int) -> s
 
 def _aggregate(rule: AlertRule, runs: list[Run]) -> tuple[float, int, int] | None:
     """(mean value, total n, runs used) over the runs meeting min_n, or None if none do."""
-    readings = [read_metric(run.summary or {}, rule.metric, rule.tier) for run in runs]
+    readings = [read_metric(run.summary_obj, rule.metric, rule.tier) for run in runs]
     used = [r for r in readings if r and r.value is not None and r.n >= rule.min_n]
     if not used:
         return None
@@ -154,7 +123,7 @@ def _aggregate(rule: AlertRule, runs: list[Run]) -> tuple[float, int, int] | Non
 def _evaluate_rule(rule: AlertRule, run: Run) -> Alert | None:
     pair = run.pair
     # Audit verdicts live on audit runs, which the probe trend leaves out.
-    source = (Run.objects.filter(status="done", kind="audit")
+    source = (Run.objects.filter(status=RunStatus.DONE, kind=RunKind.AUDIT)
               if rule.metric == "verdict_different" else Run.objects.trend())
     runs = list(source.filter(pair=pair).order_by("-created_at", "-pk")[: rule.last_k])
     aggregate = _aggregate(rule, runs)
@@ -184,15 +153,15 @@ def _evaluate_rule(rule: AlertRule, run: Run) -> Alert | None:
 def evaluate_after_run(*, run_id: int) -> list[Alert]:
     """Evaluate every enabled rule for the run's pair; return alerts opened or resolved now."""
     run = Run.objects.select_related("pair__fast", "pair__base").get(pk=run_id)
-    if run.status != "done":
+    if run.status != RunStatus.DONE:
         return []
     rules = AlertRule.objects.filter(enabled=True).filter(Q(pair=run.pair) | Q(pair__isnull=True))
+    rules = rules.exclude(metric__in=catalogue.SYSTEM_METRICS)
     changed = []
     for rule in rules.order_by("pk"):
-        try:
-            check_rule(rule)
-        except ValueError as e:
-            logger.warning("alert rule %s skipped: %s", rule.name, e)
+        problem = catalogue.problem(rule.metric, rule.tier)
+        if problem:  # a row written around AlertRule.clean (a shell, a migration)
+            logger.warning("alert rule %s skipped: %s", rule.name, problem)
             continue
         alert = _evaluate_rule(rule, run)
         if alert is not None:
@@ -210,8 +179,9 @@ def render_alert(alert: Alert) -> tuple[str, str, str]:
         "op": dict(AlertRule.OPS)[rule.op],
         "threshold": fmt(rule, rule.threshold),
         "pair": pair,
-        "simulated": is_simulated(pair),
+        "simulated": pair.simulated,
         "link": pair_link(pair),
+        "system": rule.metric in catalogue.SYSTEM_METRICS,
     }
     return render_email("alert", context)
 
@@ -235,7 +205,7 @@ def alert_event(alert: Alert) -> Event:
         source=f"tierwatch pair {alert.pair.name}",
         details={"alert_id": alert.pk, "pair": alert.pair.name, "rule": alert.rule.name,
                  "metric": alert.rule.metric, "value": alert.value,
-                 "simulated": is_simulated(alert.pair)},
+                 "simulated": alert.pair.simulated},
     )
 
 
@@ -275,7 +245,10 @@ def notify(*, alert_id: int) -> list[Notification]:
     subject, text, html = render_alert(alert)
     event = alert_event(alert)
     sent = []
-    for channel in alert.rule.channels.filter(disabled=False).order_by("pk"):
+    channels = alert.rule.channels.all()
+    if alert.rule.metric in catalogue.SYSTEM_METRICS and not channels.exists():
+        channels = Channel.objects.all()  # the monitor itself is down: tell everyone
+    for channel in channels.filter(disabled=False).order_by("pk"):
         done = Notification.objects.filter(alert=alert, channel=channel, subject=subject[:300])
         if done.filter(ok=True).exists():
             continue  # a retried task: this channel already has this message

@@ -4,7 +4,7 @@ samples; per pair goodput against its SLOs from the samples, similarity and pass
 period's run summaries. Rendered as plain text, CSV or HTML (emailed), and as PDF with charts
 (``monitor.services.report_pdf``); the accounting it applies is stated in ``ACCOUNTING``.
 
-Definitions (docs/measures.md): availability = successes / requests with 429s left out of both and
+Definitions: availability = successes / requests with 429s left out of both and
 counted apart; percentiles only from at least ``settings.TIERWATCH_MIN_N`` values, else
 "n too small". The report names endpoints and models only: never base URLs, API keys, or the
 names of the environment variables that hold them.
@@ -31,6 +31,7 @@ from evals.client import RETRIED_MARKER
 from evals.latency import availability, downgrades, error_budget, goodput, percentiles
 from monitor.env import env_list
 from monitor.models import Endpoint, Pair, Run, Sample
+from monitor.run_summary import RunSummary
 from monitor.transports import render_email
 
 logger = logging.getLogger(__name__)
@@ -60,7 +61,7 @@ class EndpointRow:
 
     @property
     def availability(self) -> float | None:
-        """Successes / requests with 429s out of both (docs/measures.md), formula: evals.latency."""
+        """Successes / requests with 429s out of both, formula in evals.latency."""
         shares = availability(self.successes, self.requests, self.rate_limited)
         return shares["availability_excl_rate_limited"]
 
@@ -209,21 +210,20 @@ def _goodput(row: PairRow, pair: Pair, start: datetime, end: datetime) -> None:
 
 def _pair_rows(start: datetime, end: datetime) -> list[PairRow]:
     runs = Run.objects.trend().filter(created_at__gte=start, created_at__lt=end)
-    by_pair: dict[int, list[dict]] = defaultdict(list)
+    by_pair: dict[int, list[RunSummary]] = defaultdict(list)
     for pair_id, summary in runs.values_list("pair_id", "summary"):
-        by_pair[pair_id].append(summary or {})
+        by_pair[pair_id].append(RunSummary.from_json(summary))
     rows = []
     for pair in Pair.objects.filter(pk__in=by_pair).select_related("fast", "base"):
         summaries = by_pair[pair.pk]
-        sims = [((s.get("similarity") or {}).get("fast_vs_base") or {}) for s in summaries]
-        row = PairRow(name=pair.name, runs=len(summaries),
-                      simulated=pair.fast.simulated or pair.base.simulated)
+        sims = [s.similar("fast_vs_base") for s in summaries]
+        row = PairRow(name=pair.name, runs=len(summaries), simulated=pair.simulated)
         row.similarity_mean, row.similarity_n = _weighted(
-            [(x.get("mean_ratio"), x.get("n") or 0) for x in sims])
+            [(x.mean_ratio, x.n) for x in sims if x is not None])
         for tier in TIERS:
-            blocks = [(s.get("tiers") or {}).get(tier) or {} for s in summaries]
+            blocks = [s.tier(tier) for s in summaries]
             row.pass_rate[tier], row.n_tested[tier] = _weighted(
-                [(b.get("pass_rate"), b.get("n_tested") or 0) for b in blocks])
+                [(b.pass_rate, b.n_tested) for b in blocks])
         _goodput(row, pair, start, end)
         rows.append(row)
     return sorted(rows, key=lambda r: r.name)

@@ -1,7 +1,8 @@
-"""Runs: plan, execute, store every sample as it completes, summarise from stored samples.
+"""Runs: create, plan, measure (store every sample as it completes), summarise from the
+stored samples, mark done or failed. ``monitor.services.pipeline`` puts these steps in order.
 
 The summary is always recomputed from the rows in the database, never from memory, so a page,
-a report and a re-summarise after a crash all agree (the contract is in ``summarise_run``).
+a report and a re-summarise after a crash all agree (its shape: ``monitor.run_summary``).
 """
 
 from __future__ import annotations
@@ -11,20 +12,25 @@ import logging
 import queue
 import random
 import threading
-from dataclasses import fields
+from collections.abc import Iterable, Sequence
+from dataclasses import fields, replace
 from datetime import UTC, datetime
+from functools import partial
 
-from django.db import transaction
+from django.conf import settings
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from evals.constraints import check_all
 from evals.plan import PlannedRequest, execute_plan, plan_run
-from evals.records import ChatRequest, EndpointSpec, TimingRecord
+from evals.records import ChatRequest, TimingRecord, storable
 from evals.sandbox import extract_code, run_unit_tests
-from evals.suites import fill_nonce
-from monitor.models import Case, Endpoint, Pair, Run, Sample
+from evals.suites import context_needed, fill_nonce, prompt_estimate
+from monitor.models import Case, Endpoint, Pair, Run, RunKind, RunStatus, RunTrigger, Sample
+from monitor.run_summary import RunSummary
+from monitor.services import heartbeat
+from monitor.services.suites import audit_suite
 from monitor.services.summary import summarise_samples
-from monitor.services.verdict import after_summary, audit_suite
 
 log = logging.getLogger(__name__)
 
@@ -32,29 +38,15 @@ AUDIT_SAMPLES_PER_PROMPT = 10
 AUDIT_TEMPERATURE = 1.0
 
 
-def endpoint_spec(endpoint: Endpoint) -> EndpointSpec:
-    """The key is read from the environment now and lives only in memory."""
-    return EndpointSpec(
-        name=endpoint.name,
-        protocol=endpoint.protocol,  # type: ignore[arg-type]
-        base_url=endpoint.base_url.rstrip("/"),
-        model=endpoint.model,
-        api_key=endpoint.api_key(),
-        timeout_s=endpoint.timeout_s,
-        extra_body=dict(endpoint.extra_body or {}),
-        served_tier_fields=tuple(endpoint.served_tier_fields or ()),
-    )
-
-
 def create_run(
     *,
     pair: Pair,
-    kind: str = "probe",
-    trigger: str = "manual",
+    kind: str = RunKind.PROBE,
+    trigger: str = RunTrigger.MANUAL,
     repeat: int | None = None,
     seed: int | None = None,
 ) -> Run:
-    if kind == "audit":
+    if kind == RunKind.AUDIT:
         repeat = repeat or AUDIT_SAMPLES_PER_PROMPT
         temperature = AUDIT_TEMPERATURE
     else:
@@ -62,7 +54,7 @@ def create_run(
         temperature = 0.0
     return Run.objects.create(
         pair=pair,
-        suite=audit_suite(pair) if kind == "audit" else pair.suite,
+        suite=audit_suite(pair) if kind == RunKind.AUDIT else pair.suite,
         kind=kind,
         trigger=trigger,
         repeat=repeat,
@@ -71,23 +63,35 @@ def create_run(
     )
 
 
-def enqueue_run(*, pair: Pair, kind: str = "probe", trigger: str = "manual") -> Run:
-    """Create the run now; the worker picks it up once the transaction has committed."""
-    from monitor.tasks import execute_run_task
-
-    run = create_run(pair=pair, kind=kind, trigger=trigger)
-    transaction.on_commit(lambda: execute_run_task.delay(run.id))
-    return run
+def split_by_context(
+    cases: Iterable[Case], endpoints: Sequence[Endpoint]
+) -> tuple[list[Case], list[dict[str, str]]]:
+    """Cases that fit every endpoint's context window (``evals.suites.context_needed``), and
+    the others with a reason. An endpoint without a window runs all."""
+    kept, skipped = [], []
+    for case in cases:
+        need = context_needed(case.messages, case.max_tokens, case.scenario)
+        prompt = prompt_estimate(case.messages)
+        small = [ep for ep in endpoints if ep.context_window and need > ep.context_window]
+        if not small:
+            kept.append(case)
+            continue
+        windows = ", ".join(f"{ep.name}: {ep.context_window:,}" for ep in small)
+        skipped.append({
+            "case": case.key, "scenario": case.scenario,
+            "reason": f"needs ~{need:,} tokens (prompt ~{prompt:,} estimated + max_tokens "
+                      f"{case.max_tokens}) but the context window is smaller ({windows})",
+        })
+    return kept, skipped
 
 
 def select_cases(run: Run, limit: int | None) -> list[Case]:
-    from monitor.services.speed import split_by_context  # skip cases too long for an endpoint
-
+    """The run's cases: those that fit both endpoints' context windows (the others are kept in
+    the summary's ``skipped`` block, shown on the speed page), sampled down to ``limit``."""
     pair = run.pair
     cases, skipped = split_by_context(run.suite.cases.order_by("key"), [pair.fast, pair.base])
-    if skipped:  # kept by summarise_run; shown on the speed page
-        run.summary = {**(run.summary or {}), "skipped": skipped}
-        Run.objects.filter(id=run.id).update(summary=run.summary)
+    if skipped:
+        Run.objects.merge_summary(run.id, skipped=skipped)
     if limit and limit < len(cases):
         cases = sorted(random.Random(run.seed).sample(cases, limit), key=lambda c: c.key)
     return cases
@@ -95,42 +99,53 @@ def select_cases(run: Run, limit: int | None) -> list[Case]:
 
 def run_tiers(run: Run) -> tuple[tuple[str, int], ...]:
     """An audit sends base twice in independent batches: the base-vs-base noise floor."""
-    if run.kind == "audit":
+    if run.kind == RunKind.AUDIT:
         return (("fast", 0), ("base", 0), ("base", 1))
     return (("fast", 0), ("base", 0))
 
 
-def claim_run(run_id: int) -> bool:
-    """Only one worker executes a run, even if the task is delivered twice (acks_late)."""
-    return bool(
-        Run.objects.filter(id=run_id, status="queued").update(
-            status="running", started_at=timezone.now()
-        )
-    )
+def claim_run(run_id: int) -> int | None:
+    """Only one worker executes a run, even if the task is delivered twice (acks_late); an
+    abandoned running run may be claimed again (``heartbeat.claim``). The attempt number, or
+    None when the run is not this delivery's to execute."""
+    return heartbeat.claim(run_id)
 
 
-def execute_run(*, run_id: int, cases_limit: int | None = None) -> Run | None:
-    """Execute a queued run; ``None`` when it no longer exists (a stale redelivered task)."""
-    if not claim_run(run_id):
-        log.info("run %s is not queued (or gone); skipping", run_id)
-        return Run.objects.filter(id=run_id).first()
+def not_yet_stored(run: Run, plan: list[PlannedRequest]) -> list[PlannedRequest]:
+    """A taken-over run resumes: requests already stored, keyed by (case, tier, batch,
+    repetition), are not sent again, so no sample is duplicated."""
+    stored = set(run.samples.values_list("case__key", "tier", "batch", "repetition"))
+    return [p for p in plan if (p.case_key, p.tier, p.batch, p.repetition) not in stored]
+
+
+def measure(*, run_id: int, cases_limit: int | None = None) -> None:
+    """Plan a claimed run and send what is not stored yet, storing each sample as it
+    completes."""
     run = Run.objects.select_related("pair__fast", "pair__base", "suite").get(id=run_id)
-    try:
-        cases = select_cases(run, cases_limit or run.pair.cases_per_run)
-        plan = plan_run(
-            [c.key for c in cases], repeat=run.repeat, seed=run.seed, tiers=run_tiers(run)
-        )
-        Run.objects.filter(id=run.id).update(planned=len(plan))
-        _execute(run, {c.key: c for c in cases}, plan)
-        summarise_run(run_id=run.id)
-        after_summary(run_id=run.id)  # an audit's verdict; drift of every run
-        Run.objects.filter(id=run.id).update(status="done", finished_at=timezone.now())
-    except Exception as exc:  # the run is marked failed with its reason; samples stay
-        log.exception("run %s failed", run.id)
-        Run.objects.filter(id=run.id).update(
-            status="failed", finished_at=timezone.now(), error=f"{type(exc).__name__}: {exc}"
-        )
-    return Run.objects.get(id=run.id)
+    cases = select_cases(run, cases_limit or run.pair.cases_per_run)
+    plan = plan_run([c.key for c in cases], repeat=run.repeat, seed=run.seed, tiers=run_tiers(run))
+    mine = Run.objects.filter(id=run.id, attempt=run.attempt)  # writes only while it is ours
+    mine.update(planned=len(plan))
+    _execute(run, {c.key: c for c in cases}, not_yet_stored(run, plan))
+    mine.update(completed=run.samples.count())  # exact even after a save was retried
+
+
+def _mine(run_id: int, attempt: int | None):
+    """The run while it is still running under this attempt (a reaped or taken-over run is not
+    marked by the worker that lost it)."""
+    rows = Run.objects.filter(id=run_id, status=RunStatus.RUNNING)
+    return rows if attempt is None else rows.filter(attempt=attempt)
+
+
+def mark_done(*, run_id: int, attempt: int | None = None) -> None:
+    _mine(run_id, attempt).update(status=RunStatus.DONE, finished_at=timezone.now())
+
+
+def mark_failed(*, run_id: int, exc: BaseException, attempt: int | None = None) -> None:
+    """The run says why it failed; samples already stored stay."""
+    _mine(run_id, attempt).update(
+        status=RunStatus.FAILED, finished_at=timezone.now(), error=f"{type(exc).__name__}: {exc}"
+    )
 
 
 def _execute(run: Run, cases: dict[str, Case], plan: list[PlannedRequest]) -> None:
@@ -139,7 +154,7 @@ def _execute(run: Run, cases: dict[str, Case], plan: list[PlannedRequest]) -> No
     as each record arrives through a queue."""
     pair = run.pair
     tier_endpoint = {"fast": pair.fast, "base": pair.base}
-    specs = {tier: endpoint_spec(ep) for tier, ep in tier_endpoint.items()}
+    specs = {tier: ep.spec() for tier, ep in tier_endpoint.items()}
     concurrency = {t: ep.max_concurrency for t, ep in tier_endpoint.items()}
     records: queue.Queue = queue.Queue()
 
@@ -152,38 +167,74 @@ def _execute(run: Run, cases: dict[str, Case], plan: list[PlannedRequest]) -> No
             seed=None if run.temperature > 0 else 0,
         )
 
+    stop = threading.Event()  # the consumer gave up: the request loop must not go on unread
+    running: list[tuple[asyncio.AbstractEventLoop, asyncio.Task]] = []
+
     async def on_record(item: PlannedRequest, record: TimingRecord) -> None:
+        if stop.is_set():
+            raise RuntimeError("the run stopped reading records")  # ends execute_plan's gather
         records.put((item, record))
+
+    async def plan_task() -> None:
+        running.append((asyncio.get_running_loop(), asyncio.current_task()))  # type: ignore[arg-type]
+        if not stop.is_set():
+            await execute_plan(
+                plan,
+                endpoints=specs,
+                build_request=build_request,
+                concurrency=concurrency,
+                on_record=on_record,
+            )
 
     def produce() -> None:
         try:
-            asyncio.run(
-                execute_plan(
-                    plan,
-                    endpoints=specs,
-                    build_request=build_request,
-                    concurrency=concurrency,
-                    on_record=on_record,
-                )
-            )
+            asyncio.run(plan_task())
             records.put(_DONE)
         except BaseException as exc:  # handed to the caller's thread, which raises it
             records.put(exc)
 
     loop_thread = threading.Thread(target=produce, name=f"run-{run.id}-loop", daemon=True)
     loop_thread.start()
-    while (message := records.get()) is not _DONE:
-        if isinstance(message, BaseException):
-            raise message
-        item, record = message
-        save_sample(
-            run=run,
-            case=cases[item.case_key],
-            endpoint=tier_endpoint[item.tier],
-            item=item,
-            record=record,
-        )
-    loop_thread.join()
+    try:
+        while (message := _next(records, run)) is not _DONE:
+            if isinstance(message, BaseException):
+                raise message
+            item, record = message
+            heartbeat.store_once(
+                partial(
+                    save_sample,
+                    run=run,
+                    case=cases[item.case_key],
+                    endpoint=tier_endpoint[item.tier],
+                    item=item,
+                    record=record,
+                ),
+                partial(stored_sample, run, item),
+            )
+            heartbeat.beat(run)
+    finally:
+        stop.set()
+        for loop, task in running:  # requests in flight are cancelled, not waited for
+            try:
+                loop.call_soon_threadsafe(task.cancel)
+            except RuntimeError:  # the loop has already closed
+                pass
+        loop_thread.join()
+
+
+def stored_sample(run: Run, item: PlannedRequest) -> Sample | None:
+    return run.samples.filter(
+        case__key=item.case_key, tier=item.tier, batch=item.batch, repetition=item.repetition
+    ).first()
+
+
+def _next(records: queue.Queue, run: Run) -> object:
+    """The next record; the owner beats while it waits, so a slow vendor is not a lost worker."""
+    while True:
+        try:
+            return records.get(timeout=max(1.0, settings.TIERWATCH_HEARTBEAT_S))
+        except queue.Empty:
+            heartbeat.beat(run)
 
 
 _DONE = object()
@@ -214,6 +265,7 @@ def task_check(*, case: Case, record: TimingRecord) -> tuple[bool | None, dict |
             "error_class": result.error_class,
             "output": result.output[-2000:],
             "duration_ms": result.duration_ms,
+            "isolation": result.isolation,
         }
     n_passed, n_total, failures = check_all(record.text, case.constraints)
     return n_passed == n_total, {
@@ -225,12 +277,19 @@ def task_check(*, case: Case, record: TimingRecord) -> tuple[bool | None, dict |
 def save_sample(
     *, run: Run, case: Case, endpoint: Endpoint, item: PlannedRequest, record: TimingRecord
 ) -> Sample:
-    """One row per request, failed or not; unit tests run here, inside the sandbox."""
+    """One row per request, failed or not; unit tests run here, inside the sandbox.
+
+    Every text and JSON value is made storable first (``evals.records.storable``). Should the
+    row still not save, the sample is kept as a failed one of class ``store_error`` (its
+    times and texts lost, the reason kept) and the run goes on: one bad reply never costs the
+    other samples (a savepoint keeps PostgreSQL's transaction usable)."""
     tests_passed, tests_detail = None, None
-    if run.kind == "probe":
+    # storable before the sandbox too: code with a lone surrogate cannot even be written out
+    record = replace(record, text=storable(record.text))
+    if run.kind == RunKind.PROBE:
         tests_passed, tests_detail = task_check(case=case, record=record)
     measured = {f.name: getattr(record, f.name) for f in fields(record) if f.name in RECORD_COLUMNS}
-    sample = Sample.objects.create(
+    row = dict(
         run=run,
         case=case,
         endpoint=endpoint,
@@ -239,20 +298,33 @@ def save_sample(
         repetition=item.repetition,
         seq=item.seq,
         started_at=datetime.fromtimestamp(record.started_at or datetime.now().timestamp(), tz=UTC),
-        **measured,
-        error_class=record.error_class or "",
-        finish_reason=record.finish_reason or "",
-        tests_passed=tests_passed,
-        tests_detail=tests_detail,
     )
+    try:
+        with transaction.atomic():
+            sample = Sample.objects.create(
+                **row,
+                **storable(measured),
+                error_class=record.error_class or "",
+                finish_reason=storable(record.finish_reason or ""),
+                tests_passed=tests_passed,
+                tests_detail=storable(tests_detail),
+            )
+    except heartbeat.DB_LOST:
+        raise  # the connection is gone, not the row: heartbeat.store_once reconnects and retries
+    except (DatabaseError, ValueError, TypeError) as exc:
+        log.warning("run %s: sample %s could not be stored (%s)", run.id, item.seq,
+                    type(exc).__name__)
+        first_line = (str(exc).splitlines() or [""])[0][:200]  # no row values (PG's DETAIL)
+        sample = Sample.objects.create(
+            **row, ok=False, error_class="store_error",
+            error_message=storable(f"not stored: {type(exc).__name__}: {first_line}"),
+        )
     Run.objects.filter(id=run.id).update(completed=Sample.objects.filter(run_id=run.id).count())
     return sample
 
 
-def summarise_run(*, run_id: int) -> dict:
-    run = Run.objects.get(id=run_id)
-    samples = list(run.samples.select_related("case").order_by("seq"))
-    # Keys other services added (skipped cases, load levels, verdict, drift) are kept.
-    summary = {**(run.summary or {}), **summarise_samples(samples)}
-    Run.objects.filter(id=run_id).update(summary=summary)
-    return summary
+def summarise_run(*, run_id: int) -> RunSummary:
+    """The samples' blocks of the summary; blocks other steps wrote (skipped cases, load
+    levels, verdict, drift) are kept."""
+    samples = list(Sample.objects.filter(run_id=run_id).select_related("case").order_by("seq"))
+    return Run.objects.merge_summary(run_id, **summarise_samples(samples))

@@ -10,6 +10,8 @@ import json
 
 from django_celery_beat.models import CrontabSchedule, IntervalSchedule, PeriodicTask
 
+from monitor.models import RunKind
+
 
 def ensure_interval_task(
     *, name: str, task: str, every_s: int, args: list, enabled: bool = True
@@ -31,7 +33,7 @@ def ensure_interval_task(
 
 
 def ensure_probe_schedule(
-    *, pair_name: str, every_s: int, kind: str = "probe", enabled: bool = True
+    *, pair_name: str, every_s: int, kind: str = RunKind.PROBE, enabled: bool = True
 ) -> PeriodicTask:
     return ensure_interval_task(
         name=f"{kind}:{pair_name}",

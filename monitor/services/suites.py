@@ -6,7 +6,7 @@ from django.db import transaction
 
 from evals.records import CaseSpec, SuiteSpec
 from evals.suites import get_suite
-from monitor.models import Case, Suite
+from monitor.models import Case, Pair, Suite
 
 
 def case_fields(spec: CaseSpec) -> dict:
@@ -35,3 +35,9 @@ def save_suite(*, spec: SuiteSpec) -> Suite:
 
 def sync_builtin_suite(*, name: str) -> Suite:
     return save_suite(spec=get_suite(name))
+
+
+def audit_suite(pair: Pair) -> Suite:
+    """Audits use the newest built-in ``audit`` suite (≥ 25 short open prompts, what the MMD
+    test needs) when it is in the database, else the pair's own suite."""
+    return Suite.objects.filter(name="audit").order_by("-version").first() or pair.suite

@@ -1,23 +1,19 @@
-"""A run's summary (the JSON contract the pages, alerts and reports read), from samples.
-
-Shape, per tier: n, n_ok, errors by class, 429s apart, availability, TTFT/E2E/TPOT percentiles
-with n, decode speed, token counts (server vs estimate), unit-test pass rate, model ids and
-fingerprints; then similarity fast-vs-base beside base-vs-base (the noise floor), speed-ups
-(how many times faster the fast tier is, ratio of medians) and the same per scenario.
+"""The blocks of a run's summary that its samples give (the spec: ``monitor.run_summary``):
+per tier counts, errors, availability, timing percentiles with n, tokens, pass rate, model
+ids; similarity fast-vs-base beside base-vs-base; speed-ups; the same per scenario.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from statistics import median
 from typing import Any
 
 from django.conf import settings
 
+from evals.comparable import comparable_pairs
 from evals.latency import downgrades, percentiles, summarise_tier
 from evals.similarity import compare_pairs
-from evals.suites import NONCE
 from monitor.models import Endpoint
 
 
@@ -58,30 +54,11 @@ def tier_block(samples: Sequence[Any], min_n: int) -> dict[str, Any]:
     }
 
 
-def has_nonce(messages: list[dict[str, Any]]) -> bool:
-    return any(NONCE in str(m.get("content", "")) for m in messages)
-
-
 def text_pairs(samples: Sequence[Any]) -> dict[str, list[tuple[str, str]]]:
-    """Fast-vs-base pairs the same (case, repetition); base-vs-base pairs independent draws:
-    batch 0 with batch 1 (audits) or repetition 0 with repetition 1 (probes with repeat ≥ 2).
-    Cases with a per-request nonce are left out: each request saw a different prompt."""
-    texts: dict[tuple[str, int, int], dict[int, str]] = defaultdict(dict)
-    for s in samples:
-        if s.ok and not has_nonce(s.case.messages):
-            texts[(s.tier, s.batch, s.case_id)][s.repetition] = s.text
-    fast_base, base_base = [], []
-    for (tier, batch, case_id), reps in texts.items():
-        if tier != "base" or batch != 0:
-            continue
-        fast = texts.get(("fast", 0, case_id), {})
-        fast_base += [(fast[r], text) for r, text in reps.items() if r in fast]
-        other = texts.get(("base", 1, case_id))
-        if other:
-            base_base += [(text, other[r]) for r, text in reps.items() if r in other]
-        elif 0 in reps and 1 in reps:
-            base_base.append((reps[0], reps[1]))
-    return {"fast_vs_base": fast_base, "base_vs_base": base_base}
+    """The texts of comparable answers (``evals.comparable``: same case and repetition, no
+    per-request nonce), fast vs base and base vs base."""
+    pairs = comparable_pairs(samples, group=lambda s: s.case_id, messages=lambda s: s.case.messages)
+    return {name: [(a.text, b.text) for a, b in p] for name, p in pairs.items()}
 
 
 def similarity_block(pairs: list[tuple[str, str]]) -> dict[str, Any] | None:

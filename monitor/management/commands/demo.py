@@ -27,10 +27,10 @@ from django.core.management.base import BaseCommand, CommandError
 
 from evals.vendors.llamacpp import EngineError, build, cache_dir, models, vendor
 from monitor.celery import worker_argv
-from monitor.models import Pair
+from monitor.models import Pair, RunKind
 from monitor.services.demo import DEMO_PASSWORD, DEMO_USER, ensure_demo
 from monitor.services.local_vendor import deactivate, ensure_local_demo
-from monitor.services.runs import create_run
+from monitor.tasks import enqueue_run
 
 # A subset that 2 cores carry: the base tier, one fast tier per mechanism, a different model.
 ENGINE_TARGETS = ["smollm2-f16", "smollm2-q4", "smollm2-f16-spec", "smollm2-f16-cached",
@@ -120,13 +120,11 @@ class Command(BaseCommand):
                 wait_http(f"http://127.0.0.1:{vendor_port}/health", "the demo vendor")
                 pairs = ensure_demo(vendor_url=vendor_url, probe_every_s=every)
                 label = "SIMULATED vendor"
-            from monitor.tasks import execute_run_task
-
             for pair in pairs:  # data flows at once, not only after the first beat tick
-                execute_run_task.delay(create_run(pair=pair, trigger="manual").id)
+                enqueue_run(pair=pair)
             for pair in pairs:  # then a small audit (5 samples per prompt per tier) so a
                 # verdict shows in ~2 min (simulated; real engines take minutes per pair)
-                execute_run_task.delay(create_run(pair=pair, kind="audit", repeat=5).id)
+                enqueue_run(pair=pair, kind=RunKind.AUDIT, repeat=5)
             start(
                 worker_argv(
                     concurrency=1 if engine else 4,

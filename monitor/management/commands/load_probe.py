@@ -4,8 +4,8 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from monitor.models import Pair, Suite
-from monitor.services.speed import LOAD_LEVELS, MAX_LOAD_REQUESTS, run_load_probe
+from monitor.models import Pair, RunStatus, Suite
+from monitor.services.load import LOAD_LEVELS, MAX_LOAD_REQUESTS, run_load_probe
 
 
 def _ms(stat: dict) -> str:
@@ -43,7 +43,7 @@ class Command(BaseCommand):
                 raise CommandError(f"no suite named {opts['suite']!r}")
         run = run_load_probe(pair=pair, concurrency_levels=levels,
                              requests_per_level=opts["requests"], suite=suite)
-        if run.status != "done":
+        if run.status != RunStatus.DONE:
             raise CommandError(f"load probe run {run.id} {run.status}: {run.error}")
         load = run.summary["load"]
         if opts["json"]:

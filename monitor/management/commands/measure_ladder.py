@@ -31,7 +31,6 @@ from evals.stats.mmd import DEFAULT_B, DEFAULT_L, mmd_test
 from evals.stats.verdict import LADDER_PATH
 from evals.suites import get_suite
 from monitor.models import Endpoint
-from monitor.services.runs import endpoint_spec
 
 # rung key → (tier name in the plan, registered endpoint, batch, words for the verdict)
 RUNGS = {
@@ -113,8 +112,8 @@ class Command(BaseCommand):
         if "different_model" not in rungs:
             raise CommandError("the ladder needs the different_model rung")
         rows = registered(list(dict.fromkeys([BASE, *(r[1] for r in rungs.values())])))
-        specs = {"base": endpoint_spec(rows[BASE])}
-        specs |= {tier: endpoint_spec(rows[name]) for tier, name, _, _ in rungs.values()}
+        specs = {"base": rows[BASE].spec()}
+        specs |= {tier: rows[name].spec() for tier, name, _, _ in rungs.values()}
         tiers = sorted({("base", 0), *((tier, batch) for tier, _, batch, _ in rungs.values())})
         n = opts["prompts"] * opts["samples"]
         self.stdout.write(f"sampling {len(tiers)} batches × {n} requests at temperature 1 …")

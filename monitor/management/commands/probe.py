@@ -4,8 +4,9 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from monitor.models import Pair
-from monitor.services.runs import create_run, execute_run
+from monitor.models import Pair, RunStatus
+from monitor.services.pipeline import execute_run
+from monitor.services.runs import create_run
 
 
 def _fmt(value, unit: str = "") -> str:
@@ -34,7 +35,7 @@ class Command(BaseCommand):
             raise CommandError(f"no pair named {opts['pair']!r} (pairs: {names})")
         run = create_run(pair=pair, kind=opts["kind"], repeat=opts["repeat"], seed=opts["seed"])
         run = execute_run(run_id=run.id, cases_limit=opts["cases"])
-        if run.status != "done":
+        if run.status != RunStatus.DONE:
             raise CommandError(f"run {run.id} {run.status}: {run.error}")
         summary = run.summary
         if opts["json"]:

@@ -2,8 +2,8 @@
 stored summaries (``by_scenario`` percentiles are never recomputed here).
 
 Every figure has a title, axis titles with units, a legend and its n; values whose n is below
-the minimum n are left out (a gap), as docs/measures.md says. Colours and JSON embedding come from
-``monitor.charts`` so both pages look alike.
+the minimum n are left out (a gap). Colours and JSON embedding come from
+``monitor.web.chart_kit`` so every page looks alike.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from monitor.charts import TIER_BANDS, TIER_COLOURS, Chart, figure_json, titled_layout
-from monitor.models import Run
+from monitor.models import Run, RunStatus
+from monitor.run_summary import LoadLevel
 from monitor.services.speed import BREAKDOWN, METRICS
+from monitor.web.chart_kit import TIER_BANDS, TIER_COLOURS, TIERS, Chart, figure_json, titled_layout
 
-TIERS = ("base", "fast")
 PART_COLOURS = {"connect": "#999999", "headers": "#E69F00", "prefill": "#56B4E9",
                 "decode": "#009E73"}
 METRIC_COLOURS = {"ttft": "#0072B2", "decode": "#009E73", "e2e": "#D55E00"}
@@ -78,14 +78,14 @@ def speedup_figure(report: dict[str, Any], note: str) -> go.Figure:
 
 
 def _runs_with_scenarios(runs: Sequence[Run]) -> list[Run]:
-    done = [r for r in runs if r.status == "done" and (r.summary or {}).get("by_scenario")]
+    done = [r for r in runs if r.status == RunStatus.DONE and r.summary_obj.by_scenario]
     return sorted(done, key=lambda r: r.finished_at or r.created_at)
 
 
 def bands_figure(runs: Sequence[Run], scenarios: Sequence[str], metric: str, label: str,
                  note: str) -> go.Figure | None:
     """Per scenario (one panel each) and tier: P50 line and P50–P95 band per run, read from
-    each run's stored ``summary["by_scenario"]``."""
+    each run's summary (its ``by_scenario`` block)."""
     runs = _runs_with_scenarios(runs)
     if not runs or not scenarios:
         return None
@@ -96,14 +96,15 @@ def bands_figure(runs: Sequence[Run], scenarios: Sequence[str], metric: str, lab
         for tier in TIERS:
             xs, p50, p95, n_col = [], [], [], []
             for run in runs:
-                stat = (((run.summary["by_scenario"].get(scn) or {}).get(tier) or {})
-                        .get(metric) or {})
-                n = int(stat.get("n") or 0)
-                enough = n >= int(run.summary.get("min_n") or 5)
+                summary = run.summary_obj
+                scenario = summary.by_scenario.get(scn)
+                stat = scenario.tier(tier).metric(metric) if scenario else None
+                n = stat.n if stat else 0
+                enough = n >= summary.min_n
                 ns += [n] if enough else []
                 xs.append((run.finished_at or run.created_at).isoformat())
-                p50.append(stat.get("p50") if enough else None)
-                p95.append(stat.get("p95") if enough else None)
+                p50.append(stat.p50 if enough and stat else None)
+                p95.append(stat.p95 if enough and stat else None)
                 n_col.append(n)
             colour = TIER_COLOURS[tier]
             fig.add_trace(go.Scatter(
@@ -157,9 +158,9 @@ def load_figure(load: dict[str, Any], note: str) -> go.Figure:
         for metric, label, dash in (("ttft_ms", "TTFT", "solid"), ("e2e_ms", "E2E", "dash")):
             ys, n_col = [], []
             for level in levels:
-                stat = (load["levels"][level].get(tier) or {}).get(metric) or {}
-                ys.append(stat.get("p95"))
-                n_col.append(int(stat.get("n") or 0))
+                stat = getattr(LoadLevel.from_json(load["levels"][level].get(tier)), metric)
+                ys.append(stat.p95)
+                n_col.append(stat.n)
             ns += n_col
             fig.add_trace(go.Scatter(
                 x=[int(lv) for lv in levels], y=ys, name=f"{tier} {label} P95",

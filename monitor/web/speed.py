@@ -15,9 +15,10 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from monitor import selectors
+from monitor.run_summary import LoadLevel
 from monitor.services.speed import BREAKDOWN, METRICS, OTPS, TIERS, default_runs, speed_report
-from monitor.speed_charts import speed_charts
-from monitor.views import NO_DATA, Cell, fraction, percentile
+from monitor.web.cells import NO_DATA, Cell, fraction, percentile
+from monitor.web.speed_charts import speed_charts
 
 QUANTILES = ("p50", "p90", "p95", "p99")
 TIMINGS = (("ttft_ms", "TTFT"), ("e2e_ms", "E2E"), ("tpot_ms", "TPOT"))
@@ -84,14 +85,14 @@ def load_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for level in sorted(load["levels"], key=int):
         for tier in TIERS:
-            b = load["levels"][level].get(tier) or {}
-            rows.append({"level": level, "tier": tier, "n": b.get("n", 0),
-                         "n_ok": b.get("n_ok", 0),
-                         "cells": [percentile(b.get(m), q, min_n)
+            stored = load["levels"][level].get(tier)
+            b = LoadLevel.from_json(stored)
+            rows.append({"level": level, "tier": tier, "n": b.n, "n_ok": b.n_ok,
+                         "cells": [percentile(getattr(b, m) if stored else None, q, min_n)
                                    for m in ("ttft_ms", "e2e_ms") for q in ("p50", "p95")],
-                         "goodput": fraction(b.get("goodput"), b.get("n")),
-                         "rps": NO_DATA if not b.get("throughput_rps")
-                         else Cell(f"{b['throughput_rps']:.1f} req/s")})
+                         "goodput": fraction(b.goodput, b.n if stored else None),
+                         "rps": NO_DATA if not b.throughput_rps
+                         else Cell(f"{b.throughput_rps:.1f} req/s")})
     return rows
 
 

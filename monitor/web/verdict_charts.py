@@ -1,7 +1,8 @@
 """Plotly figures of the verdict page, built server-side from stored verdicts (never samples).
 
-Each figure reads ``Run.summary["verdict"]`` (written by ``monitor.services.verdict``) or a
-drift track, and travels as JSON to ``static/js/charts.js`` like the pair page's charts.
+Each figure reads a run summary's verdict block (``run_summary.Verdict``, written by
+``monitor.services.verdict``) or a drift track, and travels as JSON to ``static/js/charts.js``
+like the pair page's charts.
 MMD² is unitless: the kernel is the share of the first L characters two completions of the
 same prompt have in common, so MMD² is a difference of such shares.
 """
@@ -14,7 +15,8 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from monitor.charts import HEIGHT_PX, SIM_COLOURS, Chart, figure_json, titled_layout
+from monitor.run_summary import Verdict
+from monitor.web.chart_kit import HEIGHT_PX, SIM_COLOURS, Chart, charts_of, titled_layout
 
 LABEL_COLOURS = {  # Okabe–Ito, as on the pair page
     "no_detectable_difference": "#009E73",
@@ -41,10 +43,10 @@ def _vline(fig: go.Figure, x: float, top: float, name: str, colour: str, dash: s
     ))
 
 
-def null_figure(verdict: dict[str, Any], *, note: str = "") -> go.Figure:
+def null_figure(verdict: Verdict, *, note: str = "") -> go.Figure:
     """The fast-vs-base MMD² against its permutation null, with the base-vs-base floor and
     the run's detection threshold (the null's 1 − α quantile)."""
-    fvb = verdict["mmd"]["fast_vs_base"]
+    fvb = verdict.mmd("fast_vs_base")
     hist = fvb.get("null_hist") or {"edges": [], "counts": []}
     edges, counts = hist["edges"], hist["counts"]
     fig = go.Figure()
@@ -57,10 +59,10 @@ def null_figure(verdict: dict[str, Any], *, note: str = "") -> go.Figure:
             hovertemplate="MMD² %{x:.3g}: %{y} permutations<extra></extra>",
         ))
     if fvb.get("critical_value") is not None:
-        alpha = verdict.get("alpha", 0.05)
+        alpha = verdict.alpha
         _vline(fig, fvb["critical_value"], top, f"detection threshold (1 − {alpha:g} quantile)",
                THRESHOLD, "dot")
-    floor = (verdict["mmd"].get("base_vs_base") or {}).get("statistic")
+    floor = verdict.mmd("base_vs_base").get("statistic")
     if floor is not None:
         _vline(fig, floor, top, "base vs base (A-vs-A floor)", FLOOR, "dash")
     if fvb.get("statistic") is not None:
@@ -74,10 +76,10 @@ def null_figure(verdict: dict[str, Any], *, note: str = "") -> go.Figure:
     return fig
 
 
-def ladder_figure(verdict: dict[str, Any], *, note: str = "") -> go.Figure:
+def ladder_figure(verdict: Verdict, *, note: str = "") -> go.Figure:
     """The reference ladder on a log scale, with this run's statistic, floor and threshold.
     Values ≤ 0 cannot sit on a log axis and are named in the subtitle instead."""
-    ladder = verdict.get("ladder") or {}
+    ladder = verdict.data.get("ladder") or {}
     rungs = [r for r in ladder.get("rungs") or () if (r.get("mmd2") or 0) > 0]
     fig = go.Figure()
     fig.add_trace(go.Scatter(
@@ -87,10 +89,10 @@ def ladder_figure(verdict: dict[str, Any], *, note: str = "") -> go.Figure:
         customdata=[r["label"] for r in rungs],
         hovertemplate="%{customdata}: MMD² %{x:.3g}<extra></extra>",
     ))
-    floor = (verdict["mmd"].get("base_vs_base") or {}).get("statistic")
-    marks = [("fast vs base", verdict.get("statistic"), OBSERVED),
+    floor = verdict.mmd("base_vs_base").get("statistic")
+    marks = [("fast vs base", verdict.statistic, OBSERVED),
              ("base vs base floor", floor, FLOOR),
-             ("detection threshold", verdict.get("min_detectable_effect"), THRESHOLD)]
+             ("detection threshold", verdict.min_detectable_effect, THRESHOLD)]
     hidden = []
     for name, value, colour in marks:
         if value is None or value <= 0:
@@ -213,17 +215,17 @@ def history_figure(
 
 
 def verdict_charts(
-    verdict: dict[str, Any] | None, history: Sequence[dict[str, Any]],
+    verdict: Verdict | None, history: Sequence[dict[str, Any]],
     track: dict[str, Any] | None, events: Sequence[dict[str, Any]], *, simulated: bool,
 ) -> list[Chart]:
     """The verdict page's figures that have data, in page order."""
     note = " · simulated" if simulated else ""
     figures: list[tuple[str, str, go.Figure]] = []
-    if verdict and verdict.get("mmd", {}).get("fast_vs_base", {}).get("statistic") is not None:
+    if verdict and verdict.mmd("fast_vs_base").get("statistic") is not None:
         figures.append(("chart-null", "MMD² against its permutation null",
                         null_figure(verdict, note=note)))
         figures.append(("chart-ladder", "Reference ladder", ladder_figure(verdict, note=note)))
-    t0 = (verdict or {}).get("t0")
+    t0 = verdict.t0 if verdict else None
     if t0:
         figures.append(("chart-similarity", "Temperature-0 similarity",
                         similarity_figure(t0, note=note)))
@@ -231,7 +233,7 @@ def verdict_charts(
     if history:
         figures.append(("chart-history", "Verdict history",
                         history_figure(history, track, events, note=note)))
-    return [Chart(id=cid, title=title, json=figure_json(fig)) for cid, title, fig in figures]
+    return charts_of(figures)
 
 
 def fmt_stat(value: float | None) -> str:

@@ -1,7 +1,7 @@
 """The verdict page of a pair and the per-case diff viewer.
 
-The verdict page reads the stored verdicts of the pair's audit runs (``Run.summary["verdict"]``)
-and the drift tracks; it never recomputes a test. The diff viewer reads one run's samples of
+The verdict page reads the stored verdicts of the pair's audit runs (their summaries' verdict
+block) and the drift tracks; it never recomputes a test. The diff viewer reads one run's samples of
 one case: base and fast side by side, the first divergence marked, the top logprobs there.
 """
 
@@ -14,11 +14,15 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from evals.logprobs import logprob_gap
 from evals.similarity import DEFAULT_PREFIX_K, first_divergence, indel_ratio
 from monitor import selectors
-from monitor.models import Run, Sample
-from monitor.services import verdict as verdicts
-from monitor.verdict_charts import fmt_stat, verdict_charts
+from monitor.models import Run, RunKind, RunStatus, Sample
+from monitor.services.drift import DRIFT_SERIES, drift_tracks
+from monitor.services.verdict import LABEL_WORDS
+from monitor.tasks import enqueue_run
+from monitor.web.htmx import render_page, wants_fragment
+from monitor.web.verdict_charts import fmt_stat, verdict_charts
 
 MAX_DIVERGENCES_SHOWN = 40
 LABEL_MEANING = {
@@ -41,10 +45,6 @@ SERIES_LABELS = {
     "similarity:fast_vs_base": "similarity fast vs base (probes)",
     "similarity:base_vs_base": "similarity base vs base (probes)",
 }
-
-
-def _simulated(pair) -> bool:
-    return pair.fast.simulated or pair.base.simulated
 
 
 def _drift_rows(tracks: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -91,66 +91,58 @@ def _t0_rows(t0: dict[str, Any] | None) -> list[tuple[str, list[str], bool]]:
 
 
 def _context(pair) -> dict[str, Any]:
-    runs = verdicts.audit_runs(pair)
-    latest = next((r for r in runs if r.status == "done" and (r.summary or {}).get("verdict")),
+    runs = selectors.audit_runs(pair)
+    latest = next((r for r in runs if r.status == RunStatus.DONE and r.summary_obj.verdict),
                   None)
-    verdict = latest.summary["verdict"] if latest else None
-    history = verdicts.verdict_history(runs)
+    verdict = latest.summary_obj.verdict if latest else None
+    history = selectors.verdict_history(runs)
     for h in history:
-        h["label_words"] = verdicts.LABEL_WORDS.get(h["label"], h["label"])
-    t0 = (verdict or {}).get("t0")
+        h["label_words"] = LABEL_WORDS.get(h["label"], h["label"])
+    t0 = verdict.t0 if verdict else None
     divergences = [{**d, "ratio_pct": _pct(d.get("ratio"))}
                    for d in ((t0 or {}).get("divergences") or [])[:MAX_DIVERGENCES_SHOWN]]
-    series = [s for kind in ("audit", "probe") for s in verdicts.DRIFT_SERIES[kind]]
-    tracks = verdicts.drift_tracks(pair=pair, series=series)
-    events = verdicts.endpoint_events(endpoints=[pair.fast, pair.base])
-    simulated = _simulated(pair)
+    series = [s for kind in (RunKind.AUDIT, RunKind.PROBE) for s in DRIFT_SERIES[kind]]
+    tracks = drift_tracks(pair=pair, series=series)
+    events = selectors.endpoint_events(endpoints=[pair.fast, pair.base])
+    simulated = pair.simulated
     return {
         "pair": pair,
         "simulated": simulated,
         "latest": latest,
-        "verdict": verdict,
-        "meaning": LABEL_MEANING.get((verdict or {}).get("label", ""), ""),
-        "capability": _capability_rows((verdict or {}).get("capability")),
+        "verdict": verdict.data if verdict else None,
+        "meaning": LABEL_MEANING.get(verdict.label if verdict else "", ""),
+        "capability": _capability_rows(verdict.capability if verdict else None),
         "t0_rows": _t0_rows(t0),
         "divergences": divergences,
         "prefix_k": DEFAULT_PREFIX_K,
-        "reject_wealth": f"{1 / (verdict or {}).get('alpha', 0.05):g}",
+        "reject_wealth": f"{1 / (verdict.alpha if verdict else 0.05):g}",
         "charts": verdict_charts(verdict, history, tracks.get("mmd:fast_vs_base"), events,
                                  simulated=simulated),
         "history": list(reversed(history)),
         "drift_rows": _drift_rows(tracks),
         "events": events,
         "audits": runs[:10],
-        "polling": any(r.status in ("queued", "running") for r in runs),
+        "polling": selectors.has_active_run(runs),
         # A done audit without a stored verdict: its run.verdict says why (an error).
-        "unverdicted": next((r for r in runs if r.status == "done"
-                             and not (r.summary or {}).get("verdict")), None),
+        "unverdicted": next((r for r in runs if r.status == RunStatus.DONE
+                             and not r.summary_obj.verdict), None),
     }
-
-
-def _page(request: HttpRequest, context: dict[str, Any]) -> HttpResponse:
-    fragment = request.htmx and not request.htmx.history_restore_request
-    name = "monitor/verdict.html#live" if fragment else "monitor/verdict.html"
-    return render(request, name, context)
 
 
 @login_required
 @require_GET
 def verdict_page(request: HttpRequest, name: str) -> HttpResponse:
     pair = selectors.get_pair_for_user(request.user, name)
-    return _page(request, _context(pair))
+    return render_page(request, "monitor/verdict.html", "live", _context(pair))
 
 
 @login_required
 @require_POST
 def run_audit(request: HttpRequest, name: str) -> HttpResponse:
     """Queue an audit run of the pair now (the scheduled ones run every few hours)."""
-    from monitor.services.runs import enqueue_run  # imports Celery tasks
-
     pair = selectors.get_pair_for_user(request.user, name)
-    run = enqueue_run(pair=pair, kind="audit", trigger="manual")
-    if not request.htmx:
+    run = enqueue_run(pair=pair, kind=RunKind.AUDIT)
+    if not wants_fragment(request):
         return redirect("verdict:page", name=pair.name)
     return render(request, "monitor/verdict.html#live", {**_context(pair), "queued": run})
 
@@ -193,7 +185,7 @@ def diff_view(request: HttpRequest, run_id: int, case_key: str) -> HttpResponse:
     pos = first_divergence(base.text, fast.text) if base and fast else None
     noise_pos = first_divergence(base.text, noise.text) if base and noise else None
     context = {
-        "run": run, "pair": run.pair, "case": samples[0].case, "simulated": _simulated(run.pair),
+        "run": run, "pair": run.pair, "case": samples[0].case, "simulated": run.pair.simulated,
         "rep": rep, "reps": reps, "pos": pos, "noise_pos": noise_pos,
         "ratio": indel_ratio(base.text, fast.text) if base and fast else None,
         "noise_ratio": indel_ratio(base.text, noise.text) if base and noise else None,
@@ -202,7 +194,7 @@ def diff_view(request: HttpRequest, run_id: int, case_key: str) -> HttpResponse:
             _column("fast", fast, pos),
         ) if c],
         "noise": _column("base, independent draw (noise floor)", noise, noise_pos),
-        "gap": (verdicts.logprob_gap(base.logprobs, fast.logprobs, pos)
+        "gap": (logprob_gap(base.logprobs, fast.logprobs, pos)
                 if base and fast and pos is not None else None),
         "has_logprobs": bool(base and base.logprobs) or bool(fast and fast.logprobs),
     }

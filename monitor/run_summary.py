@@ -1,0 +1,344 @@
+"""The run summary: what a run's samples say, stored as JSON on the run (``Run.summary``) and
+read by pages, alerts and reports, so none of them scans samples. This docstring is its spec.
+
+Blocks (every one may be missing: a run still running, an older row; readers get empty values):
+
+- ``min_n`` — the minimum n behind a percentile in this run (``TIERWATCH_MIN_N`` when it was
+  summarised). Every reader of this run's percentiles uses ``RunSummary.min_n``.
+- ``tiers`` — per tier ("fast", "base") a ``TierStats``: requests (n), successes (n_ok), errors
+  by class, 429s apart (``rate_limited``), availability with 429s left out of both counts,
+  TTFT/E2E/TPOT ``Percentiles`` (each with its n), decode speed (1000 / TPOT P50), completion
+  tokens as the server counts them and as our tokenizer estimates them, samples whose two counts
+  disagree, the unit-test pass rate with its n, model ids and system fingerprints returned.
+- ``similarity`` — ``fast_vs_base`` beside ``base_vs_base`` (the noise floor): Indel ratios of
+  temperature-0 texts of the same case and repetition, only texts whose prompts were identical
+  (``evals.similarity.comparable_pairs``). None when there is no pair.
+- ``speedup`` — how many times faster the fast tier is: base/fast ratio of medians of TTFT, E2E
+  and TPOT ("decode").
+- ``by_scenario`` — per scenario: both tiers' timing percentiles and the speed-ups.
+- ``skipped`` — cases left out because they do not fit an endpoint's context window (written
+  when the run starts).
+- ``load`` — load probes only: per concurrency level ("1", "4", …) and tier a ``LoadLevel``.
+- ``verdict`` — audits only: the verdict (label, sentence, MMD blocks, temperature-0 and
+  capability evidence); the page tables read the stored mapping (``Verdict.data``).
+- ``drift`` — the CUSUM state of each tracked series as of this run.
+
+``RunSummary.from_json`` reads every stored row as it is; ``to_json`` writes the same shape.
+Blocks are written only through ``Run.objects.merge_summary`` (one writer, under a row lock).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from evals.latency import MIN_N
+
+TIERS = ("fast", "base")
+
+
+def _plain(value: Any) -> Any:
+    """JSON's own types: dataclasses as dicts, tuples as lists (as JSON reads them back)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _flat(cls: Any, data: Mapping[str, Any] | None) -> Any:
+    """A dataclass of plain values from a stored mapping; missing keys take the defaults."""
+    data = data or {}
+    return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
+
+
+@dataclass(frozen=True)
+class Percentiles:
+    n: int = 0
+    too_small: bool = True
+    p50: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> Percentiles:
+        return _flat(cls, data)
+
+    def get(self, key: str) -> float | None:
+        """A percentile by name ("p50", "p95"…)."""
+        return getattr(self, key)
+
+
+@dataclass(frozen=True)
+class Timings:
+    ttft_ms: Percentiles = field(default_factory=Percentiles)
+    e2e_ms: Percentiles = field(default_factory=Percentiles)
+    tpot_ms: Percentiles = field(default_factory=Percentiles)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> Timings:
+        data = data or {}
+        return cls(**{f.name: Percentiles.from_json(data.get(f.name)) for f in fields(cls)})
+
+    def metric(self, name: str) -> Percentiles:
+        return getattr(self, name)
+
+
+@dataclass(frozen=True)
+class TierStats(Timings):
+    n: int = 0
+    n_ok: int = 0
+    errors: Mapping[str, int] = field(default_factory=dict)
+    rate_limited: int = 0
+    availability: float | None = None
+    decode_tps_p50: float | None = None
+    tokens_server: int = 0
+    tokens_estimated: int = 0
+    token_mismatch: int = 0
+    pass_rate: float | None = None
+    n_tested: int = 0
+    model_ids: tuple[str, ...] = ()
+    fingerprints: tuple[str, ...] = ()
+    served_tier: Mapping[str, Any] = field(default_factory=dict)  # evals.latency.downgrades
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> TierStats:
+        data = dict(data or {})
+        timings = Timings.from_json(data)
+        plain = _flat(cls, {k: v for k, v in data.items() if k not in ("ttft_ms", "e2e_ms",
+                                                                        "tpot_ms")})
+        return dataclasses.replace(
+            plain, ttft_ms=timings.ttft_ms, e2e_ms=timings.e2e_ms, tpot_ms=timings.tpot_ms,
+            model_ids=tuple(plain.model_ids), fingerprints=tuple(plain.fingerprints),
+        )
+
+    @property
+    def error_rate(self) -> float | None:
+        """Every failed request (any class, 429s included) over all requests."""
+        return (self.n - self.n_ok) / self.n if self.n else None
+
+    @property
+    def downgrade_rate(self) -> float | None:
+        """Share of requests whose reported tier differs from the endpoint's expected tier."""
+        return self.served_tier.get("downgrade_rate")
+
+    @property
+    def n_tier_reported(self) -> int:
+        return self.served_tier.get("n_reported") or 0
+
+    @property
+    def n_served(self) -> int:
+        """The n behind ``availability``: requests the vendor did not refuse with a 429."""
+        return self.n - self.rate_limited
+
+
+@dataclass(frozen=True)
+class Similarity:
+    n: int = 0
+    mean_ratio: float | None = None
+    median_ratio: float | None = None
+    exact_rate: float | None = None
+    prefix_rate: float | None = None
+    first_div_p50: float | None = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> Similarity | None:
+        return _flat(cls, data) if data else None
+
+
+@dataclass(frozen=True)
+class SpeedUp:
+    ttft: float | None = None
+    e2e: float | None = None
+    decode: float | None = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> SpeedUp:
+        return _flat(cls, data)
+
+
+@dataclass(frozen=True)
+class ScenarioStats:
+    fast: Timings = field(default_factory=Timings)
+    base: Timings = field(default_factory=Timings)
+    speedup: SpeedUp = field(default_factory=SpeedUp)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> ScenarioStats:
+        data = data or {}
+        return cls(fast=Timings.from_json(data.get("fast")),
+                   base=Timings.from_json(data.get("base")),
+                   speedup=SpeedUp.from_json(data.get("speedup")))
+
+    def tier(self, name: str) -> Timings:
+        return getattr(self, name)
+
+
+@dataclass(frozen=True)
+class SkippedCase:
+    case: str
+    scenario: str = ""
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class LoadLevel:
+    n: int = 0
+    n_ok: int = 0
+    ttft_ms: Percentiles = field(default_factory=Percentiles)
+    e2e_ms: Percentiles = field(default_factory=Percentiles)
+    goodput: float | None = None
+    wall_s: float | None = None
+    throughput_rps: float | None = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> LoadLevel:
+        data = dict(data or {})
+        plain = _flat(cls, {k: v for k, v in data.items() if k not in ("ttft_ms", "e2e_ms")})
+        return dataclasses.replace(plain, ttft_ms=Percentiles.from_json(data.get("ttft_ms")),
+                                   e2e_ms=Percentiles.from_json(data.get("e2e_ms")))
+
+
+@dataclass(frozen=True)
+class DriftSeries:
+    state: str = "calibrating"
+    z: float | None = None
+    runs: int = 0
+
+
+@dataclass(frozen=True)
+class Drift:
+    series: Mapping[str, DriftSeries] = field(default_factory=dict)
+    drifting: tuple[str, ...] = ()
+    runs: int = 0
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> Drift | None:
+        if not data:
+            return None
+        return cls(series={k: _flat(DriftSeries, v) for k, v in (data.get("series") or {}).items()},
+                   drifting=tuple(data.get("drifting") or ()), runs=int(data.get("runs") or 0))
+
+    @property
+    def past_calibration(self) -> bool:
+        return any(s.state != "calibrating" for s in self.series.values())
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The fields code reads; ``data`` is the whole stored block the verdict page lays out."""
+
+    label: str = ""
+    sentence: str = ""
+    statistic: float | None = None
+    noise_floor: float | None = None
+    p_value: float | None = None
+    min_detectable_effect: float | None = None
+    alpha: float = 0.05
+    data: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> Verdict | None:
+        if not data:
+            return None
+        plain = _flat(cls, {k: v for k, v in data.items() if k != "data"})
+        return dataclasses.replace(plain, data=dict(data))
+
+    def mmd(self, comparison: str) -> Mapping[str, Any]:
+        """The stored MMD block of "fast_vs_base", "base_vs_base" or "fast_vs_fast" ({} if
+        absent)."""
+        return (self.data.get("mmd") or {}).get(comparison) or {}
+
+    @property
+    def n_per_tier(self) -> int:
+        """The smaller tier's sample count behind the fast-vs-base test."""
+        return min(self.mmd("fast_vs_base").get("n_per_tier") or [0])
+
+    @property
+    def t0(self) -> Mapping[str, Any] | None:
+        return self.data.get("t0")
+
+    @property
+    def capability(self) -> Mapping[str, Any] | None:
+        return self.data.get("capability")
+
+    @property
+    def conclusive(self) -> bool:
+        return self.label != "inconclusive"
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    min_n: int = MIN_N
+    tiers: Mapping[str, TierStats] = field(default_factory=dict)
+    similarity: Mapping[str, Similarity | None] = field(default_factory=dict)
+    speedup: SpeedUp = field(default_factory=SpeedUp)
+    by_scenario: Mapping[str, ScenarioStats] = field(default_factory=dict)
+    skipped: tuple[SkippedCase, ...] = ()
+    load: Mapping[str, Mapping[str, LoadLevel]] | None = None
+    verdict: Verdict | None = None
+    drift: Drift | None = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> RunSummary:
+        data = data or {}
+        return cls(
+            min_n=int(data.get("min_n") or MIN_N),
+            tiers={t: TierStats.from_json(v) for t, v in (data.get("tiers") or {}).items()},
+            similarity={k: Similarity.from_json(v)
+                        for k, v in (data.get("similarity") or {}).items()},
+            speedup=SpeedUp.from_json(data.get("speedup")),
+            by_scenario={k: ScenarioStats.from_json(v)
+                         for k, v in (data.get("by_scenario") or {}).items()},
+            skipped=tuple(_flat(SkippedCase, s) for s in data.get("skipped") or ()),
+            load={level: {t: LoadLevel.from_json(b) for t, b in tiers.items()}
+                  for level, tiers in data["load"].items()} if data.get("load") else None,
+            verdict=Verdict.from_json(data.get("verdict")),
+            drift=Drift.from_json(data.get("drift")),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored shape; blocks never written stay absent."""
+        out: dict[str, Any] = {}
+        if self.tiers:
+            out["min_n"] = self.min_n
+            out["tiers"] = {t: _plain(v) for t, v in self.tiers.items()}
+            out["similarity"] = {k: _plain(v) if v else None
+                                 for k, v in self.similarity.items()}
+            out["speedup"] = _plain(self.speedup)
+            out["by_scenario"] = {k: _plain(v) for k, v in self.by_scenario.items()}
+        if self.skipped:
+            out["skipped"] = [_plain(s) for s in self.skipped]
+        if self.load is not None:
+            out["load"] = {lv: {t: _plain(b) for t, b in tiers.items()}
+                           for lv, tiers in self.load.items()}
+        if self.verdict is not None:
+            out["verdict"] = dict(self.verdict.data)
+        if self.drift is not None:
+            out["drift"] = {"series": {k: _plain(v)
+                                       for k, v in self.drift.series.items()},
+                            "drifting": list(self.drift.drifting), "runs": self.drift.runs}
+        return out
+
+    def replace(self, **blocks: Any) -> RunSummary:
+        """A copy with the named blocks replaced; a mapping value is read as stored JSON."""
+        parsed = RunSummary.from_json({**self.to_json(), **{
+            k: v for k, v in blocks.items() if not dataclasses.is_dataclass(v)}})
+        typed = {k: v for k, v in blocks.items() if dataclasses.is_dataclass(v)}
+        return dataclasses.replace(parsed, **typed) if typed else parsed
+
+    def tier(self, name: str) -> TierStats:
+        """A tier's block (empty when the run has none)."""
+        return self.tiers.get(name) or TierStats()
+
+    def similar(self, comparison: str = "fast_vs_base") -> Similarity | None:
+        return self.similarity.get(comparison)
+
+    @property
+    def has_tiers(self) -> bool:
+        return bool(self.tiers)

@@ -1,0 +1,66 @@
+"""What happens to a run, in order: measure → summarise → done → verdict and drift → alerts →
+notify. The Celery task calls this; so do the ``probe`` command and the tests.
+
+Measuring and summarising either succeed or mark the run failed with the reason. The judging
+steps after "done" read the finished run and never fail it: a verdict that cannot be computed
+is stored as its error, a drift snapshot that fails is logged. Alerts are evaluated only on a
+done run; ``notify`` (the task passes ``notify_task.delay``) sends each alert opened or
+resolved now.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from monitor.models import Run, RunKind, RunStatus
+from monitor.services import alerts, drift, heartbeat, runs, verdict
+
+log = logging.getLogger(__name__)
+
+
+def execute_run(
+    *, run_id: int, cases_limit: int | None = None, notify: Callable[[int], Any] | None = None
+) -> Run | None:
+    """Execute a queued run (or take over an abandoned one); a run another worker owns (a
+    redelivered task) is left alone and returned as it is, ``None`` when it no longer exists."""
+    attempt = runs.claim_run(run_id)
+    if attempt is None:
+        log.info("run %s is not queued (or gone, or alive elsewhere); skipping", run_id)
+        return Run.objects.filter(id=run_id).first()
+    try:
+        runs.measure(run_id=run_id, cases_limit=cases_limit)
+        runs.summarise_run(run_id=run_id)
+    except heartbeat.RunLost as exc:  # reaped or taken over: the run is no longer ours
+        log.warning("%s; stopping", exc)
+        return Run.objects.get(id=run_id)
+    except Exception as exc:  # the run is marked failed with its reason; samples stay
+        log.exception("run %s failed", run_id)
+        runs.mark_failed(run_id=run_id, exc=exc, attempt=attempt)
+        return Run.objects.get(id=run_id)
+    runs.mark_done(run_id=run_id, attempt=attempt)
+    if Run.objects.filter(id=run_id).values_list("status", flat=True).first() != RunStatus.DONE:
+        return Run.objects.get(id=run_id)  # lost between its last beat and the end
+    judge(run_id=run_id)
+    for alert in alerts.evaluate_after_run(run_id=run_id):
+        if notify is not None:
+            notify(alert.id)
+    return Run.objects.get(id=run_id)
+
+
+def judge(*, run_id: int) -> None:
+    """The verdict of an audit and the drift snapshot of any run, both kept in its summary."""
+    run = Run.objects.select_related("pair").get(id=run_id)
+    if run.kind == RunKind.AUDIT:
+        try:
+            verdict.compute_verdict(run_id=run_id)
+        except Exception as exc:  # the samples and summary stand; the page shows the error
+            log.exception("verdict of run %s failed", run_id)
+            Run.objects.filter(id=run_id).update(
+                verdict=f"verdict not computed ({type(exc).__name__}: {exc})"
+            )
+    try:
+        drift.store_snapshot(run=run)
+    except Exception:  # drift is a view over past runs; it must not fail this one
+        log.exception("drift snapshot of run %s failed", run_id)

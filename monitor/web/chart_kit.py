@@ -1,0 +1,78 @@
+"""The chart kit every page's charts share: one look, colours, and figures as safe JSON.
+
+Figures are built server-side with plotly; the browser only draws: each figure travels as JSON
+inside ``<script type="application/json">`` and ``static/js/charts.js`` hands it to the
+plotly.js served from ``static/`` (no CDN).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import plotly.graph_objects as go
+
+from monitor.models import Run
+
+TIERS = ("base", "fast")
+# Okabe–Ito colours: distinguishable with the common colour-vision deficiencies.
+TIER_COLOURS = {"base": "#0072B2", "fast": "#D55E00"}
+TIER_BANDS = {"base": "rgba(0,114,178,0.15)", "fast": "rgba(213,94,0,0.15)"}
+SIM_COLOURS = {"fast_vs_base": "#CC79A7", "base_vs_base": "#009E73"}
+HEIGHT_PX = 380
+
+# What a <script> element must not contain verbatim (the escapes of Django's json_script).
+_SCRIPT_ESCAPES = {ord(">"): "\\u003E", ord("<"): "\\u003C", ord("&"): "\\u0026"}
+
+
+@dataclass(frozen=True)
+class Chart:
+    """One figure for a template: a DOM id, its title (for tests and text) and its JSON."""
+
+    id: str
+    title: str
+    json: str
+
+
+def charts_of(figures: list[tuple[str, str, go.Figure]]) -> list[Chart]:
+    """(DOM id, title, figure) triples as template-ready charts."""
+    return [Chart(id=cid, title=title, json=figure_json(fig)) for cid, title, fig in figures]
+
+
+def figure_json(fig: go.Figure) -> str:
+    """The figure as JSON that is safe verbatim inside ``<script type="application/json">``."""
+    return fig.to_json().translate(_SCRIPT_ESCAPES)
+
+
+def run_time(run: Run) -> str:
+    when = run.finished_at or run.started_at or run.created_at
+    return when.isoformat()
+
+
+def n_range(ns: list[int]) -> str:
+    if not ns:
+        return "no runs"
+    lo, hi = min(ns), max(ns)
+    return f"n = {lo}" if lo == hi else f"n = {lo}–{hi}"
+
+
+def titled_layout(
+    fig: go.Figure, *, title: str, subtitle: str, x_title: str, y_title: str,
+    height: int = HEIGHT_PX, top: int = 70, yaxis: dict[str, Any] | None = None, **extra: Any,
+) -> None:
+    """The one look of every chart: title with a subtitle (n, method), axis titles with units,
+    legend at the right (below the plot it collides with the axis title on narrow charts)."""
+    fig.update_layout(
+        title={"text": f"{title}<br><sup>{subtitle}</sup>", "x": 0.01, "xanchor": "left"},
+        height=height,
+        margin={"l": 70, "r": 20, "t": top, "b": 60},
+        legend={"orientation": "v", "x": 1.02, "xanchor": "left", "y": 1, "yanchor": "top",
+                "traceorder": "grouped"},
+        template="plotly_white",
+        font={"family": "system-ui, sans-serif", "size": 13},
+        xaxis={"title": {"text": x_title}},
+        yaxis={"title": {"text": y_title}, **(yaxis or {})},
+        **extra,
+    )  # fmt: skip
+
+

@@ -1,0 +1,47 @@
+"""The pair page: its runs, trend charts over its comparable runs, open alerts, and the button
+that queues a probe run now."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from monitor import selectors
+from monitor.tasks import enqueue_run
+from monitor.web.htmx import render_page, wants_fragment
+from monitor.web.pair_charts import pair_charts
+
+
+def _pair_context(pair, **extra: Any) -> dict[str, Any]:
+    runs = selectors.pair_runs(pair)
+    return {
+        "pair": pair,
+        "simulated": pair.simulated,
+        "runs": runs,
+        "charts": pair_charts(selectors.pair_trend_runs(pair), simulated=pair.simulated),
+        "alerts": selectors.open_alerts(pair),
+        "polling": selectors.has_active_run(runs),
+        **extra,
+    }
+
+
+@login_required
+@require_GET
+def pair_detail(request: HttpRequest, name: str) -> HttpResponse:
+    pair = selectors.get_pair_for_user(request.user, name)
+    return render_page(request, "monitor/pair.html", "charts", _pair_context(pair))
+
+
+@login_required
+@require_POST
+def run_probe(request: HttpRequest, name: str) -> HttpResponse:
+    """Queue a manual probe run of the pair; htmx gets the refreshed live part of the page."""
+    pair = selectors.get_pair_for_user(request.user, name)
+    run = enqueue_run(pair=pair)
+    if not wants_fragment(request):
+        return redirect("monitor:run", run_id=run.pk)
+    return render(request, "monitor/pair.html#charts", _pair_context(pair, queued=run))

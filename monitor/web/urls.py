@@ -1,0 +1,37 @@
+"""Every page's URL, in four namespaces: ``monitor:`` (overview, pair, run, sample, metrics),
+``speed:``, ``verdict:`` and ``reports:`` (the report archive); included at the site root by
+``monitor.urls``."""
+
+from django.urls import include, path
+
+from monitor.web import metrics, overview, pair, reports, run, speed, verdict
+
+pages = [
+    path("", overview.overview, name="overview"),
+    path("pairs/<slug:name>/", pair.pair_detail, name="pair"),
+    path("pairs/<slug:name>/probe/", pair.run_probe, name="run_probe"),
+    path("runs/<int:run_id>/", run.run_detail, name="run"),
+    path("samples/<int:sample_id>/", run.sample_detail, name="sample"),
+    path("metrics/", metrics.metrics, name="metrics"),
+    path("docs/benchmarks/", metrics.benchmarks_doc, name="benchmarks"),
+]
+speed_pages = [
+    path("pairs/<slug:name>/speed/", speed.speed_page, name="page"),
+]
+verdict_pages = [
+    path("pairs/<slug:name>/verdict/", verdict.verdict_page, name="page"),
+    path("pairs/<slug:name>/verdict/audit/", verdict.run_audit, name="run_audit"),
+    path("runs/<int:run_id>/diff/<slug:case_key>/", verdict.diff_view, name="diff"),
+]
+
+report_pages = [
+    path("reports/", reports.report_list, name="list"),
+    path("reports/<int:report_id>/download/", reports.report_download, name="download"),
+]
+
+urlpatterns = [
+    path("", include((pages, "monitor"))),
+    path("", include((verdict_pages, "verdict"))),
+    path("", include((speed_pages, "speed"))),
+    path("", include((report_pages, "reports"))),
+]

@@ -1,0 +1,105 @@
+"""Builders for test rows: endpoints, a pair with its suite, runs with typed summaries, samples,
+and one ``free_port``. Summaries are built from ``monitor.run_summary``'s dataclasses, so a test
+summary has the stored shape by construction."""
+
+from __future__ import annotations
+
+import socket
+from datetime import timedelta
+from typing import Any
+
+from django.utils import timezone
+
+from monitor.models import Case, Endpoint, Pair, Run, Sample, Suite
+from monitor.run_summary import (
+    Percentiles,
+    RunSummary,
+    ScenarioStats,
+    Similarity,
+    SpeedUp,
+    TierStats,
+)
+
+LOCAL_URL = "http://127.0.0.1:9/v1"  # nothing listens: rows only, never a request
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (aiosmtpd cannot start on port 0, so pick one first)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def endpoint(name: str, *, url: str = LOCAL_URL, model: str | None = None,
+             simulated: bool = True, **fields: Any) -> Endpoint:
+    return Endpoint.objects.create(name=name, base_url=url, model=model or name,
+                                   simulated=simulated, **fields)
+
+
+def suite(name: str = "smoke", cases: dict[str, list[dict[str, str]]] | None = None) -> Suite:
+    """A suite with the given cases (key → messages); one "hello" case by default."""
+    row = Suite.objects.create(name=name)
+    for key, messages in (cases or {"hello": [{"role": "user", "content": "hi"}]}).items():
+        Case.objects.create(suite=row, key=key, messages=messages)
+    return row
+
+
+def pair(name: str = "demo", *, url: str = LOCAL_URL, fast: str = "demo-fast",
+         base: str = "demo-base", suite_row: Suite | None = None, simulated: bool = True,
+         **fields: Any) -> Pair:
+    return Pair.objects.create(
+        name=name, fast=endpoint(fast, url=url, simulated=simulated),
+        base=endpoint(base, url=url, simulated=simulated), suite=suite_row or suite(), **fields,
+    )
+
+
+def stat(n: int, p50: float | None = None, p95: float | None = None) -> Percentiles:
+    """Percentiles as the summariser stores them: none below the minimum n of 5."""
+    if n < 5:
+        return Percentiles(n=n, too_small=True)
+    return Percentiles(n=n, too_small=False, p50=p50, p90=p95, p95=p95, p99=p95)
+
+
+def tier(n: int = 20, *, ttft: tuple[float, float] = (300.0, 300.0),
+         e2e: tuple[float, float] = (900.0, 900.0), **fields: Any) -> TierStats:
+    """One tier's block with every success counted; override any field."""
+    return TierStats(**{"n": n, "n_ok": n, "availability": 1.0, "ttft_ms": stat(n, *ttft),
+                        "e2e_ms": stat(n, *e2e), "tpot_ms": stat(n, 12.5, 20.0), **fields})
+
+
+def summary(*, fast: TierStats | None = None, base: TierStats | None = None,
+            similarity: Similarity | float | None = None,
+            noise_floor: Similarity | float | None = None, n_sim: int = 20,
+            speedup: SpeedUp | None = None, by_scenario: dict[str, ScenarioStats] | None = None,
+            **blocks: Any) -> dict[str, Any]:
+    """A run summary as stored JSON; ``similarity``/``noise_floor`` are fast-vs-base and
+    base-vs-base (a bare number is the mean Indel ratio over ``n_sim`` pairs)."""
+    sims = {}
+    for key, sim in (("fast_vs_base", similarity), ("base_vs_base", noise_floor)):
+        if sim is not None:
+            sims[key] = sim if isinstance(sim, Similarity) else Similarity(n_sim, sim)
+    typed = RunSummary(min_n=5, tiers={"fast": fast or tier(), "base": base or tier()},
+                       similarity=sims, speedup=speedup or SpeedUp(),
+                       by_scenario=by_scenario or {})
+    return typed.replace(**blocks).to_json() if blocks else typed.to_json()
+
+
+def run(pair_row: Pair, *, status: str = "done", minutes_ago: float | None = None,
+        **fields: Any) -> Run:
+    """A run row of the pair; ``minutes_ago`` sets its creation and finish times."""
+    row = Run.objects.create(pair=pair_row, suite=pair_row.suite, status=status, **fields)
+    if minutes_ago is not None:
+        when = timezone.now() - timedelta(minutes=minutes_ago)
+        Run.objects.filter(pk=row.pk).update(created_at=when, finished_at=when)
+        row.refresh_from_db()
+    return row
+
+
+def sample(run_row: Run, case: Case, tier_name: str, *, text: str = "", ok: bool = True,
+           repetition: int = 0, batch: int = 0, seq: int = 0, **fields: Any) -> Sample:
+    pair_row = run_row.pair
+    return Sample.objects.create(
+        run=run_row, case=case, endpoint=pair_row.fast if tier_name == "fast" else pair_row.base,
+        tier=tier_name, text=text, ok=ok, repetition=repetition, batch=batch, seq=seq,
+        started_at=fields.pop("started_at", timezone.now()), **fields,
+    )
