@@ -168,7 +168,9 @@ def window_report(pair: Pair, limit: int = WINDOW_RUNS) -> WindowReport:
                 error_class=detail.get("error_class"))
         by_case_run[(r["case__key"], r["run_id"])][tier] = ok
         if tier == "fast" and not ok:
-            err_of[(r["case__key"], r["run_id"])] = detail.get("error_class") or "failed"
+            err_of[(r["case__key"], r["run_id"])] = detail.get("error_class") or {
+                "unit_tests": "tests_failed", "constraints": "constraint_broken",
+            }.get(detail.get("kind"), "failed")
     losing = []
     for key, c in counts.items():
         if c.n_fast and c.n_base and c.pass_fast / c.n_fast < c.pass_base / c.n_base:

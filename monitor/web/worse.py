@@ -75,14 +75,12 @@ def worse_context(pair) -> dict[str, Any]:
         "benchmarks": [(b, rate_cell(t["fast"]), rate_cell(t["base"]))
                        for b, t in report.benchmarks.items()],
         "tools": tools,
+        "decision": {"f1": pct(tools.decision_f1, 1), "precision": pct(tools.decision_precision, 1),
+                     "recall": pct(tools.decision_recall, 1)} if tools else None,
         "tool_rows": [
-            ("tool-call decision F1 (fast against base)", pct(tools.decision_f1, 1), ""),
-            ("decision precision / recall", pct(tools.decision_precision, 1),
-             pct(tools.decision_recall, 1)),
-            ("correct calls (fast / base)", pct(tools.accuracy_fast, 1),
-             pct(tools.accuracy_base, 1)),
-            ("schema accuracy (fast / base)", rate_cell(report.schema_valid["fast"]),
-             rate_cell(report.schema_valid["base"])),
+            ("correct calls", pct(tools.accuracy_fast, 1), pct(tools.accuracy_base, 1)),
+            ("schema accuracy: calls whose arguments validate",
+             rate_cell(report.schema_valid["fast"]), rate_cell(report.schema_valid["base"])),
         ] if tools else [],
         "errors": [(cls, report.errors["fast"].get(cls, 0), report.errors["base"].get(cls, 0))
                    for cls in sorted(set(report.errors["fast"]) | set(report.errors["base"]))],

@@ -16,6 +16,8 @@ from monitor.web.chart_kit import TIER_COLOURS, Chart, charts_of, titled_layout
 DIFF, DETECTABLE = "#D55E00", "#555555"
 ROW_PX = 34
 LEFT_PX = 240  # room for category names such as "long_tail/multi_step_debugging"
+# below the plot: at the right the legend squeezes a half-width chart's plot area
+LEGEND_BELOW = {"orientation": "h", "x": 0, "xanchor": "left", "y": -0.32, "yanchor": "top"}
 
 
 def _height(rows: int) -> int:
@@ -41,10 +43,10 @@ def pass_rate_figure(report: WindowReport) -> go.Figure:
     titled_layout(fig, title="Pass rate per category and tier",
                   subtitle=f"{n} checked answers over {report.runs} runs · bars: Wilson 95% "
                            "interval", x_title="answers that pass their check (%)",
-                  y_title="category", height=_height(2 * len(cats)), top=90, barmode="group",
+                  y_title="category", height=_height(2 * len(cats)) + 40, top=90, barmode="group",
                   yaxis={"autorange": "reversed"})
     fig.update_xaxes(range=[0, 105])
-    fig.update_layout(margin={"l": LEFT_PX})
+    fig.update_layout(margin={"l": LEFT_PX, "b": 110}, legend=LEGEND_BELOW)
     return fig
 
 
@@ -54,7 +56,7 @@ def difference_figure(report: WindowReport) -> go.Figure:
     fig = go.Figure()
     fig.add_trace(go.Bar(
         y=cats, x=[r.diff_points for r in rows], orientation="h",
-        name="fast − base (mean per-case difference)", marker={"color": DIFF},
+        name="fast − base", marker={"color": DIFF},
         customdata=[[r.n_cases, "—" if r.p_adjusted is None else f"{r.p_adjusted:.3g}"]
                     for r in rows],
         hovertemplate="%{y}: %{x:+.1f} points over %{customdata[0]} paired cases, "
@@ -72,10 +74,13 @@ def difference_figure(report: WindowReport) -> go.Figure:
                   subtitle=f"{n} paired cases over {report.runs} runs · stratified permutation "
                            "test, Holm across categories",
                   x_title="difference (percentage points; below 0: fast is worse)",
-                  y_title="category", height=_height(len(cats)), top=90,
+                  y_title="category", height=_height(2 * len(cats)) + 40, top=90,
                   yaxis={"autorange": "reversed"})
-    fig.update_xaxes(zeroline=True, zerolinewidth=2, zerolinecolor="#333333")
-    fig.update_layout(margin={"l": LEFT_PX})
+    lows = [v for r in rows for v in (r.diff_points, -(r.mde_points or 0))]
+    highs = [r.diff_points for r in rows]
+    fig.update_xaxes(zeroline=True, zerolinewidth=2, zerolinecolor="#333333",
+                     range=[min(lows, default=-10) - 8, max(max(highs, default=0), 0) + 8])
+    fig.update_layout(margin={"l": LEFT_PX, "b": 110}, legend=LEGEND_BELOW)
     return fig
 
 
