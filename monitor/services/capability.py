@@ -131,10 +131,17 @@ class WindowReport:
         return not self.rates
 
 
+_DETAIL_KEYS = ("kind", "category", "error_class", "called", "n_calls", "n_schema_valid")
+
+
 def _outcomes(runs: list[Run]) -> list[dict[str, Any]]:
-    return list(Sample.objects.filter(run__in=runs, tests_passed__isnull=False, batch=0)
-                .values("run_id", "case__key", "case__category", "tier", "repetition",
-                        "tests_passed", "tests_detail").order_by("run_id", "seq"))
+    """The outcome rows, with only the detail keys the report reads (the detail's outputs and
+    tool calls stay in the database: a 30-run window holds tens of thousands of samples)."""
+    rows = Sample.objects.filter(run__in=runs, tests_passed__isnull=False, batch=0).values(
+        "run_id", "case__key", "case__category", "tier", "repetition", "tests_passed",
+        *(f"tests_detail__{k}" for k in _DETAIL_KEYS)).order_by("run_id", "seq")
+    return [{**r, "tests_detail": {k: r[f"tests_detail__{k}"] for k in _DETAIL_KEYS}}
+            for r in rows]
 
 
 def window_report(pair: Pair, limit: int = WINDOW_RUNS) -> WindowReport:
