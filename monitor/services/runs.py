@@ -29,7 +29,7 @@ from evals.suites import context_needed, fill_nonce, prompt_estimate
 from monitor.models import Case, Endpoint, Pair, Run, RunKind, RunStatus, RunTrigger, Sample
 from monitor.ratelimit import RunGate
 from monitor.run_summary import RunSummary
-from monitor.services import heartbeat
+from monitor.services import budget, capability, heartbeat
 from monitor.services.suites import audit_suite
 from monitor.services.summary import summarise_samples
 
@@ -88,11 +88,16 @@ def split_by_context(
 
 def select_cases(run: Run, limit: int | None) -> list[Case]:
     """The run's cases: those that fit both endpoints' context windows (the others are kept in
-    the summary's ``skipped`` block, shown on the speed page), sampled down to ``limit``."""
+    the summary's ``skipped`` block, shown on the speed page), sampled down to ``limit``; with
+    a daily budget, the cases it affords (``monitor.services.budget``)."""
     pair = run.pair
     cases, skipped = split_by_context(run.suite.cases.order_by("key"), [pair.fast, pair.base])
     if skipped:
         Run.objects.merge_summary(run.id, skipped=skipped)
+    if run.kind == RunKind.PROBE and pair.daily_budget_usd is not None:
+        cases, block = budget.take_cases(run, cases, limit)  # rotating, stratified, capped
+        Run.objects.merge_summary(run.id, budget=block)
+        return cases
     if limit and limit < len(cases):
         cases = sorted(random.Random(run.seed).sample(cases, limit), key=lambda c: c.key)
     return cases
@@ -166,6 +171,8 @@ def _execute(run: Run, cases: dict[str, Case], plan: list[PlannedRequest]) -> No
             max_tokens=case.max_tokens,
             temperature=run.temperature,
             seed=None if run.temperature > 0 else 0,
+            tools=case.tools or [],
+            response_format=case.response_format,
         )
 
     stop = threading.Event()  # the consumer gave up: the request loop must not go on unread
@@ -270,6 +277,8 @@ def task_check(*, case: Case, record: TimingRecord) -> tuple[bool | None, dict |
     generated code against the case's unit tests, inside the sandbox, or the text against the
     case's stacked constraints. ``(None, None)`` for a case with neither; a failed request
     fails the check."""
+    if capability.is_benchmark(case):  # tool calls, formats, benchmark categories
+        return capability.check(case, record)
     if not (case.unit_tests or case.constraints):
         return None, None
     if not record.ok:

@@ -20,6 +20,9 @@ def case_fields(spec: CaseSpec) -> dict:
         "unit_tests": spec.unit_tests,
         "entry_point": spec.entry_point,
         "constraints": spec.constraints,
+        "tools": spec.tools,
+        "tool_answers": spec.tool_answers,
+        "response_format": spec.response_format,
     }
 
 

@@ -11,14 +11,18 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from monitor import selectors
+from monitor.services import budget
 from monitor.tasks import enqueue_run
 from monitor.web.htmx import render_page, wants_fragment
 from monitor.web.maintenance import WindowForm
 from monitor.web.pair_charts import pair_charts
+from monitor.web.worse import usd
 
 
 def _pair_context(pair, **extra: Any) -> dict[str, Any]:
     runs = selectors.pair_runs(pair)
+    for run, cost in zip(runs, budget.runs_costs(pair, runs).values(), strict=True):
+        run.cost = usd(cost)
     return {
         "pair": pair,
         "simulated": pair.simulated,

@@ -11,8 +11,10 @@ from django.views.decorators.http import require_GET
 
 from monitor import selectors
 from monitor.run_summary import RunSummary, Similarity, TierStats
+from monitor.services import budget
 from monitor.web.cells import NO_DATA, Cell, fraction, number, percentile, similarity, speedup
 from monitor.web.htmx import render_page
+from monitor.web.worse import usd
 
 TIERS = ("fast", "base")
 PERCENTILES = ("p50", "p95")
@@ -104,6 +106,8 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         if summary.has_tiers else {},
         "polling": run.active,
         "tiers": TIERS,
+        "cost": {k: usd(v) for k, v in budget.run_cost(run).items()},
+        "budget": summary.budget,
     }
     return render_page(request, "monitor/run.html", "live", context)
 

@@ -1,6 +1,6 @@
-"""Every page's URL, in four namespaces: ``monitor:`` (overview, pair, timeline, alert actions,
-maintenance form, audit log, run, sample, metrics),
-``speed:``, ``verdict:`` and ``reports:`` (the report archive); included at the site root by
+"""Every page's URL, in five namespaces: ``monitor:`` (overview, pair, timeline, alert actions,
+maintenance form, audit log, run, sample, metrics), ``speed:``, ``verdict:``, ``worse:``
+(capability) and ``reports:`` (the report archive); included at the site root by
 ``monitor.urls``."""
 
 from django.urls import include, path
@@ -16,6 +16,7 @@ from monitor.web import (
     speed,
     timeline,
     verdict,
+    worse,
 )
 
 pages = [
@@ -40,6 +41,12 @@ verdict_pages = [
     path("runs/<int:run_id>/diff/<slug:case_key>/", verdict.diff_view, name="diff"),
 ]
 
+worse_pages = [
+    path("pairs/<slug:name>/worse/", worse.worse_page, name="page"),
+    # benchmark case keys hold "/" (humaneval/0, bfcl/simple_python_3): a path, not a slug
+    path("runs/<int:run_id>/case-diff/<path:case_key>", verdict.diff_view, name="diff"),
+]
+
 report_pages = [
     path("reports/", reports.report_list, name="list"),
     path("reports/<int:report_id>/download/", reports.report_download, name="download"),
@@ -49,5 +56,6 @@ urlpatterns = [
     path("", include((pages, "monitor"))),
     path("", include((verdict_pages, "verdict"))),
     path("", include((speed_pages, "speed"))),
+    path("", include((worse_pages, "worse"))),
     path("", include((report_pages, "reports"))),
 ]

@@ -1,0 +1,154 @@
+"""Capability through the product: one full probe of the ``capability`` suite, its cost, and
+the "Is it worse?" page over a full window.
+
+1. The ``capability`` suite (every benchmark case: HumanEval, BFCL simple/irrelevance/multiple/
+   parallel, instructions, structured, long-tail) is synced into a fresh SQLite database, and
+   one probe of a SIMULATED pair (``demo-distilled`` as fast, ``demo-base`` as base, the
+   vendor in-process with no delays) goes through ``monitor.services.pipeline.execute_run``:
+   requests, storage, per-sample scoring (unit tests in the sandbox), summary. Reported: wall
+   time, samples, cost at the example prices below.
+2. The window: the probe's samples are copied into ``WINDOW_RUNS`` − 1 more done runs, and
+   ``window_report`` plus the whole page (``/pairs/NAME/worse/`` through Django's test client)
+   are timed over the full window.
+3. A budgeted day: with ``--budget`` USD a day, how many cases a probe takes (the upper-bound
+   rule of ``monitor.services.budget``) and what it then costs.
+
+Run: ``.venv/bin/python benchmarks/capability_product.py --write-docs`` (a few minutes on 2
+cores; needs the HumanEval and BFCL wheels in the cache).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+TMP = Path(tempfile.mkdtemp(prefix="tierwatch-capability-bench-"))
+os.environ["DATABASE_URL"] = f"sqlite:///{TMP / 'bench.sqlite3'}"
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "monitor.settings")
+os.environ.setdefault("TIERWATCH_ALLOWED_HOSTS", "testserver")
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.contrib.auth import get_user_model  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+from django.test import Client  # noqa: E402
+
+from benchmarks.docs_section import write_section  # noqa: E402
+from evals.sandbox import isolation  # noqa: E402
+from evals.vendors.simulated import serve_in_thread  # noqa: E402
+from monitor.models import Endpoint, Pair, Run, Sample  # noqa: E402
+from monitor.services import budget, capability  # noqa: E402
+from monitor.services.pipeline import execute_run  # noqa: E402
+from monitor.services.runs import create_run  # noqa: E402
+from monitor.services.suite_import import sync_benchmark_suite  # noqa: E402
+
+SECTION = "## Capability through the product (probe, cost, page)"
+PRICES = {"fast": (0.5, 2.0), "base": (3.0, 15.0)}  # USD per million tokens: input, output
+
+
+def full_probe(url: str) -> tuple[Pair, Run, float]:
+    suite = sync_benchmark_suite(name="capability")
+    eps = {tier: Endpoint.objects.create(
+        name=f"sim-{tier}", base_url=url, model=model, simulated=True, max_concurrency=8,
+        price_input_per_mtok=PRICES[tier][0], price_output_per_mtok=PRICES[tier][1])
+        for tier, model in (("fast", "demo-distilled"), ("base", "demo-base"))}
+    pair = Pair.objects.create(name="sim", fast=eps["fast"], base=eps["base"], suite=suite)
+    t0 = time.perf_counter()
+    run = execute_run(run_id=create_run(pair=pair).id)
+    return pair, run, time.perf_counter() - t0
+
+
+def fill_window(pair: Pair, run: Run) -> int:
+    samples = list(Sample.objects.filter(run=run))
+    for _ in range(capability.WINDOW_RUNS - 1):
+        copy = Run.objects.create(pair=pair, suite=run.suite, status="done",
+                                  summary=run.summary)
+        for s in samples:
+            s.pk, s.run = None, copy
+        Sample.objects.bulk_create(samples, batch_size=2000)
+    return Sample.objects.filter(run__pair=pair).count()
+
+
+def timed(fn, repeat: int = 3) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--budget", type=float, default=0.05, help="USD per day")
+    parser.add_argument("--write-docs", action="store_true")
+    args = parser.parse_args()
+    call_command("migrate", verbosity=0)
+    user = get_user_model().objects.create_superuser("bench", password="bench-pw-123")
+    with serve_in_thread(time_scale=0.0) as url:
+        pair, run, wall = full_probe(url)
+        n_cases = run.suite.cases.count()
+        n_samples = run.samples.count()
+        print(f"probe: {n_samples} samples in {wall:.0f} s", flush=True)
+        cost = budget.run_cost(run)
+        cost_report = timed(lambda: capability.window_report(pair), 1)
+        n_window = fill_window(pair, run)
+        report_s = timed(lambda: capability.window_report(pair))
+        client = Client()
+        client.force_login(user)
+        page_s = timed(lambda: client.get(f"/pairs/{pair.name}/worse/"))
+        report = capability.window_report(pair)
+        Pair.objects.filter(pk=pair.pk).update(daily_budget_usd=args.budget)
+        Run.objects.filter(pair=pair).delete()
+        pair.refresh_from_db()
+        limited = execute_run(run_id=create_run(pair=pair).id)
+    block = limited.summary_obj.budget
+    lost = sum(1 for r in report.results if r.p_adjusted is not None and r.p_adjusted < 0.05
+               and (r.diff_points or 0) < 0)
+    lines = [
+        SECTION, "",
+        f"Measured {time.strftime('%Y-%m-%d')} on {platform.machine()} ({os.cpu_count()} cores "
+        f"shared with other work, load average {os.getloadavg()[0]:.1f}), Python "
+        f"{platform.python_version()}, SQLite, sandbox `{isolation()}`. Command: "
+        "`.venv/bin/python benchmarks/capability_product.py --write-docs`. The pair is "
+        "SIMULATED (`demo-distilled` vs `demo-base`, no delays), so the times are tierwatch's "
+        "own work: requests through the client, storage, scoring, summary.", "",
+        "| measure | value |", "| --- | --- |",
+        f"| one full probe of `capability` ({n_cases} cases × 2 tiers = {n_samples} samples) "
+        f"| {wall:.0f} s ({n_samples / wall:.1f} samples/s, unit tests in the sandbox) |",
+        f"| its cost at fast ${PRICES['fast'][0]}/${PRICES['fast'][1]}, base "
+        f"${PRICES['base'][0]}/${PRICES['base'][1]} per M tokens in/out "
+        f"| ${cost['total']:.4f} (fast ${cost['fast']:.4f}, base ${cost['base']:.4f}) |",
+        f"| `window_report` after 1 run | {cost_report:.2f} s |",
+        f"| `window_report` over a full window ({capability.WINDOW_RUNS} runs, {n_window:,} "
+        f"samples) | {report_s:.2f} s (best of 3) |",
+        f"| the whole Is it worse? page over that window | {page_s:.2f} s (best of 3) |",
+        f"| categories with a detected loss (Holm p < 0.05) over that window | {lost} of "
+        f"{len(report.results)} |",
+        f"| a probe with a daily budget of ${args.budget:.2f} | {block.taken} of "
+        f"{block.available} cases, bound ${block.bound_usd:.4f}, cost "
+        f"${budget.run_cost(limited)['total']:.4f} |",
+        "",
+        "The copied window repeats one run's outcomes 30 times (the simulated tiers are "
+        "deterministic at temperature 0), so its detections say nothing about power; power "
+        "and time to detect at a budget are in \"Capability benchmarks\" above. The budget's "
+        "bound is an upper bound (every prompt at the full input price, every reply at "
+        "`max_tokens`), so the cost stays below it.", "",
+    ]
+    text = "\n".join(lines)
+    print(text)
+    if args.write_docs:
+        write_section(SECTION, text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,201 @@
+"""Capability in the product: each probe sample of a benchmark case scored when it is stored,
+and "is the fast tier worse?" read from the stored outcomes of a window of runs.
+
+Scoring (:func:`check`) uses the evals dispatcher :func:`evals.benchmarks.score.score` (tool
+call / structured output / unit tests in the sandbox / verifiable constraints) and stores the
+outcome in the sample's ``tests_passed`` and ``tests_detail`` (kind, category, error class such
+as ``invalid_json``, ``unknown_function``, ``schema_mismatch``, and the tool calls made).
+
+The window (:func:`window_report`): the last ``WINDOW_RUNS`` finished probes of the pair on its
+current suite version. Cases rotate through runs (a budget takes some per run), so each case
+has its own pass counts per tier; the paired test, Holm per category, the minimum detectable
+drop and the routing sentence are :mod:`evals.stats.capability_paired`'s.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from scipy.stats import binomtest
+
+from evals.benchmarks import score as scoring
+from evals.benchmarks.toolcheck import ToolMetrics, ToolVerdict, tool_metrics
+from evals.records import CaseSpec, TimingRecord
+from evals.stats.capability_paired import (
+    CaseCounts,
+    PairedResult,
+    accumulate,
+    compare,
+    routing_advice,
+)
+from monitor.models import Case, Pair, Run, RunKind, RunStatus, Sample
+
+WINDOW_RUNS = 30
+ALPHA = 0.05
+
+
+def is_benchmark(case: Case) -> bool:
+    """A capability case: it offers tools, asks for a format, or has a benchmark category
+    ("tool_calls/simple", "code/humaneval", "long_tail/rare_apis"…)."""
+    return case.tool_answers is not None or case.response_format is not None \
+        or "/" in case.category
+
+
+def spec_of(case: Case) -> CaseSpec:
+    return CaseSpec(
+        key=case.key, messages=case.messages, category=case.category, scenario=case.scenario,
+        max_tokens=case.max_tokens, difficulty=case.difficulty, unit_tests=case.unit_tests,
+        entry_point=case.entry_point, constraints=list(case.constraints or []),
+        tools=list(case.tools or []), tool_answers=case.tool_answers,
+        response_format=case.response_format,
+    )
+
+
+def check(case: Case, record: TimingRecord) -> tuple[bool | None, dict | None]:
+    """``(passed, detail)`` of one sample of a benchmark case; ``(None, None)`` when the case
+    carries nothing to check."""
+    try:
+        outcome = scoring.score(spec_of(case), record)
+    except ValueError:
+        return None, None
+    detail: dict[str, Any] = {"kind": outcome.kind, "category": case.category,
+                              "error_class": outcome.error_class,
+                              "tool_calls": list(record.tool_calls)}
+    verdict = outcome.detail
+    if outcome.kind == "tool_call":
+        detail.update(called=verdict.called, n_calls=verdict.n_calls,
+                      n_schema_valid=verdict.n_schema_valid, output=verdict.detail)
+    elif outcome.kind == "unit_tests":
+        detail.update(n_tests=verdict.n_tests, n_failed=verdict.n_failed,
+                      output=verdict.output[-2000:], isolation=verdict.isolation)
+    elif outcome.kind == "constraints":
+        detail.update(n_tests=len(verdict.strict), n_failed=verdict.strict.count(False),
+                      loose=verdict.prompt_loose)
+    elif outcome.kind == "structured":
+        detail.update(output=verdict.detail)
+    elif outcome.kind == "request_failed":
+        detail.update(output=record.error_class or "")
+    return outcome.passed, detail
+
+
+def window_runs(pair: Pair, limit: int = WINDOW_RUNS) -> list[Run]:
+    return list(Run.objects.filter(pair=pair, suite=pair.suite, kind=RunKind.PROBE,
+                                   status=RunStatus.DONE).order_by("-created_at")[:limit])
+
+
+@dataclass(frozen=True)
+class Rate:
+    passed: int
+    n: int
+    low: float | None  # Wilson 95% interval (scipy's binomtest)
+    high: float | None
+
+    @property
+    def rate(self) -> float | None:
+        return self.passed / self.n if self.n else None
+
+
+def rate(passed: int, n: int) -> Rate:
+    if not n:
+        return Rate(0, 0, None, None)
+    ci = binomtest(passed, n).proportion_ci(confidence_level=0.95, method="wilson")
+    return Rate(passed, n, ci.low, ci.high)
+
+
+@dataclass(frozen=True)
+class LosingCase:
+    key: str
+    category: str
+    fast: str  # "k/n"
+    base: str
+    run_id: int  # a run where fast failed and base passed (for the diff viewer)
+    error_class: str
+
+
+@dataclass
+class WindowReport:
+    runs: int
+    results: list[PairedResult]
+    advice: dict[str, str]
+    rates: dict[str, dict[str, Rate]]  # category -> tier -> pooled answers
+    benchmarks: dict[str, dict[str, Rate]]  # benchmark (category prefix) -> tier
+    tools: ToolMetrics | None
+    schema_valid: dict[str, Rate]  # tier -> tool calls whose arguments validate
+    errors: dict[str, Counter]  # tier -> error class counts
+    losing: list[LosingCase] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not self.rates
+
+
+_DETAIL_KEYS = ("kind", "category", "error_class", "called", "n_calls", "n_schema_valid")
+
+
+def _outcomes(runs: list[Run]) -> list[dict[str, Any]]:
+    """The outcome rows, with only the detail keys the report reads (the detail's outputs and
+    tool calls stay in the database: a 30-run window holds tens of thousands of samples)."""
+    rows = Sample.objects.filter(run__in=runs, tests_passed__isnull=False, batch=0).values(
+        "run_id", "case__key", "case__category", "tier", "repetition", "tests_passed",
+        *(f"tests_detail__{k}" for k in _DETAIL_KEYS)).order_by("run_id", "seq")
+    return [{**r, "tests_detail": {k: r[f"tests_detail__{k}"] for k in _DETAIL_KEYS}}
+            for r in rows]
+
+
+def window_report(pair: Pair, limit: int = WINDOW_RUNS) -> WindowReport:
+    runs = window_runs(pair, limit)
+    rows = [r for r in _outcomes(runs) if "/" in r["case__category"]
+            or (r["tests_detail"] or {}).get("category")]
+    counts: dict[str, CaseCounts] = accumulate(
+        (r["case__key"], r["case__category"], r["tier"], r["tests_passed"]) for r in rows)
+    results = compare(counts, alpha=ALPHA)
+    totals: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+    bench: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+    errors: dict[str, Counter] = {"fast": Counter(), "base": Counter()}
+    schema: dict[str, list[int]] = {"fast": [0, 0], "base": [0, 0]}
+    verdicts: dict[str, dict[str, ToolVerdict]] = {"fast": {}, "base": {}}
+    by_case_run: dict[tuple[str, int], dict[str, bool]] = defaultdict(dict)
+    err_of: dict[tuple[str, int], str] = {}
+    for r in rows:
+        cat, tier, ok = r["case__category"], r["tier"], bool(r["tests_passed"])
+        detail = r["tests_detail"] or {}
+        for table, key in ((totals, cat), (bench, cat.split("/")[0])):
+            table[(key, tier)][0] += ok
+            table[(key, tier)][1] += 1
+        if detail.get("error_class"):
+            errors[tier][detail["error_class"]] += 1
+        if detail.get("kind") == "tool_call":
+            schema[tier][0] += detail.get("n_schema_valid", 0)
+            schema[tier][1] += detail.get("n_calls", 0)
+            verdicts[tier][f"{r['run_id']}:{r['case__key']}:{r['repetition']}"] = ToolVerdict(
+                correct=ok, called=bool(detail.get("called")), n_calls=detail.get("n_calls", 0),
+                n_schema_valid=detail.get("n_schema_valid", 0),
+                error_class=detail.get("error_class"))
+        by_case_run[(r["case__key"], r["run_id"])][tier] = ok
+        if tier == "fast" and not ok:
+            err_of[(r["case__key"], r["run_id"])] = detail.get("error_class") or {
+                "unit_tests": "tests_failed", "constraints": "constraint_broken",
+            }.get(detail.get("kind"), "failed")
+    losing = []
+    for key, c in counts.items():
+        if c.n_fast and c.n_base and c.pass_fast / c.n_fast < c.pass_base / c.n_base:
+            run_id = max((run for (k, run), t in by_case_run.items()
+                          if k == key and t.get("fast") is False and t.get("base")), default=0)
+            losing.append(LosingCase(key, c.category, f"{c.pass_fast}/{c.n_fast}",
+                                     f"{c.pass_base}/{c.n_base}", run_id,
+                                     err_of.get((key, run_id), "")))
+    losing.sort(key=lambda x: (x.category, x.key))
+    tiers = ("fast", "base")
+    tools = tool_metrics(verdicts["fast"], verdicts["base"]) if verdicts["base"] else None
+    return WindowReport(
+        runs=len(runs), results=results,
+        advice={r.category: routing_advice(r) for r in results},
+        rates={cat: {t: rate(*totals[(cat, t)]) for t in tiers}
+               for cat in sorted({c for c, _ in totals})},
+        benchmarks={b: {t: rate(*bench[(b, t)]) for t in tiers}
+                    for b in sorted({b for b, _ in bench})},
+        tools=tools, schema_valid={t: rate(*schema[t]) for t in tiers}, errors=errors,
+        losing=losing,
+    )

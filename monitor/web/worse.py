@@ -1,0 +1,100 @@
+"""The "Is it worse?" page of a pair: capability per benchmark and category over a window of
+probe runs, paired differences with Holm-adjusted p, tool-call decision F1 and schema accuracy,
+the cases where the fast tier loses (each linked to the diff viewer), routing advice per
+category, and what the runs cost against the pair's daily budget.
+
+Everything is read from stored sample outcomes (``monitor.services.capability``) and run
+summaries; the page runs no check itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.http import require_GET
+
+from monitor import selectors
+from monitor.services import budget, capability
+from monitor.services.capability import Rate
+from monitor.web.htmx import render_page
+from monitor.web.worse_charts import worse_charts
+
+MAX_LOSING_SHOWN = 100
+
+
+def pct(value: float | None, digits: int = 0) -> str:
+    return "—" if value is None else f"{100 * value:.{digits}f}%"
+
+
+def rate_cell(r: Rate) -> str:
+    """"62% [48–74%] (31/50)": the pooled pass rate, its Wilson 95% interval and n."""
+    if not r.n:
+        return "—"
+    return f"{pct(r.rate)} [{100 * r.low:.0f}–{100 * r.high:.0f}%] ({r.passed}/{r.n})"
+
+
+def usd(value: float | None) -> str:
+    if value is None:
+        return "not priced"
+    return f"${value:.4f}" if value < 1 else f"${value:,.2f}"
+
+
+def advice_kind(sentence: str) -> str:
+    return sentence.split(" ", 1)[0].lower()  # keep | route | undecided | `cat`: (no advice)
+
+
+def _budget_context(pair, runs) -> dict[str, Any]:
+    latest = next((r for r in runs if r.summary_obj.budget), None)
+    block = latest.summary_obj.budget if latest else None
+    return {
+        "limit": pair.daily_budget_usd,
+        "spent_today": usd(budget.spent_today(pair)) if budget.priced(pair.fast)
+        and budget.priced(pair.base) else "not priced",
+        "latest": latest,
+        "block": block,
+        "limited_runs": sum(1 for r in runs if (b := r.summary_obj.budget) and b.limited),
+    }
+
+
+def worse_context(pair) -> dict[str, Any]:
+    report = capability.window_report(pair)
+    runs = capability.window_runs(pair)
+    results = [{
+        "r": r, "advice": report.advice[r.category], "kind": advice_kind(report.advice[r.category]),
+        "fast": rate_cell(report.rates[r.category]["fast"]),
+        "base": rate_cell(report.rates[r.category]["base"]),
+    } for r in report.results]
+    tools = report.tools
+    return {
+        "pair": pair,
+        "simulated": pair.simulated,
+        "report": report,
+        "results": results,
+        "benchmarks": [(b, rate_cell(t["fast"]), rate_cell(t["base"]))
+                       for b, t in report.benchmarks.items()],
+        "tools": tools,
+        "decision": {"f1": pct(tools.decision_f1, 1), "precision": pct(tools.decision_precision, 1),
+                     "recall": pct(tools.decision_recall, 1)} if tools else None,
+        "tool_rows": [
+            ("correct calls", pct(tools.accuracy_fast, 1), pct(tools.accuracy_base, 1)),
+            ("schema accuracy: calls whose arguments validate",
+             rate_cell(report.schema_valid["fast"]), rate_cell(report.schema_valid["base"])),
+        ] if tools else [],
+        "errors": [(cls, report.errors["fast"].get(cls, 0), report.errors["base"].get(cls, 0))
+                   for cls in sorted(set(report.errors["fast"]) | set(report.errors["base"]))],
+        "losing": report.losing[:MAX_LOSING_SHOWN],
+        "losing_more": max(0, len(report.losing) - MAX_LOSING_SHOWN),
+        "charts": worse_charts(report),
+        "costs": [(r, {k: usd(v) for k, v in budget.run_cost(r).items()}) for r in runs[:10]],
+        "budget": _budget_context(pair, runs),
+        "window": capability.WINDOW_RUNS,
+    }
+
+
+@login_required
+@require_GET
+def worse_page(request: HttpRequest, name: str) -> HttpResponse:
+    pair = selectors.get_pair_for_user(request.user, name)
+    return render_page(request, "monitor/worse.html", "live", worse_context(pair))
