@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models, transaction
 
@@ -419,3 +420,20 @@ class ReportArchive(models.Model):
     def filename(self) -> str:
         ext = {"text": "txt"}.get(self.format, self.format)
         return f"tierwatch-sla-{self.period}.{ext}"
+
+
+class ApiToken(models.Model):
+    """A user's API token. Only its SHA-256 digest is stored: the token is printed once when
+    created (``manage.py api_token create USER``) and cannot be read back."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    name = models.CharField(max_length=80, blank=True)
+    digest = models.CharField(max_length=64, unique=True, editable=False)
+    prefix = models.CharField(max_length=12, editable=False, help_text="to tell tokens apart")
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.user})"

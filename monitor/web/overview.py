@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
 from monitor import selectors
 from monitor.run_summary import RunSummary
+from monitor.web.access import VIEW_PAIR, requires
 from monitor.web.cells import NO_DATA, fraction, percentile, similarity, speedup
 from monitor.web.htmx import render_page
 
@@ -32,7 +32,7 @@ def overview_row(item: selectors.PairOverview) -> dict[str, Any]:
     }
 
 
-@login_required
+@requires(VIEW_PAIR)
 @require_GET
 def overview(request: HttpRequest) -> HttpResponse:
     rows = [overview_row(item) for item in selectors.pairs_overview()]
