@@ -1,10 +1,11 @@
-"""Every page's URL, in four namespaces: ``monitor:`` (overview, pair, run, sample, metrics),
+"""Every page's URL, in four namespaces: ``monitor:`` (overview, pair, run, sample, metrics,
+the CSV/JSON exports),
 ``speed:``, ``verdict:`` and ``reports:`` (the report archive); included at the site root by
 ``monitor.urls``."""
 
 from django.urls import include, path
 
-from monitor.web import metrics, overview, pair, reports, run, speed, verdict
+from monitor.web import exports, metrics, overview, pair, reports, run, speed, verdict
 
 pages = [
     path("", overview.overview, name="overview"),
@@ -14,6 +15,10 @@ pages = [
     path("samples/<int:sample_id>/", run.sample_detail, name="sample"),
     path("metrics/", metrics.metrics, name="metrics"),
     path("docs/benchmarks/", metrics.benchmarks_doc, name="benchmarks"),
+    path("runs/<int:run_id>/samples.<slug:fmt>", exports.run_samples, name="export_samples"),
+    path("pairs/<slug:name>/runs.<slug:fmt>", exports.pair_runs, name="export_runs"),
+    path("pairs/<slug:name>/speed/speedups.<slug:fmt>", exports.speedups,
+         name="export_speedups"),
 ]
 speed_pages = [
     path("pairs/<slug:name>/speed/", speed.speed_page, name="page"),
