@@ -42,8 +42,7 @@ def grant(user: Any, role: str) -> None:
     """Give the user exactly one role: other role groups are left, staff only for admin."""
     if role not in ROLES:
         raise ValueError(f"unknown role {role!r}; choose one of {', '.join(ROLES)}")
-    if not Group.objects.filter(name=role).exists():  # a database flushed after migrating
-        ensure_roles(global_apps)
+    ensure_roles(global_apps)  # also picks up models added since the migration
     user.groups.remove(*Group.objects.filter(name__in=ROLES))
     user.groups.add(Group.objects.get(name=role))
     user.is_staff = role == ADMIN

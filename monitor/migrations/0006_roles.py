@@ -22,6 +22,8 @@ class Migration(migrations.Migration):
         ("auth", "0012_alter_user_first_name_max_length"),
         ("contenttypes", "0002_remove_content_type_name"),
         ("django_celery_beat", "0019_alter_periodictasks_options"),
+        ("admin", "0003_logentry_add_action_flag_choices"),
+        ("sessions", "0001_initial"),
     ]
 
     operations = [migrations.RunPython(forwards, migrations.RunPython.noop)]
