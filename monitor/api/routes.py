@@ -2,10 +2,9 @@
 silence need ``monitor.change_alert``; starting a run needs ``monitor.add_run`` (operators).
 
 The alert lifecycle (``monitor.services.alert_lifecycle``) is built beside this module; until
-it is installed the two alert writes answer 501.
+it is installed the two alert writes answer 501. No ``from __future__ import annotations``
+here: django-ninja reads the parameter types at import.
 """
-
-from __future__ import annotations
 
 import importlib
 import importlib.util
@@ -14,7 +13,7 @@ from datetime import datetime
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
-from ninja import NinjaAPI, Query
+from ninja import NinjaAPI, Query, Status
 from ninja.errors import HttpError
 from ninja.pagination import PageNumberPagination, paginate
 
@@ -147,8 +146,8 @@ def acknowledge(request: HttpRequest, alert_id: int, body: NoteIn):
     try:
         lifecycle.acknowledge(alert_id=alert_id, user=request.auth, note=body.note)
     except (ValueError, ValidationError) as exc:
-        return 409, {"detail": str(exc)}
-    return 200, _alert(alert_id)
+        return Status(409, {"detail": str(exc)})
+    return Status(200, _alert(alert_id))
 
 
 @api.post("/alerts/{alert_id}/silence", response={200: AlertOut, 409: ErrorOut},
@@ -159,8 +158,8 @@ def silence(request: HttpRequest, alert_id: int, body: SilenceIn):
         lifecycle.silence(alert_id=alert_id, user=request.auth, until=body.until,
                           note=body.note)
     except (ValueError, ValidationError) as exc:
-        return 409, {"detail": str(exc)}
-    return 200, _alert(alert_id)
+        return Status(409, {"detail": str(exc)})
+    return Status(200, _alert(alert_id))
 
 
 @api.post("/pairs/{name}/runs", response={201: RunOut}, tags=["runs"])
@@ -168,4 +167,4 @@ def run_now(request: HttpRequest, name: str, body: RunIn):
     """Queue a run of the pair now (a probe, or an audit); a worker executes it."""
     require(request, "monitor.add_run")
     pair = selectors.get_pair_for_user(request.auth, name)
-    return 201, enqueue_run(pair=pair, kind=body.kind)
+    return Status(201, enqueue_run(pair=pair, kind=body.kind))
