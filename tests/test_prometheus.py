@@ -4,6 +4,9 @@ the newest finished probe and audit, and a query count that does not grow with t
 
 from __future__ import annotations
 
+import json
+import re
+
 import pytest
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
@@ -124,3 +127,17 @@ def test_a_scrape_costs_the_same_queries_for_1_or_12_pairs(client, token,
     with django_assert_num_queries(6):
         response = client.get("/metrics", **AUTH)
     assert 'tierwatch_ttft_seconds{pair="q10"' in response.content.decode()
+
+
+def test_the_example_dashboard_queries_only_metrics_that_exist(client, token, settings):
+    dashboard = json.loads((settings.BASE_DIR / "docs" / "grafana-dashboard.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    wanted = {name for e in exprs for name in re.findall(r"tierwatch_[a-z0-9_]+", e)}
+    pair = factories.pair(claimed_speedup=6)
+    factories.run(pair, summary=factories.summary(speedup=SpeedUp(ttft=4.0)))
+    verdict = {"label": "inconclusive"}
+    factories.run(pair, kind=RunKind.AUDIT, summary=factories.summary(
+        verdict=Verdict(label="inconclusive", data=verdict)))
+    assert wanted <= set(samples(client)), wanted - set(samples(client))
+    assert {"TTFT P95 per tier (all scenarios)", "Verdict of the newest audit"} <= {
+        p["title"] for p in dashboard["panels"]}
