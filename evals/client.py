@@ -42,18 +42,22 @@ sample. A response that says ``Connection: close`` is not pooled: both wires alr
 from __future__ import annotations
 
 import asyncio
+import base64
 import email.utils
 import errno
+import functools
 import json
+import re
 import ssl
 import time
+import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import aiohttp
 import httpx
 
-from evals.records import ChatRequest, EndpointSpec, TimingRecord
+from evals.records import TEXT_KEPT_CHARS, ChatRequest, EndpointSpec, TimingRecord
 from evals.sse import _SNIPPET, _Failure, _Stream
 from evals.wire import (
     _HTTPCORE_MARKS,
@@ -67,7 +71,8 @@ from evals.wire import (
 
 __all__ = [
     "ANTHROPIC_VERSION", "KEPT_HEADERS", "KEPT_HEADER_PREFIXES", "NEVER_KEPT", "RETRIED_MARKER",
-    "HttpcoreClient", "ProbeClient", "make_client", "parse_retry_after", "stream_chat",
+    "HttpcoreClient", "ProbeClient", "key_scrubber", "make_client", "parse_retry_after",
+    "stream_chat",
 ]
 
 ANTHROPIC_VERSION = "2023-06-01"
@@ -287,7 +292,7 @@ def _kept_headers(headers: Mapping[str, str]) -> dict[str, str]:
         if n in NEVER_KEPT:
             continue
         if n in KEPT_HEADERS or n.startswith(KEPT_HEADER_PREFIXES):
-            out[n] = value[:200]
+            out[n] = value  # cut to 200 characters once scrubbed of the key (_scrub_record)
     return out
 
 
@@ -386,6 +391,8 @@ async def stream_chat(client: httpx.AsyncClient, endpoint: EndpointSpec, request
             error = (exc.error_class, str(exc))
     except (ValueError, TypeError, KeyError, AttributeError, UnicodeError) as exc:
         error = error or ("protocol", f"{type(exc).__name__}: {exc}")
+    if error is None and not stream.token_times and not rec.finish_reason:
+        error = ("empty_stream", "the stream ended with no token and no finish reason")
     stream.finish()
     if retried:
         rec.headers[RETRIED_MARKER] = "1"
@@ -395,7 +402,23 @@ async def stream_chat(client: httpx.AsyncClient, endpoint: EndpointSpec, request
         rec.ok = True
     else:
         rec.error_class, rec.error_message = error[0], _scrub(error[1], endpoint)
+    _scrub_record(rec, endpoint.api_key)  # before any cut, so no cut leaves a piece of the key
+    if rec.error_class == "body_too_large":
+        rec.error_message = _keep_prefix(rec, rec.error_message)
     return rec
+
+
+def _keep_prefix(rec: TimingRecord, message: str) -> str:
+    """An oversized body keeps a bounded prefix of its texts, and its message says so."""
+    cut = [f"{name} {len(getattr(rec, name))} chars" for name in ("text", "reasoning_text")
+           if len(getattr(rec, name)) > TEXT_KEPT_CHARS]
+    rec.text = rec.text[:TEXT_KEPT_CHARS]
+    rec.reasoning_text = rec.reasoning_text[:TEXT_KEPT_CHARS]
+    if rec.logprobs is not None:
+        rec.logprobs = rec.logprobs[:TEXT_KEPT_CHARS // 16]
+    if cut:
+        message += f"; kept the first {TEXT_KEPT_CHARS} chars of {', '.join(cut)}"
+    return message
 
 
 def _died_stale(exc: BaseException, marks: Mapping[str, Any]) -> bool:
@@ -443,12 +466,53 @@ def _fill_marks(rec: TimingRecord, t0: float | None, marks: dict[str, Any]) -> N
 def _scrub(message: str, endpoint: EndpointSpec) -> str:
     """One line, at most ~300 characters, the key replaced (vendors echo keys in 401 bodies)."""
     text = " ".join(str(message).split())
-    key = endpoint.api_key
-    if key:
-        text = text.replace(key, "***")
-        if len(key) >= 12:  # vendors echo masked keys: "sk-abc...wxyz"
-            text = text.replace(key[:8], "***").replace(key[-6:], "***")
-    return text[:300]
+    return key_scrubber(endpoint.api_key)(text)[:300]
+
+
+@functools.lru_cache(maxsize=64)
+def key_scrubber(key: str | None) -> Callable[[str], str]:
+    """A function that replaces the key with ``***`` in a string, in every form a server may
+    echo it: stripped, in any letter case, URL-encoded (``quote`` and ``quote_plus``), base64
+    of the key and of ``:key`` / ``user:key`` (HTTP Basic), and its first 8 / last 6
+    characters, which vendors show as masked keys ("sk-abc...wxyz")."""
+    key = (key or "").strip()
+    if not key:
+        return lambda text: text
+    forms = {key, urllib.parse.quote(key, safe=""), urllib.parse.quote_plus(key)}
+    for raw in (key, f":{key}", f"user:{key}"):
+        forms.add(base64.b64encode(raw.encode()).decode().rstrip("="))
+    if len(key) >= 12:
+        forms |= {key[:8], key[-6:]}
+    pattern = re.compile("|".join(re.escape(f) for f in sorted(forms, key=len, reverse=True)),
+                         re.IGNORECASE)
+    return lambda text: pattern.sub("***", text)
+
+
+def _scrub_record(rec: TimingRecord, key: str | None) -> None:
+    """Every string of the record that came from the server, scrubbed of the key, before it
+    reaches storage, a page or a log; bounded where its column is."""
+    scrub = key_scrubber(key)
+
+    def deep(value: Any) -> Any:
+        if isinstance(value, str):
+            return scrub(value)
+        if isinstance(value, dict):
+            return {deep(k): deep(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [deep(v) for v in value]
+        return value
+
+    rec.text, rec.reasoning_text = scrub(rec.text), scrub(rec.reasoning_text)
+    rec.model_id = scrub(rec.model_id)[:200]
+    rec.system_fingerprint = scrub(rec.system_fingerprint)[:200]
+    if rec.finish_reason is not None:
+        rec.finish_reason = scrub(rec.finish_reason)[:32]
+    rec.error_message = scrub(rec.error_message)
+    rec.headers = {k: v[:200] for k, v in deep(rec.headers).items()}
+    if rec.logprobs:
+        rec.logprobs = deep(rec.logprobs)
+    if rec.server_timings:
+        rec.server_timings = deep(rec.server_timings)
 
 
 def parse_retry_after(value: str | None) -> float | None:

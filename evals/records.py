@@ -6,6 +6,7 @@ demo vendor can be used and tested without Django. ``monitor`` copies them into 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -21,7 +22,44 @@ ERROR_CLASSES = (
     "stream_incomplete",  # the connection ended before the end-of-stream marker
     "body_too_large",  # the response grew past the endpoint's byte limit
     "protocol",  # anything else the client could not interpret
+    "empty_stream",  # a 2xx stream that ended with no token and no finish reason
+    "store_error",  # the measured record could not be saved; kept as this failed sample
 )
+TEXT_KEPT_CHARS = 65_536  # of an oversized body's text: a bounded prefix, said so in the record
+REPLACEMENT = "\ufffd"
+
+
+def storable(value: Any) -> Any:
+    """``value`` made storable in PostgreSQL text and jsonb columns (and SQLite alike).
+
+    PostgreSQL refuses NUL in text (``A string literal cannot contain NUL``) and jsonb refuses
+    ``\\u0000``; UTF-8 cannot encode a lone surrogate (a JSON ``"\\ud800"`` decodes to one);
+    jsonb refuses NaN and infinities. One rule for all three: what cannot be stored becomes
+    U+FFFD, the Unicode replacement character (meant for exactly this: "a character was here
+    that could not be kept"; it never looks like padding or a space), or ``None`` for a
+    non-finite float inside JSON. A valid surrogate pair that arrived split in two code units
+    becomes its character. Applied to strings, and recursively to dict keys and values, lists
+    and tuples; every other value is returned as is.
+    """
+    if isinstance(value, str):
+        if "\x00" in value:
+            value = value.replace("\x00", REPLACEMENT)
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:  # surrogates: pairs rejoined, lone ones replaced
+            value = value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        return value
+    if isinstance(value, dict):
+        return {storable(k): _json_storable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_storable(v) for v in value]
+    return value
+
+
+def _json_storable(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return storable(value)
 
 
 @dataclass(frozen=True)
@@ -135,6 +173,8 @@ class SandboxResult:
     passed: bool
     n_tests: int = 0
     n_failed: int = 0
-    error_class: str | None = None  # syntax | timeout | memory | crash | no_code | sandbox
+    # syntax | timeout | memory | crash | no_code | sandbox | sandbox_unavailable
+    error_class: str | None = None
     output: str = ""  # truncated stdout+stderr, for the samples table
     duration_ms: float = 0.0
+    isolation: str = "none"  # bwrap | unsafe-subprocess | none (nothing ran)

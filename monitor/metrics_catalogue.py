@@ -36,11 +36,18 @@ PAIR_METRICS = {
     "verdict_different": Metric("verdict", None, "audit verdict: different model (1 = yes)", ""),
     "drift": Metric("drift", None, "drift of a tracked statistic (1 = yes)", ""),
 }
+# Raised by the watchdog (monitor.services.watchdog), not by a threshold: never evaluated after
+# a run. A rule on one of them routes those alerts; with no channels it goes to every channel.
+SYSTEM_METRICS = {
+    "worker_lost": Metric("worker_lost", None, "run failed: worker lost", ""),
+    "schedule_overdue": Metric("schedule_overdue", None,
+                               "scheduled run overdue (beat, worker or broker down)", ""),
+}
 
 
 def problem(metric: str, tier: str) -> str | None:
     """What is wrong with a rule's metric/tier combination, or None when it is valid."""
-    if metric in PAIR_METRICS:
+    if metric in PAIR_METRICS or metric in SYSTEM_METRICS:
         if tier != "pair":
             return f"metric {metric} compares the tiers: set tier to 'pair'"
         return None
@@ -48,24 +55,24 @@ def problem(metric: str, tier: str) -> str | None:
         if tier not in ("fast", "base"):
             return f"metric {metric} is per tier: set tier to 'fast' or 'base'"
         return None
-    known = ", ".join([*TIER_METRICS, *PAIR_METRICS])
+    known = ", ".join([*TIER_METRICS, *PAIR_METRICS, *SYSTEM_METRICS])
     return f"unknown metric {metric!r}; expected one of {known}"
 
 
 def metric(name: str) -> Metric:
-    return PAIR_METRICS.get(name) or TIER_METRICS[name]
+    return PAIR_METRICS.get(name) or SYSTEM_METRICS.get(name) or TIER_METRICS[name]
 
 
 def label(name: str, tier: str) -> str:
     """"fast TTFT P95"; a pair metric's label alone."""
-    if name in PAIR_METRICS:
-        return PAIR_METRICS[name].label
+    if name in PAIR_METRICS or name in SYSTEM_METRICS:
+        return metric(name).label
     return f"{tier} {TIER_METRICS[name].label}"
 
 
 def fmt(name: str, value: float | None) -> str:
     """A value in the metric's unit, as alerts and emails print it."""
-    if value is None:
+    if value is None or name in SYSTEM_METRICS:
         return "n/a"
     unit = metric(name).unit
     if unit == "ms":

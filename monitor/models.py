@@ -9,7 +9,6 @@ that holds its key.
 
 from __future__ import annotations
 
-import os
 import re
 
 from django.conf import settings
@@ -18,6 +17,7 @@ from django.db import models, transaction
 
 from evals.records import EndpointSpec
 from monitor import metrics_catalogue
+from monitor.env import env_secret
 from monitor.run_summary import RunSummary
 
 ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
@@ -77,8 +77,9 @@ class Endpoint(models.Model):
         return self.name + (" (simulated)" if self.simulated else "")
 
     def api_key(self) -> str | None:
-        """Read at request time, so a rotated key needs no database change."""
-        return os.environ.get(self.api_key_env) if self.api_key_env else None
+        """Read at request time, so a rotated key needs no database change; stripped, and
+        refused naming the variable if it holds a control character (``env_secret``)."""
+        return env_secret(self.api_key_env) if self.api_key_env else None
 
     def spec(self) -> EndpointSpec:
         """What the client needs; the key is read from the environment now and lives only in
@@ -215,6 +216,10 @@ class Run(models.Model):
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Liveness (monitor.services.heartbeat): the owner beats while it measures; a claim bumps
+    # ``attempt`` so a worker whose stale run was taken over or reaped stops on its next beat.
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    attempt = models.PositiveSmallIntegerField(default=0)
     summary = models.JSONField(default=dict, blank=True)
     verdict = models.TextField(blank=True)
     error = models.TextField(blank=True)
@@ -281,16 +286,32 @@ class Sample(models.Model):
     server_timings = models.JSONField(null=True, blank=True)
     tests_passed = models.BooleanField(null=True, blank=True)
     tests_detail = models.JSONField(null=True, blank=True)
+    # Set when monitor.retention emptied the payload (text, gaps, tokens, logprobs, headers).
+    pruned_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        ordering = ["run", "seq"]
+        # No default ordering: it made every unordered query join runs and sort (issue 13);
+        # callers that need plan order say .order_by("seq").
         indexes = [
             models.Index(fields=["run", "tier"]),
             models.Index(fields=["endpoint", "started_at"]),
+            models.Index(fields=["started_at"], condition=models.Q(pruned_at__isnull=True),
+                         name="sample_unpruned_started"),
         ]
 
     def __str__(self) -> str:
         return f"sample {self.pk} {self.tier} {self.case.key}"
+
+
+class Beacon(models.Model):
+    """The last time a periodic part of the system was seen alive (the watchdog task), read by
+    ``/health`` in another process, so it lives in the database rather than a cache."""
+
+    name = models.SlugField(max_length=80, unique=True)
+    seen_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.name} at {self.seen_at:%Y-%m-%d %H:%M:%S}"
 
 
 class Channel(models.Model):
@@ -420,6 +441,53 @@ class ReportArchive(models.Model):
     def filename(self) -> str:
         ext = {"text": "txt"}.get(self.format, self.format)
         return f"tierwatch-sla-{self.period}.{ext}"
+class RunRollup(models.Model):
+    """One finished run's tier, counted once when the run is summarised (``monitor.rollups``):
+    what the SLA report and long-window percentiles need, kept for good while sample payloads
+    expire. Latency is a mergeable sketch (``evals.sketch``), not a list of values."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="rollups")
+    pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="rollups")
+    endpoint = models.ForeignKey(Endpoint, on_delete=models.PROTECT, related_name="rollups")
+    tier = models.CharField(max_length=8)
+    kind = models.CharField(max_length=16)  # the run's kind and trigger, copied for filtering
+    trigger = models.CharField(max_length=16)
+    at = models.DateTimeField(help_text="the run's start (created_at)")
+    n = models.PositiveIntegerField(default=0)
+    n_ok = models.PositiveIntegerField(default=0)
+    rate_limited = models.PositiveIntegerField(default=0)
+    errors = models.JSONField(default=dict, blank=True)  # failed samples by class
+    ttft_sketch = models.JSONField(default=dict, blank=True)
+    e2e_sketch = models.JSONField(default=dict, blank=True)
+    goodput_met = models.PositiveIntegerField(default=0)  # of n, when the pair has an SLO
+    n_tested = models.PositiveIntegerField(default=0)
+    n_passed = models.PositiveIntegerField(default=0)
+    served = models.JSONField(default=dict, blank=True)  # reported tier → successful requests
+    retried = models.PositiveIntegerField(default=0)  # requests retried on a stale connection
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "tier"], name="rollup_run_tier")]
+        indexes = [models.Index(fields=["at", "endpoint"]), models.Index(fields=["pair", "at"])]
+
+
+class ProvenanceEvent(models.Model):
+    """A model id or system fingerprint an endpoint returned: first and last seen, how often.
+    Upserted when a run is summarised, so the verdict page never scans samples for it."""
+
+    KINDS = [("model_id", "model id"), ("fingerprint", "fingerprint")]
+
+    endpoint = models.ForeignKey(Endpoint, on_delete=models.CASCADE, related_name="provenance")
+    kind = models.CharField(max_length=16, choices=KINDS)
+    value = models.CharField(max_length=200)
+    first_seen = models.DateTimeField()
+    last_seen = models.DateTimeField()
+    run = models.ForeignKey(Run, null=True, on_delete=models.SET_NULL, related_name="+",
+                            help_text="the run where the value was first seen")
+    count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["endpoint", "kind", "value"],
+                                               name="provenance_endpoint_kind_value")]
 
 
 class ApiToken(models.Model):

@@ -12,19 +12,29 @@ from pathlib import Path
 
 import dj_database_url
 
-from monitor.env import env_bool, env_float, env_int, env_list, env_str
+from monitor.env import env_bool, env_float, env_int, env_list, env_pair, env_str, secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("TIERWATCH_VAR_DIR", str(BASE_DIR / "var")))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 DEBUG = env_bool("TIERWATCH_DEBUG", False)
-SECRET_KEY = env_str(
-    "TIERWATCH_SECRET_KEY", "insecure-dev-key-set-TIERWATCH_SECRET_KEY-in-production"
-)
+# TIERWATCH_SECRET_KEY, or else a random key made once and kept in var/ (monitor.env).
+SECRET_KEY = secret_key("TIERWATCH_SECRET_KEY", VAR_DIR / "secret_key", debug=DEBUG)
 ALLOWED_HOSTS = env_list("TIERWATCH_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("TIERWATCH_CSRF_TRUSTED_ORIGINS", [])
 SITE_URL = env_str("TIERWATCH_SITE_URL", "http://127.0.0.1:8000")
+
+# HTTPS behind a proxy: off by default (the embedded demo is plain http on 127.0.0.1); the
+# README's production block turns them on, which makes `check --deploy` clean.
+SESSION_COOKIE_SECURE = env_bool("TIERWATCH_SESSION_COOKIE_SECURE", False)
+CSRF_COOKIE_SECURE = env_bool("TIERWATCH_CSRF_COOKIE_SECURE", False)
+SECURE_SSL_REDIRECT = env_bool("TIERWATCH_SECURE_SSL_REDIRECT", False)
+SECURE_HSTS_SECONDS = env_int("TIERWATCH_SECURE_HSTS_SECONDS", 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("TIERWATCH_SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("TIERWATCH_SECURE_HSTS_PRELOAD", False)
+# e.g. "HTTP_X_FORWARDED_PROTO,https": only behind a proxy that sets that header itself
+SECURE_PROXY_SSL_HEADER = env_pair("TIERWATCH_SECURE_PROXY_SSL_HEADER")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -38,6 +48,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "django_celery_beat",
     "ninja",  # serves its Swagger UI from static/, not a CDN
+    "axes",
     "monitor",
 ]
 
@@ -51,6 +62,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "axes.middleware.AxesMiddleware",  # last, as django-axes asks
 ]
 
 ROOT_URLCONF = "monitor.urls"
@@ -88,7 +100,21 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
-AUTH_PASSWORD_VALIDATORS: list[dict[str, str]] = []
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": f"django.contrib.auth.password_validation.{name}"}
+    for name in ("UserAttributeSimilarityValidator", "MinimumLengthValidator",
+                 "CommonPasswordValidator", "NumericPasswordValidator")
+]
+# Login throttling (django-axes): after this many failed logins from one IP address, that
+# address is locked out for the cool-off time, also for the right password.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("TIERWATCH_LOGIN_FAILURE_LIMIT", 10)
+AXES_COOLOFF_TIME = env_float("TIERWATCH_LOGIN_COOLOFF_HOURS", 1.0)
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
@@ -129,6 +155,18 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TIMEZONE = "UTC"
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# The watchdog (docs/reliability.md); DatabaseScheduler copies this entry into its table.
+CELERY_BEAT_SCHEDULE = {"watchdog": {"task": "monitor.tasks.watchdog_task", "schedule": 60.0}}
+TIERWATCH_HEARTBEAT_S = env_float("TIERWATCH_HEARTBEAT_S", 30.0)  # a running run beats this often
+TIERWATCH_STALE_AFTER_S = env_float("TIERWATCH_STALE_AFTER_S", 300.0)  # silent this long: lost
+TIERWATCH_QUEUED_STALE_S = env_float("TIERWATCH_QUEUED_STALE_S", 3600.0)  # never started: lost
+TIERWATCH_RUN_MAX_S = env_float("TIERWATCH_RUN_MAX_S", 3600.0)  # execute_run_task's time_limit
+TIERWATCH_OVERDUE_GRACE_S = env_float("TIERWATCH_OVERDUE_GRACE_S", 900.0)  # beyond the interval
+TIERWATCH_DB_RETRY_S = env_float("TIERWATCH_DB_RETRY_S", 60.0)  # a sample save rides out a restart
+# Queues by kind (monitor.routing): probes, audits, reports; workers choose theirs with -Q.
+CELERY_TASK_ROUTES = ("monitor.routing.route_task",)
+# Requests in flight per vendor (API host) across all workers, with REDIS_URL (monitor.ratelimit).
+TIERWATCH_VENDOR_CONCURRENCY = env_int("TIERWATCH_VENDOR_CONCURRENCY", 16)
 
 # Mail: Django's SMTP backend; EMAIL_BACKEND may point to the file backend for the demo.
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
@@ -152,6 +190,10 @@ TIERWATCH_SLO_AVAILABILITY = env_float("TIERWATCH_SLO_AVAILABILITY", 0.99)
 TIERWATCH_HTTP_TIMEOUT_S = env_float("TIERWATCH_HTTP_TIMEOUT_S", 120.0)
 # Bearer token Prometheus sends to /metrics; unset, /metrics answers 404.
 TIERWATCH_METRICS_TOKEN = env_str("TIERWATCH_METRICS_TOKEN", "")
+# Retention (monitor.retention): sample payloads kept this many days; the samples of each
+# pair's newest K audits kept whole.
+TIERWATCH_RETENTION_DAYS = env_int("TIERWATCH_RETENTION_DAYS", 30)
+TIERWATCH_RETENTION_KEEP_AUDITS = env_int("TIERWATCH_RETENTION_KEEP_AUDITS", 4)
 
 LOGGING = {
     "version": 1,

@@ -1,9 +1,9 @@
 """Celery tasks: thin wrappers that take ids and call a service.
 
-Runs are claimed idempotently inside the pipeline (a redelivered task finds the run no longer
-queued and does nothing), so ``acks_late`` is safe. Only named transient errors are retried.
-``enqueue_run`` is the one way to start a run from a page or a command: services never import
-this module.
+Runs are claimed idempotently inside ``execute_run`` (a redelivered task finds the run claimed
+and does nothing, unless its heartbeat is stale: then it takes the run over), so ``acks_late``
+is safe. Only named transient errors are retried. ``enqueue_run`` is the one way to start a
+run from a page or a command: services never import this module.
 """
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from __future__ import annotations
 from celery import shared_task
 from django.db import OperationalError
 
+from monitor import retention
 from monitor.models import Pair, Run, RunKind, RunTrigger
-from monitor.services import alerts, pipeline, report_archive, reports, runs
+from monitor.services import alerts, pipeline, report_archive, reports, runs, watchdog
 
 TRANSIENT = (OperationalError, ConnectionError)
 
@@ -23,7 +24,7 @@ def enqueue_run(
 ) -> Run:
     """Create the run now; the worker picks it up once the transaction has committed."""
     run = runs.create_run(pair=pair, kind=kind, trigger=trigger, repeat=repeat)
-    execute_run_task.delay_on_commit(run.id)
+    execute_run_task.delay_on_commit(run.id, kind=run.kind)  # the kind picks the queue
     return run
 
 
@@ -35,7 +36,8 @@ def enqueue_run(
     retry_backoff=True,
     max_retries=3,
 )
-def execute_run_task(run_id: int) -> int | None:
+def execute_run_task(run_id: int, kind: str | None = None) -> int | None:
+    """``kind`` only routes the task (monitor.routing); the run row says what it is."""
     run = pipeline.execute_run(run_id=run_id, notify=notify_task.delay)
     return run.id if run is not None else None
 
@@ -68,3 +70,17 @@ def weekly_report_task(week: str | None = None) -> int:
 def monthly_report_task() -> int:
     """Archive the last complete month's report (PDF, CSV); returns the files stored."""
     return len(report_archive.archive_last_period(kind="month"))
+@shared_task(time_limit=50)
+def watchdog_task() -> int:
+    """Every minute (settings.CELERY_BEAT_SCHEDULE): reap stuck runs, check that each
+    scheduled pair is still measured, and record that the watchdog ran (``/health``)."""
+    changed = watchdog.run_watchdog()
+    for alert in changed:
+        notify_task.delay(alert.id)
+    return len(changed)
+
+
+@shared_task(acks_late=True, time_limit=300)
+def prune_payloads_task() -> int:
+    """Beat, hourly: bounded batches for at most ~50 s; the next run continues a backlog."""
+    return retention.prune_payloads().rows

@@ -4,17 +4,35 @@ from types import SimpleNamespace
 
 import pytest
 
-from evals.latency import MIN_N, availability, goodput, percentiles, summarise_tier
+from evals.latency import (
+    MIN_N,
+    availability,
+    goodput,
+    min_n_for,
+    percentiles,
+    summarise_tier,
+)
 from evals.records import TimingRecord
 
 
 def test_it_interpolates_percentiles_linearly():
-    out = percentiles([1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
-    assert out["n"] == 10 and out["too_small"] is False
-    # type 7: position (n − 1)·q = 9·0.9 = 8.1 → 9 + 0.1·(10 − 9)
-    assert out["p50"] == pytest.approx(5.5)
-    assert out["p90"] == pytest.approx(9.1)
-    assert out["p99"] == pytest.approx(9.91)
+    out = percentiles(list(range(1, 301)), per_quantile=True)
+    assert out["n"] == 300 and out["too_small"] is False
+    # type 7: position (n − 1)·q = 299·0.9 = 269.1 → 270 + 0.1·(271 − 270)
+    assert out["p50"] == pytest.approx(150.5)
+    assert out["p90"] == pytest.approx(270.1)
+    assert out["p99"] == pytest.approx(297.01)
+
+
+def test_each_percentile_has_its_own_minimum_n():
+    assert [min_n_for(q) for q in (50, 90, 95, 99)] == [6, 29, 59, 299]
+    # at that n, [min, max] covers the quantile with ≥ 95%; one fewer and it cannot
+    for q in (0.5, 0.95, 0.99):
+        n = min_n_for(q)
+        assert 1 - q**n - (1 - q) ** n >= 0.95 > 1 - q ** (n - 1) - (1 - q) ** (n - 1)
+    out = percentiles(list(range(60)), per_quantile=True)
+    assert out["p50"] is not None and out["p95"] is not None and out["p99"] is None
+    assert percentiles(list(range(10)))["p99"] is not None  # off by default (the pages)
 
 
 def test_it_withholds_percentiles_below_min_n():

@@ -1,17 +1,30 @@
 """API keys: read from the named environment variable at request time, sent to the vendor,
 and found nowhere in the database afterwards, even when the request fails."""
 
+import base64
 import json
+import logging
+import os
+import subprocess
 import threading
+import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 from django.core import serializers
+from django.db import connection
+from django.test import Client
+from django.utils import timezone
 
-from monitor.models import Endpoint, Pair, Run, Sample
+from evals.vendors.simulated import FAULT_MODELS
+from monitor import roles
+from monitor.models import Endpoint, Pair, Run, Sample, Suite
 from monitor.services.pipeline import execute_run
+from monitor.services.reports import build_sla_report, render_csv, render_html, render_text
 from monitor.services.runs import create_run
 from monitor.services.suites import sync_builtin_suite
+from tests import factories
 
 SECRET = "sk-test-7f3a9c1e5b2d4f6a8c0e"
 
@@ -76,3 +89,91 @@ def test_it_sends_the_key_from_the_environment_and_stores_it_nowhere(vendor, mon
         "json", [*Endpoint.objects.all(), *Run.objects.all(), *Sample.objects.all()]
     )
     assert SECRET not in dump
+
+
+CANARY = "sk-canary-Zq8xW2vLm5Rt9Yp3Kd7N"
+FAULTS = [*FAULT_MODELS, "demo-base", "demo-fast"]  # every fault kind, and the plain tiers
+
+
+def canary_forms(key: str) -> list[str]:
+    """The key as a server may echo it (``evals.client.key_scrubber`` lists them)."""
+    return [key, key.lower(), key.upper(), urllib.parse.quote(f"Bearer {key}"),
+            base64.b64encode(key.encode()).decode().rstrip("="), key[:8] + "...", key[-6:]]
+
+
+def canary_hits(text: str, where: str) -> list[str]:
+    """Where the canary shows, in any form the scrubber must cover (``canary_forms``)."""
+    low = text.lower()
+    return [f"{where}: {form!r}" for form in canary_forms(CANARY) if form.lower() in low]
+
+
+def database_text() -> str:
+    """Everything the database holds: ``pg_dump`` of the test database, or the SQLite file."""
+    db = connection.settings_dict
+    if connection.vendor == "postgresql":
+        dump = subprocess.run(
+            ["pg_dump", "--data-only", "-h", db["HOST"] or "127.0.0.1", "-p",
+             str(db["PORT"] or 5432), "-U", db["USER"] or "postgres", db["NAME"]],
+            capture_output=True, text=True, check=True,
+            env={**os.environ, "PGPASSWORD": db["PASSWORD"] or ""})
+        assert "COPY public.monitor_sample" in dump.stdout
+        return dump.stdout
+    files = [Path(db["NAME"]), Path(f"{db['NAME']}-wal")]
+    return "".join(p.read_bytes().decode("utf-8", "replace") for p in files if p.exists())
+
+
+@pytest.mark.django_db(transaction=True)  # committed rows, so pg_dump sees them
+def test_a_canary_key_through_every_fault_is_found_nowhere(
+        demo_vendor_url, vendor, monkeypatch, caplog, capfd):
+    """The fault matrix: each fault of the simulated vendor (and a 401 that echoes the key) as
+    the fast tier of its own probe run, with the key read from a variable that ends in a
+    newline. Afterwards the key appears in no form in the database dump, the logs, the run,
+    sample, pair, speed and verdict pages, or the SLA report in text, CSV and HTML."""
+    caplog.set_level(logging.DEBUG)
+    monkeypatch.setenv("CANARY_KEY", f"{CANARY} \n")
+    sync_builtin_suite(name="smoke")
+    base = Endpoint.objects.create(name="base", base_url=demo_vendor_url, model="demo-base",
+                                   api_key_env="CANARY_KEY")
+    fast_urls = {model: demo_vendor_url for model in FAULTS}
+    fast_urls["echo-401"] = f"{vendor}/fail/v1"
+    runs = []
+    for model, url in fast_urls.items():
+        slug = model.replace("demo-", "")
+        fast = Endpoint.objects.create(name=f"f-{slug}", base_url=url, model=model,
+                                       api_key_env="CANARY_KEY", timeout_s=2)
+        pair = Pair.objects.create(name=f"p-{slug}", fast=fast, base=base,
+                                   suite=Suite.objects.get(name="smoke"), repeat=1)
+        runs.append(execute_run(run_id=create_run(pair=pair).id, cases_limit=2))
+    assert f"Bearer {CANARY}" in VendorRecordingAuth.seen  # sent, stripped, to the vendor
+    planned = sum(r.planned for r in runs)
+    stored = Sample.objects.count()
+    classes = set(Sample.objects.filter(tier="fast").values_list("error_class", flat=True))
+
+    client = Client()
+    client.force_login(factories.user("ops", roles.VIEWER, password="x-Long-pass-42"))
+    pages = ["/", "/metrics/"]
+    for run in runs:
+        pages += [f"/runs/{run.id}/", f"/pairs/{run.pair.name}/",
+                  f"/pairs/{run.pair.name}/speed/", f"/pairs/{run.pair.name}/verdict/"]
+    pages += [f"/samples/{pk}/" for pk in Sample.objects.values_list("pk", flat=True)]
+    hits = []
+    for page in pages:
+        response = client.get(page)
+        assert response.status_code == 200, page
+        hits += canary_hits(response.content.decode(), page)
+    iso = timezone.now().isocalendar()
+    report = build_sla_report(week=f"{iso.year}-W{iso.week:02d}")
+    assert report.endpoints, "the report covers this week's samples"
+    for render in (render_text, render_csv, render_html):
+        hits += canary_hits(render(report), render.__name__)
+    hits += canary_hits(database_text(), "database")
+    out, err = capfd.readouterr()
+    hits += canary_hits(caplog.text + out + err, "logs")
+
+    print(f"fault matrix: {len(fast_urls)} faults tried, "
+          f"{sum(r.status == 'done' for r in runs)} runs completed, {planned - stored} samples "
+          f"lost, {len(hits)} secrets found; fast-tier classes {sorted(classes)}")
+    assert hits == []
+    assert all(r.status == "done" for r in runs) and stored == planned == 4 * len(runs)
+    assert {"empty_stream", "body_too_large", "timeout", "http_status", "rate_limited",
+            "malformed_stream", "stream_incomplete"} <= classes

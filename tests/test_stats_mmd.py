@@ -37,9 +37,9 @@ def two_tiers(seed, rate_a, rate_b, prompts=10, k=5, length=100, counts_b=None):
 def test_it_pads_and_truncates_to_l_characters():
     x = encode(["abc", "abcdefg", "héllo"], L=5)
     assert x.shape == (3, 5) and x.dtype == np.uint32
-    assert x[0].tolist() == [97, 98, 99, 0, 0]
-    assert x[1].tolist() == [97, 98, 99, 100, 101]
-    assert x[2, 1] == ord("é")
+    assert x[0].tolist() == [98, 99, 100, 0, 0]  # code point + 1; 0 is padding
+    assert x[1].tolist() == [98, 99, 100, 101, 102]
+    assert x[2, 1] == ord("é") + 1
     assert hamming_gram(x[:1], x[1:2])[0, 0] == pytest.approx(3 / 5)
 
 

@@ -140,8 +140,8 @@ def test_it_reports_temperature_zero_diagnostics_against_base_vs_base():
     )
     assert any(
         r.startswith(
-            "temperature 0: median Indel ratio fast-vs-base 0.933 vs "
-            "base-vs-base 1.000; exact matches 0% vs 100%"
+            "temperature 0: median Indel ratio fast-vs-base 0.933, exact matches 0%; "
+            "base-vs-base 1.000, exact matches 100%"
         )
         for r in v.reasons
     )

@@ -15,7 +15,8 @@ from django.core.management import CommandError, call_command
 from evals.logprobs import logprob_gap, token_at
 from evals.stats.verdict import load_reference_ladder
 from evals.suites import NONCE
-from monitor.models import AlertRule, Endpoint, Pair, Run, Sample
+from monitor.models import AlertRule, Endpoint, Pair, Run, RunRollup, Sample
+from monitor.rollups import record_run
 from monitor.run_summary import RunSummary
 from monitor.selectors import endpoint_events
 from monitor.services.alerts import Reading, evaluate_after_run, read_metric
@@ -130,7 +131,11 @@ def test_a_new_fingerprint_is_an_event(endpoints):
     pair = make_pair(endpoints, "demo-fast")
     first = execute_run(run_id=create_run(pair=pair, seed=1).id, cases_limit=1)
     second = execute_run(run_id=create_run(pair=pair, seed=2).id, cases_limit=1)
+    # As if the vendor's new stack had answered the second run: its samples say so, and the
+    # run is summarised afresh (events are upserted then, from the samples, not read later).
     Sample.objects.filter(run=second, tier="fast").update(system_fingerprint="fp_new_stack")
+    RunRollup.objects.filter(run=second).delete()
+    record_run(run=second)
     events = [e for e in endpoint_events(endpoints=[pair.fast]) if e["what"] == "fingerprint"]
     assert [(e["value"], e["change"], e["run_id"]) for e in events] == [
         ("fp_demo_fast", False, first.id), ("fp_new_stack", True, second.id)]

@@ -6,7 +6,16 @@
 - ``speedup`` — paired bootstrap confidence intervals of "how many times faster".
 - ``drift`` — per-run z-scores against a frozen baseline, two-sided CUSUM with hysteresis.
 - ``multiple`` — Holm and Benjamini–Hochberg adjusted p-values.
-- ``verdict`` — the label and sentence a pair's run ends with.
+- ``verdict`` — the label and sentence a pair's run ends with (``decide``, grading by ladder;
+  being replaced by ``labels.judge``).
+- ``labels`` — honest labels: outputs differ / no detectable difference (80% power) /
+  capability difference (the run's own cases) / inconclusive; empties and failures as rates.
+- ``effect`` — MMD² interval over prompts and the effect detectable at 80% power.
+- ``textprep`` — NFC + stripped texts, empty answers counted apart.
+- ``eprocess`` — evidence across audits: e-values, e-detector with an error budget, e-BH.
+- ``cusum`` — frozen baseline and online one-sided CUSUM state, h from a target ARL0.
+- ``speedup_runs`` — cluster bootstrap over runs, failures censored, claim status.
+- ``stability`` — base now against base in an earlier run (the A-vs-A that can fail).
 
 Pure functions over plain data (numpy arrays, dicts, dataclasses); each formula is written
 once, with its source in the docstring.

@@ -5,7 +5,9 @@ ICLR 2025 (arXiv:2410.20247). A sample is a (prompt, completion) pair and the ke
 
     k((p, x), (p', y)) = 1[p = p'] · (1/L) · #{i < L : x_i = y_i}
 
-on completions right-padded with NUL / truncated to L characters. Padding is part of the text
+on completions right-padded / truncated to L characters. Code points are stored shifted by
+one so that padding (0) differs from a real NUL character, and lone surrogates are kept
+("surrogatepass"): any str the vendor returned can be tested. Padding is part of the text
 on purpose: two answers that both end early agree about "the answer has ended", so output
 length is part of what is compared. Positions where every text is padding add a constant to
 the kernel, which cancels in MMD² (it only shrinks the scale), so short outputs do not bias the
@@ -30,6 +32,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from evals.stats.textprep import prepare
+
 DEFAULT_L = 1000
 DEFAULT_B = 1000
 
@@ -48,6 +52,8 @@ class MMDResult:
     B: int
     min_per_prompt: tuple[int, int] = (0, 0)  # fewest samples of one prompt, a and b
     dropped_prompts: list[str] = field(default_factory=list)  # "key: reason"
+    per_prompt: np.ndarray = field(default_factory=lambda: np.empty(0))  # observed, per prompt
+    n_empty: tuple[int, int] = (0, 0)  # empty answers (after normalising) left out, a and b
 
     def critical_value(self, alpha: float = 0.05) -> float | None:
         """The (1 − α) quantile of the permutation null: the smallest statistic this run
@@ -74,11 +80,11 @@ class MMDResult:
 
 
 def encode(texts: Sequence[str], L: int = DEFAULT_L) -> np.ndarray:
-    """Texts as an (n, L) uint32 array of code points, truncated to L, NUL-padded."""
+    """Texts as an (n, L) uint32 array of code points + 1, truncated to L, 0-padded."""
     out = np.zeros((len(texts), L), dtype=np.uint32)
     for i, text in enumerate(texts):
-        codes = np.frombuffer(text[:L].encode("utf-32-le"), dtype="<u4")
-        out[i, : codes.size] = codes
+        codes = np.frombuffer(text[:L].encode("utf-32-le", "surrogatepass"), dtype="<u4")
+        out[i, : codes.size] = codes + 1
     return out
 
 
@@ -100,7 +106,9 @@ def _usable(
     return keys, dropped
 
 
-def _statistics(labels: np.ndarray, gram0: np.ndarray, weights: np.ndarray) -> np.ndarray:
+def _statistics(
+    labels: np.ndarray, gram0: np.ndarray, weights: np.ndarray, per_prompt: bool = False
+) -> np.ndarray:
     """The statistic for a stack of labelings, by index arithmetic on precomputed Grams.
 
     labels (B, P, N) is 1 where a sample is labelled tier a (0 on padding); gram0 (P, N, N)
@@ -115,7 +123,8 @@ def _statistics(labels: np.ndarray, gram0: np.ndarray, weights: np.ndarray) -> n
     s_ab = s_r - s_aa
     s_bb = total - 2.0 * s_r + s_aa
     w_aa, w_bb, w_ab = weights
-    return (w_aa * s_aa + w_bb * s_bb - 2.0 * w_ab * s_ab).sum(axis=1)
+    terms = w_aa * s_aa + w_bb * s_bb - 2.0 * w_ab * s_ab
+    return terms if per_prompt else terms.sum(axis=1)
 
 
 def mmd_test(
@@ -125,6 +134,7 @@ def mmd_test(
     L: int = DEFAULT_L,
     B: int = DEFAULT_B,
     seed: int = 0,
+    normalise: bool = True,
 ) -> MMDResult:
     """Test whether two tiers' completions come from one distribution, prompt by prompt.
 
@@ -132,12 +142,19 @@ def mmd_test(
     missing on a side or with fewer than 2 samples on a side are dropped and listed (the
     per-prompt unbiased estimator needs two). Each prompt's Gram matrix is computed once;
     every permutation is then index arithmetic on those matrices (:func:`_statistics`).
+    With ``normalise`` (the default) texts are first put in NFC and stripped, and empty
+    answers left out and counted (:mod:`evals.stats.textprep`): formatting is not a model.
     """
     if B < 1:
         raise ValueError("B must be at least 1")
+    empty = (0, 0)
+    if normalise:
+        (samples_a, ea), (samples_b, eb) = prepare(samples_a), prepare(samples_b)
+        empty = (ea, eb)
     keys, dropped = _usable(samples_a, samples_b)
     if not keys:
-        return MMDResult(None, None, np.empty(0), 0, (0, 0), L, B, (0, 0), dropped)
+        return MMDResult(None, None, np.empty(0), 0, (0, 0), L, B, (0, 0), dropped,
+                         n_empty=empty)  # fmt: skip
 
     n_a = np.array([len(samples_a[k]) for k in keys])
     n_b = np.array([len(samples_b[k]) for k in keys])
@@ -153,7 +170,8 @@ def mmd_test(
 
     positions = np.arange(N)
     observed_labels = (positions[None, :] < n_a[:, None]).astype(float)[None]
-    observed = float(_statistics(observed_labels, gram0, weights)[0])
+    per_prompt = _statistics(observed_labels, gram0, weights, per_prompt=True)[0] * P
+    observed = float(per_prompt.mean())
 
     # A uniform random permutation within each prompt: rank i.i.d. uniform keys, with
     # padding pushed last; the a_p lowest ranks are labelled tier a.
@@ -178,4 +196,6 @@ def mmd_test(
         B=B,
         min_per_prompt=(int(n_a.min()), int(n_b.min())),
         dropped_prompts=dropped,
+        per_prompt=per_prompt,
+        n_empty=empty,
     )

@@ -4,6 +4,10 @@
 the product (``monitor.services.verdict``) and ``benchmarks/verdict_validation.py`` both call
 it, so the benchmark measures exactly what the product computes.
 
+Superseded by :func:`evals.stats.labels.judge` (labels that claim only what the tests show,
+80%-power wording, no cause read off the size of MMD²); ``decide`` stays, with its labels,
+until the product is wired to ``judge``.
+
 Rules of ``decide`` (docs/measures.md, "The verdict"), in order:
 1. *Inconclusive* when the run cannot support a statement: fewer than ``min_prompts`` prompts or
    ``min_samples`` samples of a prompt on a tier, more than ``max_failed_share`` failed requests
@@ -176,11 +180,19 @@ def _points(diff: float) -> str:
     return f"pass@1 {diff:+.0f} points".replace("-", "\u2212")
 
 
-def _t0_reason(fb: Mapping[str, Any], bb: Mapping[str, Any]) -> str:
+def _t0_reason(fb: Mapping[str, Any], bb: Mapping[str, Any] | None) -> str:
+    """Temperature-0 diagnostics fast-vs-base beside base-vs-base. A pair probed with
+    ``repeat = 1`` has no base-vs-base pairs (their median is None): then the fast-vs-base
+    figures are given alone, with why there is nothing to set them against."""
+    head = (
+        f"temperature 0: median Indel ratio fast-vs-base {fb['median_ratio']:.3f}, "
+        f"exact matches {fb['exact_match_rate']:.0%}"
+    )
+    if not bb or not bb.get("n") or bb.get("median_ratio") is None:
+        return f"{head} (no base-vs-base pairs to compare with: the probe ran each case once)"
     return (
-        f"temperature 0: median Indel ratio fast-vs-base {fb['median_ratio']:.3f} vs "
-        f"base-vs-base {bb['median_ratio']:.3f}; exact matches {fb['exact_match_rate']:.0%} "
-        f"vs {bb['exact_match_rate']:.0%}"
+        f"{head}; base-vs-base {bb['median_ratio']:.3f}, exact matches "
+        f"{bb['exact_match_rate']:.0%}"
     )
 
 
@@ -278,7 +290,7 @@ def decide(
     for name, cal in (("base vs base", base_vs_base), ("fast vs fast", fast_vs_fast)):
         if cal is not None and cal.statistic is not None:
             reasons.append(f"noise floor {name}: MMD² {cal.statistic:.2g} ({fmt_p(cal.p_value)})")
-    if t0_fast_vs_base and t0_base_vs_base and t0_fast_vs_base.get("n"):
+    if t0_fast_vs_base and t0_fast_vs_base.get("n"):
         reasons.append(_t0_reason(t0_fast_vs_base, t0_base_vs_base))
     if capability is not None and capability.n > 0:
         reasons.append(

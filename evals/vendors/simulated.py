@@ -23,7 +23,12 @@ distilled-vs-base from two. A request ``seed`` makes sampling reproducible per s
 Faults for tests, by model name or header ``x-tierwatch-fault``: ``demo-broken-html`` (HTML 502),
 ``demo-ratelimit`` (429, Retry-After: 2), ``demo-garbage`` (200 SSE with non-JSON data),
 ``demo-truncated`` (connection closed mid-stream), ``demo-slow`` (keep-alives, no token for an
-hour). ``time_scale`` multiplies every scripted delay (tests use 0), except ``demo-slow``'s.
+hour), ``demo-empty`` (200 SSE, no token, no finish reason, then ``[DONE]``), ``demo-huge``
+(5 MB of text in 64 KiB chunks). OpenAI protocol only: ``demo-nul`` (text with a NUL and a lone
+surrogate, ``"\\u0000"`` and ``"\\ud800"`` in the JSON), ``demo-echokey`` (the request's
+``Authorization`` value echoed in ``x-request-id``, ``server``, the model id, the fingerprint
+and the text, as sent, lower-cased, URL-encoded and base64). ``time_scale`` multiplies every
+scripted delay (tests use 0), except ``demo-slow``'s.
 
 Run: ``python -m evals.vendors.simulated --port 8811``.
 """
@@ -32,12 +37,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
+import dataclasses
 import hashlib
 import json
 import math
 import random
 import threading
 import time
+import urllib.parse
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -83,7 +91,8 @@ TIERS = {
 }
 FAULT_MODELS = {
     "demo-broken-html": "html", "demo-ratelimit": "ratelimit", "demo-garbage": "garbage",
-    "demo-truncated": "truncated", "demo-slow": "slow",
+    "demo-truncated": "truncated", "demo-slow": "slow", "demo-empty": "empty",
+    "demo-huge": "huge", "demo-nul": "nul", "demo-echokey": "echokey",
 }
 CACHE_BLOCK = 64  # tokens per prefix-cache block (vLLM-style block hashes)
 CACHE_MIN_TOKENS = 256  # shorter prompts are never cached
@@ -334,6 +343,15 @@ async def _fault(request: web.Request, fault: str, anthropic: bool) -> web.Strea
         await resp.write(b"data: [DONE]\n\n")
         await resp.write_eof()
         return resp
+    if fault in ("empty", "huge"):
+        role = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
+        await resp.write(b"data: " + json.dumps(role).encode() + b"\n\n")
+        for _ in range(80 if fault == "huge" else 0):  # 80 x 64 KiB: 5 MB
+            piece = {"choices": [{"index": 0, "delta": {"content": "x" * 65_536}}]}
+            await resp.write(b"data: " + json.dumps(piece).encode() + b"\n\n")
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        return resp
     if fault == "slow":
         await resp.write(b": keep-alive\n\n")
         try:
@@ -401,8 +419,9 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     body, messages = parsed
     tier = _tier_or_fault(request, body)
     if isinstance(tier, str):
-        if tier == "truncated":
-            return await _openai_stream(request, TIERS["demo-base"], body, messages, cut=True)
+        if tier in ("truncated", "nul", "echokey"):
+            return await _openai_stream(request, TIERS["demo-base"], body, messages,
+                                        cut=tier == "truncated", fault=tier)
         return await _fault(request, tier, anthropic=False)
     if tier is None:
         return _error(404, f"model {body.get('model')!r} not found", "invalid_request_error")
@@ -428,8 +447,18 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
 
 
 async def _openai_stream(request: web.Request, tier: Tier, body: dict[str, Any],
-                         messages: list[dict[str, Any]], cut: bool = False) -> web.StreamResponse:
+                         messages: list[dict[str, Any]], cut: bool = False,
+                         fault: str = "") -> web.StreamResponse:
     vendor: Vendor = request.app[VENDOR]
+    headers, inject = {}, ""
+    if fault == "nul":
+        inject = "NUL\x00 and lone surrogate \ud800: "
+    elif fault == "echokey":
+        auth = request.headers.get("Authorization", "")
+        b64 = base64.b64encode(auth.removeprefix("Bearer ").encode()).decode()
+        inject = f"{auth} {auth.lower()} {urllib.parse.quote(auth)} {b64} "
+        headers = {"x-request-id": auth, "server": f"echo/{auth}"}
+        tier = dataclasses.replace(tier, model=auth, fingerprint=auth.lower())
     plan = vendor.plan(tier, messages, int(body.get("max_tokens") or 256),
                        float(body.get("temperature", 1.0)), body.get("seed"))
     vendor.counter += 1
@@ -438,7 +467,8 @@ async def _openai_stream(request: web.Request, tier: Tier, body: dict[str, Any],
     await _sleep(plan.queue_s)
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
                                        "Cache-Control": "no-cache",
-                                       "x-request-id": f"req_demo_{vendor.counter}"})
+                                       "x-request-id": f"req_demo_{vendor.counter}",
+                                       **headers})
     await resp.prepare(request)
     try:
         await resp.write(_openai_chunk(tier, rid, created, {"role": "assistant", "content": ""}))
@@ -451,8 +481,8 @@ async def _openai_stream(request: web.Request, tier: Tier, body: dict[str, Any],
                 return resp
             extra = {"logprobs": _logprobs(chunk, top_n)} if top_n >= 0 else {}
             finish = plan.finish_reason if i == last else None
-            await resp.write(_openai_chunk(tier, rid, created, {"content": "".join(chunk)},
-                                           finish, **extra))
+            text = (inject if i == 0 else "") + "".join(chunk)
+            await resp.write(_openai_chunk(tier, rid, created, {"content": text}, finish, **extra))
             await _sleep(step if i < last else 0)
         if not plan.chunks:
             await resp.write(_openai_chunk(tier, rid, created, {}, plan.finish_reason))

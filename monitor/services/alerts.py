@@ -156,6 +156,7 @@ def evaluate_after_run(*, run_id: int) -> list[Alert]:
     if run.status != RunStatus.DONE:
         return []
     rules = AlertRule.objects.filter(enabled=True).filter(Q(pair=run.pair) | Q(pair__isnull=True))
+    rules = rules.exclude(metric__in=catalogue.SYSTEM_METRICS)
     changed = []
     for rule in rules.order_by("pk"):
         problem = catalogue.problem(rule.metric, rule.tier)
@@ -180,6 +181,7 @@ def render_alert(alert: Alert) -> tuple[str, str, str]:
         "pair": pair,
         "simulated": pair.simulated,
         "link": pair_link(pair),
+        "system": rule.metric in catalogue.SYSTEM_METRICS,
     }
     return render_email("alert", context)
 
@@ -243,7 +245,10 @@ def notify(*, alert_id: int) -> list[Notification]:
     subject, text, html = render_alert(alert)
     event = alert_event(alert)
     sent = []
-    for channel in alert.rule.channels.filter(disabled=False).order_by("pk"):
+    channels = alert.rule.channels.all()
+    if alert.rule.metric in catalogue.SYSTEM_METRICS and not channels.exists():
+        channels = Channel.objects.all()  # the monitor itself is down: tell everyone
+    for channel in channels.filter(disabled=False).order_by("pk"):
         done = Notification.objects.filter(alert=alert, channel=channel, subject=subject[:300])
         if done.filter(ok=True).exists():
             continue  # a retried task: this channel already has this message

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 from django.core.exceptions import ValidationError
@@ -79,6 +80,31 @@ CASE_FIELDS = {
     "constraints",
 }
 DURATION = re.compile(r"^(\d+)\s*([smhd])$")
+MIN_INTERVAL_S = 60  # a schedule more often than this measures the vendor's rate limit
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _http_url(value: Any) -> bool:
+    parts = urlsplit(value) if isinstance(value, str) else None
+    return parts is not None and parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
+RANGES: dict[str, dict[str, tuple[Any, str]]] = {
+    "endpoints": {
+        "base_url": (_http_url, "must be an http:// or https:// URL with a host"),
+        "timeout_s": (lambda v: _number(v) and 0 < v <= 3600, "must be > 0 and ≤ 3600 seconds"),
+        "max_concurrency": (lambda v: _number(v) and 1 <= v <= 256, "must be 1 to 256"),
+        "context_window": (lambda v: _number(v) and v >= 1, "must be ≥ 1"),
+    },
+    "pairs": {
+        "repeat": (lambda v: _number(v) and 1 <= v <= 100, "must be 1 to 100"),
+        "cases_per_run": (lambda v: _number(v) and v >= 1, "must be ≥ 1 (omit it for all)"),
+        "claimed_speedup": (lambda v: _number(v) and v > 0, "must be > 0"),
+    },
+}
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
@@ -94,12 +120,97 @@ class Located:
     line: int
 
 
-def _locate(node: yaml.Node) -> Any:
+MAX_FILE_BYTES = 1 << 20  # a config file is a few KiB; more is a mistake or an attack
+MAX_STRING_CHARS = 65_536  # per value (a case's unit tests are the longest, a few KiB)
+_CORE = "tag:yaml.org,2002:"
+CORE_TAGS = frozenset(_CORE + t for t in ("str", "int", "float", "bool", "null", "seq", "map",
+                                          "timestamp"))
+
+
+class _Refused(Exception):
+    def __init__(self, line: int, path: str, problem: str) -> None:
+        super().__init__(problem)
+        self.line, self.path, self.problem = line, path, problem
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """YAML without its dangerous corners: no anchors or aliases (a 363-byte "billion laughs"
+    file expands to gigabytes once its aliases are followed), and no tag beyond YAML's core
+    schema (``!!python/object/apply`` and friends were silently ignored before). Both are
+    refused while composing, with line and path, before anything is built."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.path: list[str] = []  # of the node being composed: "pairs", "[0]", ".name"
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if isinstance(index, yaml.ScalarNode):  # a mapping's value (PyYAML passes its key)
+            self.path.append(f".{index.value}")
+        elif isinstance(index, int) and not isinstance(index, bool):  # a sequence's item
+            self.path.append(f"[{index}]")
+        else:
+            self.path.append("")  # the root, or a mapping's key
+        try:
+            event = self.peek_event()
+            if isinstance(event, yaml.AliasEvent):
+                self.refuse(event, f"aliases (*{event.anchor}) are not allowed")
+            if getattr(event, "anchor", None):
+                self.refuse(event, f"anchors (&{event.anchor}) are not allowed")
+            tag = getattr(event, "tag", None)
+            if tag and tag != "!" and tag not in CORE_TAGS:
+                self.refuse(event, f"the tag {tag.replace(_CORE, '!!')!r} is not allowed (only "
+                            "strings, numbers, booleans, null, lists and mappings)")
+            return super().compose_node(parent, index)
+        finally:
+            self.path.pop()
+
+    def refuse(self, event: Any, problem: str) -> None:
+        where = "".join(self.path).lstrip(".") or "(top)"
+        raise _Refused(event.start_mark.line + 1, where, problem)
+
+
+def _compose(text: str, source: str) -> yaml.Node | None:
+    loader = _StrictLoader(text)
+    try:
+        return loader.get_single_node()
+    except _Refused as exc:
+        raise ConfigError(f"{source}:{exc.line}: {exc.path}: {exc.problem}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark else 0
+        raise ConfigError(
+            f"{source}:{line}: not valid YAML: {getattr(exc, 'problem', exc)}"
+        ) from None
+    finally:
+        loader.dispose()
+
+
+def _locate(node: yaml.Node, source: str, path: str, errors: list[str]) -> Any:
+    """The node as plain values, each wrapped with its line; duplicate keys, non-scalar keys
+    and over-long strings are added to ``errors`` as ``file:line: path: problem``."""
+    line = node.start_mark.line + 1
     if isinstance(node, yaml.MappingNode):
-        return Located({k.value: _locate(v) for k, v in node.value}, node.start_mark.line + 1)
+        out: dict[str, Located] = {}
+        for k, v in node.value:
+            kline = k.start_mark.line + 1
+            if not isinstance(k, yaml.ScalarNode):
+                errors.append(f"{source}:{kline}: {path or '(top)'}: a key must be a plain string")
+                continue
+            key = str(k.value)
+            kpath = f"{path}.{key}" if path else key
+            if key in out:
+                errors.append(f"{source}:{kline}: {kpath}: duplicate key (first on line "
+                              f"{out[key].line})")
+                continue
+            out[key] = _locate(v, source, kpath, errors)
+        return Located(out, line)
     if isinstance(node, yaml.SequenceNode):
-        return Located([_locate(v) for v in node.value], node.start_mark.line + 1)
-    return Located(yaml.safe_load(yaml.serialize(node)), node.start_mark.line + 1)
+        return Located([_locate(v, source, f"{path}[{i}]", errors)
+                        for i, v in enumerate(node.value)], line)
+    if len(node.value) > MAX_STRING_CHARS:
+        errors.append(f"{source}:{line}: {path}: longer than {MAX_STRING_CHARS} characters")
+        return Located("", line)
+    return Located(yaml.constructor.SafeConstructor().construct_object(node), line)
 
 
 def _plain(item: Any) -> Any:
@@ -135,6 +246,7 @@ class _Applier:
             self.error(seq.line, section, "must be a list")
             return []
         out = []
+        seen: dict[str, int] = {}  # name -> line: a second one is refused, never "last wins"
         for i, item in enumerate(seq.value):
             path = f"{section}[{i}]"
             if not isinstance(item.value, dict):
@@ -157,9 +269,28 @@ class _Applier:
             if "name" not in item.value:
                 self.error(item.line, f"{path}.name", "required")
                 continue
-            if not unknown:
+            name = item.value["name"]
+            if not isinstance(name.value, str) or not name.value:
+                self.error(name.line, f"{path}.name", "must be a non-empty string")
+                continue
+            if name.value in seen:
+                self.error(name.line, f"{path}.name",
+                           f"duplicate name {name.value!r} (first on line {seen[name.value]})")
+                continue
+            seen[name.value] = name.line
+            if not unknown and self.in_range(section, path, item):
                 out.append((path, item))
         return out
+
+    def in_range(self, section: str, path: str, item: Located) -> bool:
+        """The checks a model field cannot make or makes too late (``RANGES``)."""
+        ok = True
+        for field, (check, problem) in RANGES.get(section, {}).items():
+            node = item.value.get(field)
+            if node is not None and node.value is not None and not check(node.value):
+                self.error(node.line, f"{path}.{field}", f"{problem} (got {node.value!r})"[:300])
+                ok = False
+        return ok
 
     def save(self, obj: Any, item: Located, path: str, exclude: tuple[str, ...] = ()) -> bool:
         try:
@@ -181,17 +312,15 @@ class _Applier:
 
 def apply_config_text(text: str, *, source: str = "<config>") -> dict[str, int]:
     """Validate and apply; raises ConfigError listing every problem, with nothing applied."""
-    try:
-        node = yaml.compose(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark else 0
-        raise ConfigError(
-            f"{source}:{line}: not valid YAML: {getattr(exc, 'problem', exc)}"
-        ) from None
+    if len(text) > MAX_FILE_BYTES or len(text.encode("utf-8", "replace")) > MAX_FILE_BYTES:
+        raise ConfigError(f"{source}:1: (file): larger than {MAX_FILE_BYTES} bytes")
+    node = _compose(text, source)
     if node is None:
         raise ConfigError(f"{source}:1: the file is empty")
-    root = _locate(node)
+    problems: list[str] = []
+    root = _locate(node, source, "", problems)
+    if problems:
+        raise ConfigError("\n".join(problems))
     if not isinstance(root.value, dict):
         raise ConfigError(f"{source}:{root.line}: the top level must be a mapping of {SECTIONS}")
     applier = _Applier(source)
@@ -250,11 +379,19 @@ def _apply_suite(a: _Applier, path: str, item: Located) -> bool:
         )
         return False
     specs = []
+    keys: dict[str, int] = {}
     for j, case in enumerate(cases_node.value):
         cpath = f"{path}.cases[{j}]"
         if not isinstance(case.value, dict):
             a.error(case.line, cpath, "must be a mapping")
             continue
+        key = case.value.get("key")
+        if key is not None and str(key.value) in keys:
+            a.error(key.line, f"{cpath}.key",
+                    f"duplicate case key {key.value!r} (first on line {keys[str(key.value)]})")
+            continue
+        if key is not None:
+            keys[str(key.value)] = key.line
         bad = set(case.value) - CASE_FIELDS
         for key in sorted(bad):
             a.error(
@@ -350,6 +487,8 @@ def _apply_pair(a: _Applier, path: str, item: Located) -> bool:
             if key in schedule:
                 try:
                     seconds = parse_duration(schedule[key])
+                    if seconds < MIN_INTERVAL_S:
+                        raise ValueError(f"{schedule[key]!r} is shorter than {MIN_INTERVAL_S}s")
                 except ValueError as exc:
                     a.error(data["schedule"].value[key].line, f"{spath}.{key}", str(exc))
                     return False
@@ -390,7 +529,17 @@ def _apply_rule(a: _Applier, path: str, item: Located) -> bool:
 def apply_config_file(path: str | Path) -> dict[str, int]:
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as f:
+            data = f.read(MAX_FILE_BYTES + 1)  # never more than the cap into memory
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise ConfigError(f"{path}:1: (file): larger than {MAX_FILE_BYTES} bytes")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ConfigError(
+            f"{path}:{line}: (file): not UTF-8 (byte 0x{data[exc.start]:02x}); save the file "
+            "as UTF-8") from None
     return apply_config_text(text, source=str(path))

@@ -1,5 +1,5 @@
-"""What happens to a run, in order: measure → summarise → done → verdict and drift → alerts →
-notify. The Celery task calls this; so do the ``probe`` command and the tests.
+"""What happens to a run, in order: measure → summarise (and its rollups) → done → verdict and
+drift → alerts → notify. The Celery task calls this; so do the ``probe`` command and the tests.
 
 Measuring and summarising either succeed or mark the run failed with the reason. The judging
 steps after "done" read the finished run and never fail it: a verdict that cannot be computed
@@ -14,8 +14,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from monitor.models import Run, RunKind
-from monitor.services import alerts, drift, runs, verdict
+from monitor import rollups
+from monitor.models import Run, RunKind, RunStatus
+from monitor.services import alerts, drift, heartbeat, runs, verdict
 
 log = logging.getLogger(__name__)
 
@@ -23,19 +24,27 @@ log = logging.getLogger(__name__)
 def execute_run(
     *, run_id: int, cases_limit: int | None = None, notify: Callable[[int], Any] | None = None
 ) -> Run | None:
-    """Execute a queued run; a run that is not queued (a redelivered task) is left alone and
-    returned as it is, ``None`` when it no longer exists."""
-    if not runs.claim_run(run_id):
-        log.info("run %s is not queued (or gone); skipping", run_id)
+    """Execute a queued run (or take over an abandoned one); a run another worker owns (a
+    redelivered task) is left alone and returned as it is, ``None`` when it no longer exists."""
+    attempt = runs.claim_run(run_id)
+    if attempt is None:
+        log.info("run %s is not queued (or gone, or alive elsewhere); skipping", run_id)
         return Run.objects.filter(id=run_id).first()
     try:
         runs.measure(run_id=run_id, cases_limit=cases_limit)
         runs.summarise_run(run_id=run_id)
+        rollups.record_run(run=Run.objects.get(id=run_id))  # kept when payloads expire
+    except heartbeat.RunLost as exc:  # reaped or taken over: the run is no longer ours
+        log.warning("%s; stopping", exc)
+        return Run.objects.get(id=run_id)
     except Exception as exc:  # the run is marked failed with its reason; samples stay
         log.exception("run %s failed", run_id)
-        runs.mark_failed(run_id=run_id, exc=exc)
+        runs.mark_failed(run_id=run_id, exc=exc, attempt=attempt)
+        rollups.record_run_safely(run_id=run_id)  # its requests still count in availability
         return Run.objects.get(id=run_id)
-    runs.mark_done(run_id=run_id)
+    runs.mark_done(run_id=run_id, attempt=attempt)
+    if Run.objects.filter(id=run_id).values_list("status", flat=True).first() != RunStatus.DONE:
+        return Run.objects.get(id=run_id)  # lost between its last beat and the end
     judge(run_id=run_id)
     for alert in alerts.evaluate_after_run(run_id=run_id):
         if notify is not None:

@@ -13,18 +13,23 @@ import queue
 import random
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import fields
+from dataclasses import fields, replace
 from datetime import UTC, datetime
+from functools import partial
 
+from django.conf import settings
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from evals.constraints import check_all
 from evals.plan import PlannedRequest, execute_plan, plan_run
-from evals.records import ChatRequest, TimingRecord
+from evals.records import ChatRequest, TimingRecord, storable
 from evals.sandbox import extract_code, run_unit_tests
 from evals.suites import context_needed, fill_nonce, prompt_estimate
 from monitor.models import Case, Endpoint, Pair, Run, RunKind, RunStatus, RunTrigger, Sample
+from monitor.ratelimit import RunGate
 from monitor.run_summary import RunSummary
+from monitor.services import heartbeat
 from monitor.services.suites import audit_suite
 from monitor.services.summary import summarise_samples
 
@@ -100,31 +105,46 @@ def run_tiers(run: Run) -> tuple[tuple[str, int], ...]:
     return (("fast", 0), ("base", 0))
 
 
-def claim_run(run_id: int) -> bool:
-    """Only one worker executes a run, even if the task is delivered twice (acks_late)."""
-    return bool(
-        Run.objects.filter(id=run_id, status=RunStatus.QUEUED).update(
-            status=RunStatus.RUNNING, started_at=timezone.now()
-        )
-    )
+def claim_run(run_id: int) -> int | None:
+    """Only one worker executes a run, even if the task is delivered twice (acks_late); an
+    abandoned running run may be claimed again (``heartbeat.claim``). The attempt number, or
+    None when the run is not this delivery's to execute."""
+    return heartbeat.claim(run_id)
+
+
+def not_yet_stored(run: Run, plan: list[PlannedRequest]) -> list[PlannedRequest]:
+    """A taken-over run resumes: requests already stored, keyed by (case, tier, batch,
+    repetition), are not sent again, so no sample is duplicated."""
+    stored = set(run.samples.values_list("case__key", "tier", "batch", "repetition"))
+    return [p for p in plan if (p.case_key, p.tier, p.batch, p.repetition) not in stored]
 
 
 def measure(*, run_id: int, cases_limit: int | None = None) -> None:
-    """Plan a claimed run and send it, storing each sample as it completes."""
+    """Plan a claimed run and send what is not stored yet, storing each sample as it
+    completes."""
     run = Run.objects.select_related("pair__fast", "pair__base", "suite").get(id=run_id)
     cases = select_cases(run, cases_limit or run.pair.cases_per_run)
     plan = plan_run([c.key for c in cases], repeat=run.repeat, seed=run.seed, tiers=run_tiers(run))
-    Run.objects.filter(id=run.id).update(planned=len(plan))
-    _execute(run, {c.key: c for c in cases}, plan)
+    mine = Run.objects.filter(id=run.id, attempt=run.attempt)  # writes only while it is ours
+    mine.update(planned=len(plan))
+    _execute(run, {c.key: c for c in cases}, not_yet_stored(run, plan))
+    mine.update(completed=run.samples.count())  # exact even after a save was retried
 
 
-def mark_done(*, run_id: int) -> None:
-    Run.objects.filter(id=run_id).update(status=RunStatus.DONE, finished_at=timezone.now())
+def _mine(run_id: int, attempt: int | None):
+    """The run while it is still running under this attempt (a reaped or taken-over run is not
+    marked by the worker that lost it)."""
+    rows = Run.objects.filter(id=run_id, status=RunStatus.RUNNING)
+    return rows if attempt is None else rows.filter(attempt=attempt)
 
 
-def mark_failed(*, run_id: int, exc: BaseException) -> None:
+def mark_done(*, run_id: int, attempt: int | None = None) -> None:
+    _mine(run_id, attempt).update(status=RunStatus.DONE, finished_at=timezone.now())
+
+
+def mark_failed(*, run_id: int, exc: BaseException, attempt: int | None = None) -> None:
     """The run says why it failed; samples already stored stay."""
-    Run.objects.filter(id=run_id).update(
+    _mine(run_id, attempt).update(
         status=RunStatus.FAILED, finished_at=timezone.now(), error=f"{type(exc).__name__}: {exc}"
     )
 
@@ -148,38 +168,90 @@ def _execute(run: Run, cases: dict[str, Case], plan: list[PlannedRequest]) -> No
             seed=None if run.temperature > 0 else 0,
         )
 
+    stop = threading.Event()  # the consumer gave up: the request loop must not go on unread
+    running: list[tuple[asyncio.AbstractEventLoop, asyncio.Task]] = []
+
     async def on_record(item: PlannedRequest, record: TimingRecord) -> None:
+        if stop.is_set():
+            raise RuntimeError("the run stopped reading records")  # ends execute_plan's gather
         records.put((item, record))
 
-    def produce() -> None:
+    async def plan_task() -> None:
+        """With Redis, a per-vendor limit shared by all workers (monitor.ratelimit)."""
+        running.append((asyncio.get_running_loop(), asyncio.current_task()))  # type: ignore[arg-type]
+        gate = None
+        if settings.REDIS_URL:
+            gate = RunGate(settings.REDIS_URL, {t: ep.base_url for t, ep in tier_endpoint.items()},
+                           limit=settings.TIERWATCH_VENDOR_CONCURRENCY)
+
+        async def on_gated_record(item: PlannedRequest, record: TimingRecord) -> None:
+            await on_record(item, record)
+            if gate:
+                await gate.after(item.tier, record)
+
         try:
-            asyncio.run(
-                execute_plan(
+            if not stop.is_set():
+                await execute_plan(
                     plan,
                     endpoints=specs,
                     build_request=build_request,
                     concurrency=concurrency,
-                    on_record=on_record,
+                    on_record=on_gated_record,
+                    gate=gate.gate if gate else None,
                 )
-            )
+        finally:
+            if gate:
+                await gate.close()
+
+    def produce() -> None:
+        try:
+            asyncio.run(plan_task())
             records.put(_DONE)
         except BaseException as exc:  # handed to the caller's thread, which raises it
             records.put(exc)
 
     loop_thread = threading.Thread(target=produce, name=f"run-{run.id}-loop", daemon=True)
     loop_thread.start()
-    while (message := records.get()) is not _DONE:
-        if isinstance(message, BaseException):
-            raise message
-        item, record = message
-        save_sample(
-            run=run,
-            case=cases[item.case_key],
-            endpoint=tier_endpoint[item.tier],
-            item=item,
-            record=record,
-        )
-    loop_thread.join()
+    try:
+        while (message := _next(records, run)) is not _DONE:
+            if isinstance(message, BaseException):
+                raise message
+            item, record = message
+            heartbeat.store_once(
+                partial(
+                    save_sample,
+                    run=run,
+                    case=cases[item.case_key],
+                    endpoint=tier_endpoint[item.tier],
+                    item=item,
+                    record=record,
+                ),
+                partial(stored_sample, run, item),
+            )
+            heartbeat.beat(run)
+    finally:
+        stop.set()
+        for loop, task in running:  # requests in flight are cancelled, not waited for
+            try:
+                loop.call_soon_threadsafe(task.cancel)
+            except RuntimeError:  # the loop has already closed
+                pass
+        loop_thread.join()
+
+
+def stored_sample(run: Run, item: PlannedRequest) -> Sample | None:
+    return run.samples.filter(
+        case__key=item.case_key, tier=item.tier, batch=item.batch, repetition=item.repetition
+    ).first()
+
+
+def _next(records: queue.Queue, run: Run) -> object:
+    """The next record; the owner beats while it waits, so a slow vendor is not a lost worker."""
+    while True:
+        try:
+            return records.get(timeout=max(1.0, settings.TIERWATCH_HEARTBEAT_S))
+        except queue.Empty:
+            heartbeat.beat(run)
 
 
 _DONE = object()
@@ -210,6 +282,7 @@ def task_check(*, case: Case, record: TimingRecord) -> tuple[bool | None, dict |
             "error_class": result.error_class,
             "output": result.output[-2000:],
             "duration_ms": result.duration_ms,
+            "isolation": result.isolation,
         }
     n_passed, n_total, failures = check_all(record.text, case.constraints)
     return n_passed == n_total, {
@@ -221,12 +294,19 @@ def task_check(*, case: Case, record: TimingRecord) -> tuple[bool | None, dict |
 def save_sample(
     *, run: Run, case: Case, endpoint: Endpoint, item: PlannedRequest, record: TimingRecord
 ) -> Sample:
-    """One row per request, failed or not; unit tests run here, inside the sandbox."""
+    """One row per request, failed or not; unit tests run here, inside the sandbox.
+
+    Every text and JSON value is made storable first (``evals.records.storable``). Should the
+    row still not save, the sample is kept as a failed one of class ``store_error`` (its
+    times and texts lost, the reason kept) and the run goes on: one bad reply never costs the
+    other samples (a savepoint keeps PostgreSQL's transaction usable)."""
     tests_passed, tests_detail = None, None
+    # storable before the sandbox too: code with a lone surrogate cannot even be written out
+    record = replace(record, text=storable(record.text))
     if run.kind == RunKind.PROBE:
         tests_passed, tests_detail = task_check(case=case, record=record)
     measured = {f.name: getattr(record, f.name) for f in fields(record) if f.name in RECORD_COLUMNS}
-    sample = Sample.objects.create(
+    row = dict(
         run=run,
         case=case,
         endpoint=endpoint,
@@ -235,12 +315,27 @@ def save_sample(
         repetition=item.repetition,
         seq=item.seq,
         started_at=datetime.fromtimestamp(record.started_at or datetime.now().timestamp(), tz=UTC),
-        **measured,
-        error_class=record.error_class or "",
-        finish_reason=record.finish_reason or "",
-        tests_passed=tests_passed,
-        tests_detail=tests_detail,
     )
+    try:
+        with transaction.atomic():
+            sample = Sample.objects.create(
+                **row,
+                **storable(measured),
+                error_class=record.error_class or "",
+                finish_reason=storable(record.finish_reason or ""),
+                tests_passed=tests_passed,
+                tests_detail=storable(tests_detail),
+            )
+    except heartbeat.DB_LOST:
+        raise  # the connection is gone, not the row: heartbeat.store_once reconnects and retries
+    except (DatabaseError, ValueError, TypeError) as exc:
+        log.warning("run %s: sample %s could not be stored (%s)", run.id, item.seq,
+                    type(exc).__name__)
+        first_line = (str(exc).splitlines() or [""])[0][:200]  # no row values (PG's DETAIL)
+        sample = Sample.objects.create(
+            **row, ok=False, error_class="store_error",
+            error_message=storable(f"not stored: {type(exc).__name__}: {first_line}"),
+        )
     Run.objects.filter(id=run.id).update(completed=Sample.objects.filter(run_id=run.id).count())
     return sample
 

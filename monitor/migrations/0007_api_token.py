@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('monitor', '0004_run_kind_load'),
+        ('monitor', '0006_rollups_provenance_and_unordered_samples'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

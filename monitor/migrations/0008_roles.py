@@ -18,12 +18,13 @@ def forwards(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("monitor", "0005_api_token"),
+        ("monitor", "0007_api_token"),
         ("auth", "0012_alter_user_first_name_max_length"),
         ("contenttypes", "0002_remove_content_type_name"),
         ("django_celery_beat", "0019_alter_periodictasks_options"),
         ("admin", "0003_logentry_add_action_flag_choices"),
         ("sessions", "0001_initial"),
+        ("axes", "0010_accessattemptexpiration"),
     ]
 
     operations = [migrations.RunPython(forwards, migrations.RunPython.noop)]

@@ -1,0 +1,168 @@
+"""Evidence that accumulates across audits: e-values, an e-detector, and e-BH across pairs.
+
+A test at α = 0.05 after every hourly audit raises ~36 false alarms a month per pair. Here each
+audit contributes one **e-value** (a nonnegative statistic with E[e] ≤ 1 when the tiers do not
+differ), and the pair's state carries two running products across audits:
+
+- ``evalue`` — the product of the e-values since the state was (re)started. Under H0 it is a
+  test supermartingale, so it is an *e-process*: P(sup_t evalue_t ≥ 1/α) ≤ α (Ville 1939),
+  valid at any stopping time. It is what the overview feeds to e-BH across pairs.
+- ``detector`` — the e-CUSUM detector of Shin, Ramdas & Rinaldo, "E-detectors: a
+  nonparametric framework for sequential change detection", NEJSDS 2023, §3:
+      M_t = max(M_{t−1}, 1) · e_t,     alarm when M_t ≥ c.
+  M_t ≤ SR_t (the e-Shiryaev–Roberts detector, SR_t = (SR_{t−1} + 1) · e_t, with E_∞ SR_t = t),
+  so the average run length to a false alarm is at least c (their Thm 3.3). The product
+  ``evalue`` alone would be a poor detector: under H0 the log of the product drifts down
+  (E log e < 0) without bound, and after months of honest audits a real change would first
+  have to climb back from 10⁻⁵⁰. The max with 1 forgets the good news, not the bad.
+
+**The error budget.** Alarms on an honest pair, restarted after each acknowledgement, form a
+renewal process with mean gap ≥ c, so the long-run rate of false alarms is ≤ 1/c per audit and
+the expected number in a period of N audits is ≤ N/c (renewal-reward theorem). Choosing
+c = N / budget gives ``budget`` false alarms per period: at hourly audits a quarter is 2,160
+audits, and the default budget of 0.5 per quarter gives c = 4,320 (α_period = 1/c).
+Measured by ``benchmarks/monitoring_month.py``.
+
+**The e-value of one audit.** The run's own MMD permutation p-value p (valid: a fresh sample
+each audit, so conditionally on the past it is super-uniform under H0) is turned into an
+e-value by the mixture calibrator ∫₀¹ κ p^(κ−1) dκ = (1 − p + p ln p) / (p (ln p)²)
+(Vovk & Wang, "E-values: calibration, combination and applications", Ann. Stat. 2021, §2; it
+is ≤ 1/(p (ln p)²)-ish, ~21 at p = 0.001). An audit may also bring its own e-value (e.g. the
+final wealth of the within-run betting test of :mod:`evals.stats.sequential`); several
+e-values of one audit are averaged (an average of e-values is an e-value, whatever their
+dependence). A per-run p-value therefore stays as evidence, but never alarms on its own.
+
+The state is a frozen dataclass with ``to_json``/``from_json``: store it with the pair, call
+:func:`update` once per finished audit, and :func:`acknowledge` when a person accepts a change
+and re-baselines.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+
+import numpy as np
+
+AUDITS_PER_QUARTER_HOURLY = 24 * 90
+DEFAULT_BUDGET = 0.5  # expected false alarms per pair per period
+
+
+def p_to_e(p: float) -> float:
+    """Mixture calibrator (Vovk & Wang 2021): e(p) = (1 − p + p ln p) / (p (ln p)²), with
+    e(1) = 0.5 by continuity (the limit as p → 1) and E e(U) = 1 for U uniform."""
+    if not 0.0 < p <= 1.0:
+        raise ValueError(f"p-value must be in (0, 1], got {p}")
+    if p > 1.0 - 1e-9:
+        return 0.5
+    lp = math.log(p)
+    return (1.0 - p + p * lp) / (p * lp * lp)
+
+
+def threshold_for(audits_per_period: float, budget: float = DEFAULT_BUDGET) -> float:
+    """The detector threshold c = N / budget (module docstring): expected false alarms per
+    period ≤ ``budget`` at ``audits_per_period`` audits a period."""
+    if audits_per_period <= 0 or budget <= 0:
+        raise ValueError("audits_per_period and budget must be positive")
+    return max(1.0, audits_per_period / budget)
+
+
+@dataclass(frozen=True)
+class AuditEvidence:
+    """What one finished audit brings: its MMD p-value and/or its own e-value."""
+
+    p_value: float | None
+    e_value: float | None = None
+    run_id: int | None = None
+
+    def e(self) -> float | None:
+        """The audit's e-value (the average of the calibrated p and the given e), or None."""
+        parts = [p_to_e(self.p_value)] if self.p_value is not None else []
+        if self.e_value is not None:
+            if self.e_value < 0 or not math.isfinite(self.e_value):
+                raise ValueError(f"e-value must be finite and ≥ 0, got {self.e_value}")
+            parts.append(self.e_value)
+        return sum(parts) / len(parts) if parts else None
+
+
+@dataclass(frozen=True)
+class EProcessState:
+    """A pair's evidence across audits since its last acknowledgement."""
+
+    evalue: float = 1.0  # product of e-values: the e-process (for e-BH, anytime-valid)
+    detector: float = 1.0  # e-CUSUM statistic M_t
+    audits: int = 0  # audits counted since the last acknowledgement
+    alarmed: bool = False  # stays True until acknowledged
+    alarm_audit: int | None = None  # which audit (1-based, since acknowledgement) alarmed
+    last_run_id: int | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> EProcessState:
+        return cls(**json.loads(text))
+
+
+@dataclass(frozen=True)
+class Decision:
+    alarm: bool  # the detector is (or has been, since acknowledgement) at or above threshold
+    new_alarm: bool  # this audit raised it
+    e_value: float | None  # this audit's contribution (None: no evidence, nothing changed)
+    detector: float
+    threshold: float
+    sentence: str
+
+
+def update(
+    state: EProcessState, evidence: AuditEvidence, *, threshold: float
+) -> tuple[EProcessState, Decision]:
+    """Fold one audit into the state. An audit without evidence (no p, no e) changes nothing.
+    Once alarmed, the state keeps accumulating but stays alarmed until :func:`acknowledge`."""
+    e = evidence.e()
+    if e is None:
+        new = state
+    else:
+        detector = max(state.detector, 1.0) * e
+        audits = state.audits + 1
+        fired = not state.alarmed and detector >= threshold
+        new = replace(
+            state, evalue=state.evalue * e, detector=detector, audits=audits,
+            alarmed=state.alarmed or fired,
+            alarm_audit=audits if fired else state.alarm_audit,
+            last_run_id=evidence.run_id if evidence.run_id is not None else state.last_run_id,
+        )  # fmt: skip
+    fired = new.alarmed and not state.alarmed
+    if new.alarmed:
+        words = f"evidence across audits: outputs differ (detector {new.detector:.3g} ≥ "
+        words += f"{threshold:.0f}, since audit {new.alarm_audit} after acknowledgement)"
+    else:
+        words = f"evidence across audits below the alarm level ({new.detector:.3g} < "
+        words += f"{threshold:.0f}, {new.audits} audits)"
+    return new, Decision(new.alarmed, fired, e, new.detector, threshold, words)
+
+
+def acknowledge(state: EProcessState) -> EProcessState:
+    """A person accepted the change (and re-baselined): evidence starts again from 1."""
+    return EProcessState(last_run_id=state.last_run_id)
+
+
+def e_bh(e_values: Sequence[float], alpha: float = 0.05) -> list[bool]:
+    """e-BH across pairs (Wang & Ramdas, "False discovery rate control with e-values",
+    JRSS-B 2022): with e_(1) ≥ … ≥ e_(m), reject the k* largest, k* = max{k : e_(k) ≥ m/(α k)}.
+    Controls the FDR at α under any dependence between pairs. Feed each pair's ``evalue``
+    (the detector is not an e-value). Returned in input order."""
+    e = np.asarray(e_values, dtype=float)
+    m = e.size
+    if m == 0:
+        return []
+    order = np.argsort(-e, kind="stable")
+    k = np.arange(1, m + 1)
+    ok = e[order] >= m / (alpha * k)
+    out = np.zeros(m, dtype=bool)
+    if ok.any():
+        kstar = int(k[ok].max())
+        out[order[:kstar]] = True
+    return out.tolist()

@@ -1,0 +1,94 @@
+"""Liveness of a running run: who owns it, that its owner is alive, and storing through a
+database restart.
+
+A claim is one conditional UPDATE (healthchecks' ``filter(...).update(...)`` idiom), so two
+deliveries of one task never both run it. A ``running`` run whose heartbeat is older than
+``TIERWATCH_STALE_AFTER_S`` counts as abandoned: a re-delivered task (``acks_late``) may claim it
+again, and the claim bumps ``Run.attempt``. Each beat of the owner is conditional on its attempt,
+so a worker that was only slow, not dead, learns on its next beat that the run is no longer its
+own and stops (``RunLost``) instead of writing beside the new owner.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import TypeVar
+
+from django.conf import settings
+from django.db import InterfaceError, OperationalError, connection
+from django.db.models import F, Q
+from django.utils import timezone
+
+from monitor.models import Run
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+DB_LOST = (OperationalError, InterfaceError)  # the server went away, or the socket did
+
+
+class RunLost(Exception):
+    """The run was reaped or taken over by another delivery while this worker measured it."""
+
+
+def stale_before(now: datetime | None = None) -> datetime:
+    return (now or timezone.now()) - timedelta(seconds=settings.TIERWATCH_STALE_AFTER_S)
+
+
+def abandoned(now: datetime | None = None) -> Q:
+    """Running, but silent for longer than the stale limit (never beat: since it started)."""
+    cutoff = stale_before(now)
+    return Q(status="running") & (
+        Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, started_at__lt=cutoff)
+    )
+
+
+def claim(run_id: int) -> int | None:
+    """Take a queued run, or an abandoned running one; the new attempt number, or None when
+    the run is done, failed, gone, or alive in another worker."""
+    now = timezone.now()
+    claimable = Q(status="queued") | abandoned(now)
+    taken = Run.objects.filter(claimable, id=run_id).update(
+        status="running", started_at=now, heartbeat_at=now, attempt=F("attempt") + 1
+    )
+    if not taken:
+        return None
+    return Run.objects.filter(id=run_id).values_list("attempt", flat=True).first()
+
+
+def beat(run: Run) -> None:
+    """Record that the owner of ``run`` is alive. Raises ``RunLost`` when the run is no longer
+    this attempt's; a database that is down is logged and left to the next beat."""
+    try:
+        alive = Run.objects.filter(id=run.id, status="running", attempt=run.attempt).update(
+            heartbeat_at=timezone.now()
+        )
+    except DB_LOST as exc:
+        log.warning("run %s: heartbeat not stored (%s); retrying later", run.id, exc)
+        connection.close()  # the next query opens a new connection
+        return
+    if not alive:
+        raise RunLost(f"run {run.id} attempt {run.attempt} was reaped or taken over")
+
+
+def store_once(save: Callable[[], T], stored: Callable[[], T | None]) -> T:
+    """Call ``save``; when the connection is lost, reconnect with backoff for up to
+    ``TIERWATCH_DB_RETRY_S`` and try again, unless ``stored`` finds that the lost attempt had
+    committed after all (its reply lost with the connection): one row, never two."""
+    deadline = time.monotonic() + settings.TIERWATCH_DB_RETRY_S
+    delay, retried = 0.2, False
+    while True:
+        try:
+            if retried and (found := stored()) is not None:
+                return found
+            return save()
+        except DB_LOST as exc:
+            if time.monotonic() + delay > deadline:
+                raise
+            log.warning("database lost while storing (%s); retrying in %.1f s", exc, delay)
+            connection.close()
+            time.sleep(delay)
+            delay, retried = min(2 * delay, 5.0), True

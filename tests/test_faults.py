@@ -1,0 +1,323 @@
+"""Faults with real parts (docs/reliability.md): a Celery worker killed with SIGKILL mid-run, a
+PostgreSQL cluster and a Redis server restarted mid-run. The cluster and the Redis server are
+the test's own, on free ports; the machine's services are left alone. Each test is bounded by
+its waits (well under a minute) and marked ``faults``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import psycopg
+import pytest
+from django.db import connection
+from django.test import Client
+from django.utils import timezone
+
+from monitor.celery import worker_argv
+from monitor.models import Channel, Endpoint, Pair, Run, Sample
+from monitor.services import watchdog
+from monitor.services.alerts import notify
+from monitor.services.runs import create_run
+from monitor.services.schedules import ensure_probe_schedule
+from monitor.services.suites import sync_builtin_suite
+from monitor.tasks import execute_run_task
+from tests.conftest import ROOT, free_port, start_process
+from tests.test_scheduling import worker_database_url
+from tests.test_transports import smtp  # noqa: F401
+
+pytestmark = [pytest.mark.faults, pytest.mark.timeout(120)]
+
+PG_BIN = "/usr/lib/postgresql/15/bin"
+CASES = 8  # smoke cases; one request at a time per tier: a run of ~10 s at time scale 1
+
+
+@pytest.fixture(scope="module")
+def slow_vendor_url() -> Iterator[str]:
+    """The simulated vendor at its real pace (time scale 1), so a run lasts long enough to be
+    interrupted in the middle."""
+    port = free_port()
+    proc = start_process(
+        [sys.executable, "-m", "evals.vendors.simulated", "--port", str(port), "--time-scale", "1"],
+        f"http://127.0.0.1:{port}/health",
+    )
+    yield f"http://127.0.0.1:{port}/v1"
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def slow_pair(vendor_url: str, cases: int = CASES) -> Pair:
+    endpoints = [
+        Endpoint.objects.create(
+            name=name, base_url=vendor_url, model=f"demo-{name}", simulated=True, max_concurrency=1
+        )
+        for name in ("fast", "base")
+    ]
+    return Pair.objects.create(
+        name="faulty", fast=endpoints[0], base=endpoints[1], suite=sync_builtin_suite(name="smoke"),
+        repeat=1, cases_per_run=cases,
+    )
+
+
+def wait_for(condition: Callable[[], object], seconds: float, what: str,
+             proc: subprocess.Popen | None = None) -> object:
+    """Poll until ``condition`` is truthy; fail naming ``what``, with the log of ``proc``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if (value := condition()):
+            return value
+        if proc is not None and proc.poll() is not None:
+            break
+        time.sleep(0.2)
+    log = getattr(proc, "log_path", None)
+    tail = open(log).read()[-6000:] if log else ""
+    raise AssertionError(f"not within {seconds} s: {what}\n{tail}")
+
+
+def worker_env(**extra: str) -> dict[str, str]:
+    return {**os.environ, "DATABASE_URL": worker_database_url(),
+            "DJANGO_SETTINGS_MODULE": "monitor.settings", **extra}
+
+
+def start_worker(env: dict[str, str], folder, name: str) -> subprocess.Popen:
+    """A worker with embedded beat, its log in a file (a pipe nobody drains would block it)."""
+    log_path = folder / f"{name}.log"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            worker_argv(concurrency=2, schedule_file=str(folder / f"{name}-beat"),
+                        loglevel="INFO"),
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    proc.log_path = log_path  # type: ignore[attr-defined]
+    return proc
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=20)
+
+
+def purge(env: dict[str, str]) -> None:
+    subprocess.run([sys.executable, "-m", "celery", "-A", "monitor", "purge", "-f"], cwd=ROOT,
+                   env=env, check=True, capture_output=True)
+
+
+def sample_keys(run: Run) -> list[tuple]:
+    return list(run.samples.values_list("case__key", "tier", "batch", "repetition"))
+
+
+def killed_mid_run(vendor_url: str, tmp_path) -> tuple[Run, set[int]]:
+    """A run executing in a real worker, the worker SIGKILLed after three samples: the
+    situation of the issue (the run stays running, the message is gone)."""
+    run = create_run(pair=slow_pair(vendor_url), seed=4)
+    connection.close()  # SQLite: let the worker write
+    env = worker_env()
+    purge(env)
+    worker = start_worker(env, tmp_path, "worker-a")
+    try:
+        execute_run_task.delay(run.id)
+        wait_for(lambda: Sample.objects.filter(run=run).count() >= 3, 40, "3 samples", worker)
+        watchdog.run_watchdog()  # as beat would, so /health has nothing to complain about
+        health = Client().get("/health")
+        assert health.status_code == 200, health.json()
+        os.killpg(worker.pid, signal.SIGKILL)
+    finally:
+        stop(worker)
+    run.refresh_from_db()
+    assert run.status == "running" and run.completed < run.planned == 2 * CASES
+    return run, set(run.samples.values_list("id", flat=True))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_killed_mid_run_is_reaped_with_its_samples_kept(
+    slow_vendor_url, tmp_path, settings, smtp  # noqa: F811
+):
+    run, stored = killed_mid_run(slow_vendor_url, tmp_path)
+    settings.TIERWATCH_STALE_AFTER_S = 1
+    time.sleep(1.5)
+    (alert,) = [a for a in watchdog.run_watchdog() if a.run_id == run.id]
+    assert watchdog.reap_stale_runs() == []  # once per run
+    run.refresh_from_db()
+    assert run.status == "failed" and run.error.startswith("worker lost: no heartbeat for")
+    assert set(run.samples.values_list("id", flat=True)) == stored
+    tiers = run.summary["tiers"]
+    assert run.completed == tiers["fast"]["n"] + tiers["base"]["n"] == len(stored)
+    assert f"{len(stored)} of {2 * CASES} samples were stored" in alert.message
+    Channel.objects.create(name="ops", kind="email", target="ops@example.com")
+    (sent,) = notify(alert_id=alert.id)
+    assert sent.ok and smtp.messages[0][1]["Subject"].endswith("run failed: worker lost")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_redelivered_task_takes_over_and_stores_only_what_is_missing(
+    slow_vendor_url, tmp_path
+):
+    run, stored = killed_mid_run(slow_vendor_url, tmp_path)
+    env = worker_env(TIERWATCH_STALE_AFTER_S="2")
+    time.sleep(2.5)  # the dead owner's heartbeat is now stale for the new worker
+    worker = start_worker(env, tmp_path, "worker-b")
+    try:
+        execute_run_task.delay(run.id)  # what acks_late redelivers
+        wait_for(lambda: Run.objects.filter(id=run.id, status="done").exists(), 45,
+                 "the taken-over run done", worker)
+    finally:
+        stop(worker)
+    run.refresh_from_db()
+    keys = sample_keys(run)
+    assert run.attempt == 2 and len(keys) == len(set(keys)) == run.planned == run.completed
+    assert stored <= set(run.samples.values_list("id", flat=True))
+
+
+# PostgreSQL restarted mid-run ------------------------------------------------------------------
+
+@dataclass
+class Cluster:
+    data: str
+    port: int
+    as_user: list[str]
+
+    def ctl(self, *args: str) -> None:
+        subprocess.run([*self.as_user, f"{PG_BIN}/pg_ctl", "-D", self.data, "-w", *args],
+                       check=True, capture_output=True, timeout=60)
+
+    def start(self, action: str = "start") -> None:
+        """Start (or restart); the log goes to a file, or the server would hold our pipe."""
+        self.ctl("-l", f"{self.data}/server.log", "-m", "fast", "-o",
+                 f"-p {self.port} -k {self.data} -c listen_addresses=127.0.0.1 -c fsync=off",
+                 action)
+
+    @property
+    def url(self) -> str:
+        return f"postgres://postgres@127.0.0.1:{self.port}/postgres"
+
+
+@pytest.fixture
+def own_postgres() -> Iterator[Cluster]:
+    """A PostgreSQL 15 cluster of the test's own in a temporary directory, on a free port
+    (as the postgres user when the test runs as root: initdb refuses root)."""
+    if not os.path.exists(f"{PG_BIN}/initdb"):
+        pytest.skip(f"PostgreSQL 15 binaries not installed in {PG_BIN}")
+    data = tempfile.mkdtemp(prefix="tierwatch-pg-")
+    as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    if as_user:
+        shutil.chown(data, "postgres")
+    subprocess.run([*as_user, f"{PG_BIN}/initdb", "-D", data, "-A", "trust", "-U", "postgres",
+                    "-E", "UTF8", "--no-sync"], check=True, capture_output=True, timeout=60)
+    cluster = Cluster(data, free_port(), as_user)
+    cluster.start()
+    yield cluster
+    cluster.ctl("-m", "immediate", "stop")
+    shutil.rmtree(data, ignore_errors=True)
+
+
+PG_CONFIG = """
+endpoints:
+  - {{name: fast, base_url: "{url}", model: demo-fast, max_concurrency: 1}}
+  - {{name: base, base_url: "{url}", model: demo-base, max_concurrency: 1}}
+pairs:
+  - {{name: faulty, fast: fast, base: base, suite: smoke, repeat: 1}}
+"""
+
+
+def test_a_postgresql_restart_mid_run_loses_and_duplicates_nothing(
+    own_postgres, slow_vendor_url, tmp_path
+):
+    env = {**os.environ, "DATABASE_URL": own_postgres.url, "TIERWATCH_DB_RETRY_S": "30",
+           "DJANGO_SETTINGS_MODULE": "monitor.settings"}
+    manage = [sys.executable, "manage.py"]
+    config = tmp_path / "faulty.yaml"
+    config.write_text(PG_CONFIG.format(url=slow_vendor_url))
+    for command in (["migrate", "--noinput"], ["apply_config", str(config)]):
+        subprocess.run([*manage, *command], cwd=ROOT, env=env, check=True, capture_output=True)
+    probe = subprocess.Popen([*manage, "probe", "faulty", "--cases", "5", "--json"], cwd=ROOT,
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    dsn = own_postgres.url.replace("postgres://", "postgresql://")
+
+    def count(sql: str) -> int:
+        try:
+            with psycopg.connect(dsn, connect_timeout=2) as db:
+                return db.execute(sql).fetchone()[0]
+        except psycopg.OperationalError:
+            return 0
+
+    try:
+        wait_for(lambda: count("SELECT count(*) FROM monitor_sample") >= 2, 40, "2 samples")
+        own_postgres.start("restart")  # fast shutdown: every open connection is terminated
+        _, err = probe.communicate(timeout=50)
+    finally:
+        if probe.poll() is None:
+            probe.kill()
+    assert probe.returncode == 0, err[-3000:]
+    assert "database lost while storing" in err or "heartbeat not stored" in err, err[-3000:]
+    with psycopg.connect(dsn) as db:
+        status, planned, completed = db.execute(
+            "SELECT status, planned, completed FROM monitor_run").fetchone()
+        stored, distinct = db.execute(
+            "SELECT count(*), count(DISTINCT (case_id, tier, batch, repetition)) "
+            "FROM monitor_sample").fetchone()
+    assert status == "done" and planned == 2 * 5
+    assert stored == distinct == completed == planned  # none lost, none twice
+
+
+# Redis restarted mid-run -----------------------------------------------------------------------
+
+def start_redis(port: int) -> subprocess.Popen:
+    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
+                             "--save", "", "--appendonly", "no"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    import redis
+
+    client = redis.Redis(port=port, socket_connect_timeout=0.5)
+    wait_for(lambda: _pings(client), 10, f"redis on {port}")
+    return proc
+
+
+def _pings(client) -> bool:
+    try:
+        return bool(client.ping())
+    except Exception:
+        return False
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_redis_restart_mid_run_completes_it_and_the_schedule_goes_on(slow_vendor_url, tmp_path):
+    pair = slow_pair(slow_vendor_url, cases=4)
+    ensure_probe_schedule(pair_name=pair.name, every_s=5)
+    connection.close()
+    port = free_port()
+    redis_server = start_redis(port)
+    env = worker_env(REDIS_URL=f"redis://127.0.0.1:{port}/0")
+    worker = start_worker(env, tmp_path, "worker-c")
+    scheduled = Run.objects.filter(pair=pair, trigger="scheduled")
+    try:
+        first = wait_for(
+            lambda: scheduled.filter(status="running", completed__gte=2).first(), 40,
+            "a scheduled run with 2 samples", worker)
+        redis_server.terminate()  # no persistence: every queued message is gone
+        redis_server.wait(timeout=10)
+        restarted_at = timezone.now()
+        redis_server = start_redis(port)
+        wait_for(lambda: Run.objects.filter(id=first.id, status="done").exists(), 30,
+                 "the interrupted run done", worker)
+        wait_for(lambda: scheduled.filter(created_at__gt=restarted_at, status="done").exists(),
+                 30, "a run scheduled after the restart done", worker)
+        assert worker.poll() is None, "the worker must outlive a broker restart"
+    finally:
+        stop(worker)
+        redis_server.terminate()
+        redis_server.wait(timeout=10)
+    first.refresh_from_db()
+    keys = sample_keys(first)
+    assert len(keys) == len(set(keys)) == first.planned == first.completed == 8
+    for run in scheduled.filter(status="done"):
+        keys = sample_keys(run)
+        assert len(keys) == len(set(keys)) == run.planned
