@@ -193,7 +193,19 @@ def test_an_operator_silences_an_alert(live_server, world):
     response = client_for(live_server, roles.OPERATOR).post(
         f"/alerts/{alert}/silence", json={"until": until, "note": "vendor maintenance"})
     assert response.status_code == 200, response.text
-    assert response.json()["state"] == "silenced"
+    assert response.json()["state"] == "firing"  # a silence is not a state: it holds notices
+    assert Alert.objects.get(pk=alert).silenced_until is not None
+
+
+@needs_lifecycle
+def test_it_handles_a_change_that_does_not_apply_with_409(live_server, world):
+    api = client_for(live_server, roles.OPERATOR)
+    alert = world["alert"].id
+    assert api.post(f"/alerts/{alert}/acknowledge", json={}).status_code == 200
+    again = api.post(f"/alerts/{alert}/acknowledge", json={})
+    assert again.status_code == 409 and "not firing" in again.json()["detail"]
+    past = (timezone.now() - timedelta(hours=1)).isoformat()
+    assert api.post(f"/alerts/{alert}/silence", json={"until": past}).status_code == 409
 
 
 def test_the_openapi_schema_is_valid_and_lists_every_endpoint(live_server):
