@@ -2,8 +2,10 @@
 configures (every permission, and staff so the admin site opens).
 
 Permissions are Django's own model permissions, so pages, the API and the admin check one thing
-(``user.has_perm``). ``ensure_roles`` is idempotent and takes an app registry, so the data
-migration (historical models) and ``manage.py roles sync`` (models added later) share it.
+(``user.has_perm``). ``ensure_roles`` is idempotent and takes an app registry: the data
+migration (historical models), ``manage.py roles sync`` and a ``post_migrate`` receiver
+(``monitor.apps``, so a model added by a later migration is covered) share it. No model import
+at the top: ``monitor.apps`` imports this module while apps are still loading.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.apps import apps as global_apps
-from django.contrib.auth.models import Group
 
 VIEWER, OPERATOR, ADMIN = "viewer", "operator", "admin"
 ROLES = (VIEWER, OPERATOR, ADMIN)
@@ -42,7 +43,8 @@ def grant(user: Any, role: str) -> None:
     """Give the user exactly one role: other role groups are left, staff only for admin."""
     if role not in ROLES:
         raise ValueError(f"unknown role {role!r}; choose one of {', '.join(ROLES)}")
-    ensure_roles(global_apps)  # also picks up models added since the migration
+    ensure_roles(global_apps)  # also picks up models added since the last migrate
+    Group = global_apps.get_model("auth", "Group")  # noqa: N806 (a model class)
     user.groups.remove(*Group.objects.filter(name__in=ROLES))
     user.groups.add(Group.objects.get(name=role))
     user.is_staff = role == ADMIN
