@@ -122,3 +122,10 @@ def test_the_command_grants_one_role_at_a_time(capsys):
 def test_the_command_names_an_unknown_user():
     with pytest.raises(CommandError, match="no user named 'nobody'"):
         call_command("roles", "grant", "nobody", "viewer")
+
+
+def test_every_migrate_puts_the_roles_permissions_back():
+    viewer = Group.objects.get(name=roles.VIEWER)
+    viewer.permissions.remove(*viewer.permissions.filter(codename="view_run"))
+    call_command("migrate", verbosity=0)
+    assert viewer.permissions.filter(codename="view_run").exists()
