@@ -192,19 +192,20 @@ def latest_done_runs(kind: str = RunKind.PROBE, pairs: QuerySet[Pair] | None = N
     return {pair_id: runs[run_id] for pair_id, run_id in by_pair.items()}
 
 
-# Alert states the API filters on; a resolved alert has resolved_at set.
-ALERT_STATES = ("firing", "resolved")
+# Alert states the API filters on (``AlertState``); a silence is not a state (``silenced_until``).
+ALERT_STATES = ("firing", "acknowledged", "resolved")
 
 
 def alert_state(alert: Alert) -> str:
-    return "resolved" if alert.resolved_at else "firing"
+    return alert.state
 
 
 def alerts(*, state: str | None = None, pair: str | None = None) -> QuerySet[Alert]:
     """Alerts newest first, optionally of one state and one pair (by name)."""
-    qs = Alert.objects.select_related("rule", "pair").order_by("-opened_at", "-id")
+    qs = Alert.objects.select_related("rule", "pair", "acknowledged_by").order_by(
+        "-opened_at", "-id")
     if state is not None:
-        qs = qs.filter(resolved_at__isnull=state == "firing")
+        qs = qs.filter(state=state)
     if pair is not None:
         qs = qs.filter(pair__name=pair)
     return qs

@@ -155,8 +155,13 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TIMEZONE = "UTC"
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
-# The watchdog (docs/reliability.md); DatabaseScheduler copies this entry into its table.
-CELERY_BEAT_SCHEDULE = {"watchdog": {"task": "monitor.tasks.watchdog_task", "schedule": 60.0}}
+# The watchdog (docs/reliability.md); DatabaseScheduler copies these entries into its table.
+# Alert reminders and escalations are checked every 5 minutes (the finest step a rule's
+# re-notify hours or escalation minutes need).
+CELERY_BEAT_SCHEDULE = {
+    "watchdog": {"task": "monitor.tasks.watchdog_task", "schedule": 60.0},
+    "alert-sweep": {"task": "monitor.tasks.alert_sweep_task", "schedule": 300.0},
+}
 TIERWATCH_HEARTBEAT_S = env_float("TIERWATCH_HEARTBEAT_S", 30.0)  # a running run beats this often
 TIERWATCH_STALE_AFTER_S = env_float("TIERWATCH_STALE_AFTER_S", 300.0)  # silent this long: lost
 TIERWATCH_QUEUED_STALE_S = env_float("TIERWATCH_QUEUED_STALE_S", 3600.0)  # never started: lost

@@ -13,7 +13,14 @@ from django.db import OperationalError
 
 from monitor import retention
 from monitor.models import Pair, Run, RunKind, RunTrigger
-from monitor.services import alerts, pipeline, report_archive, reports, runs, watchdog
+from monitor.services import (
+    alert_lifecycle,
+    pipeline,
+    report_archive,
+    reports,
+    runs,
+    watchdog,
+)
 
 TRANSIENT = (OperationalError, ConnectionError)
 
@@ -53,7 +60,14 @@ def probe_pair_task(pair_name: str, kind: str = RunKind.PROBE) -> int | None:
 
 @shared_task(acks_late=True, time_limit=120, autoretry_for=TRANSIENT, max_retries=3)
 def notify_task(alert_id: int) -> int:
-    return len(alerts.notify(alert_id=alert_id))
+    """Announce an alert opened or resolved (held in maintenance, silences, flapping)."""
+    return len(alert_lifecycle.announce(alert_id=alert_id))
+
+
+@shared_task(acks_late=True, time_limit=240)
+def alert_sweep_task() -> dict[str, int]:
+    """Every 5 minutes (``CELERY_BEAT_SCHEDULE``): reminders and escalations now due."""
+    return alert_lifecycle.sweep()
 
 
 @shared_task(acks_late=True, time_limit=600)

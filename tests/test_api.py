@@ -193,6 +193,8 @@ def test_an_operator_acknowledges_an_alert(live_server, world):
     assert response.status_code == 200, response.text
     assert response.json()["id"] == alert
     assert response.json()["state"] == "acknowledged"
+    assert response.json()["acknowledged_by"] == "api-operator"
+    assert response.json()["ack_note"] == "looking into it"
 
 
 @needs_lifecycle

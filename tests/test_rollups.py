@@ -10,8 +10,9 @@ import pytest
 from evals import sketch
 from monitor.models import Case, ProvenanceEvent, Run, RunRollup, Sample
 from monitor.rollups import record_run
-from monitor.services.runs import create_run, execute_run
-from monitor.services.verdict import endpoint_events
+from monitor.selectors import endpoint_events
+from monitor.services.pipeline import execute_run
+from monitor.services.runs import create_run
 from tests.test_runs import make_pair
 
 QS = (1, 5, 25, 50, 75, 90, 95, 99, 99.9)

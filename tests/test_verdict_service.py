@@ -19,9 +19,9 @@ from monitor.models import AlertRule, Endpoint, Pair, Run, RunRollup, Sample
 from monitor.rollups import record_run
 from monitor.run_summary import RunSummary
 from monitor.selectors import endpoint_events
-from monitor.services.alerts import Reading, evaluate_after_run, read_metric
+from monitor.services.alerts import Reading, read_metric
 from monitor.services.drift import drift_track
-from monitor.services.pipeline import execute_run
+from monitor.services.pipeline import evaluate_alerts, execute_run
 from monitor.services.runs import create_run
 from monitor.services.suites import sync_builtin_suite
 from monitor.services.verdict import compute_verdict, temperature0_diagnostics
@@ -74,7 +74,7 @@ def test_it_calls_a_distilled_model_a_different_model(endpoints):
     assert len(fvb["null_hist"]["edges"]) == len(fvb["null_hist"]["counts"]) + 1
     rule = AlertRule.objects.create(name="verdict", metric="verdict_different", tier="pair",
                                     op="gt", threshold=0.5, last_k=1, min_n=50)
-    [alert] = evaluate_after_run(run_id=run.id)
+    [alert] = evaluate_alerts(run_id=run.id)
     assert alert.rule == rule and alert.value == 1.0 and "different model" in alert.message
 
 

@@ -1,9 +1,10 @@
 """The API's endpoints. Reads need the view permission of what they return; acknowledge and
 silence need ``monitor.change_alert``; starting a run needs ``monitor.add_run`` (operators).
 
-The alert lifecycle (``monitor.services.alert_lifecycle``) is built beside this module; until
-it is installed the two alert writes answer 501. No ``from __future__ import annotations``
-here: django-ninja reads the parameter types at import.
+Acknowledge and silence go through the alert lifecycle (``monitor.services.alert_lifecycle``);
+a change that does not apply to the alert's state is a 409 with the lifecycle's reason. (The
+import is guarded: without the module, the two writes answer 501.) No ``from __future__ import
+annotations`` here: django-ninja reads the parameter types at import.
 """
 
 import importlib
@@ -136,7 +137,7 @@ def _lifecycle(request: HttpRequest, alert_id: int):
 
 
 def _alert(alert_id: int) -> Alert:
-    return Alert.objects.select_related("rule", "pair").get(pk=alert_id)
+    return Alert.objects.select_related("rule", "pair", "acknowledged_by").get(pk=alert_id)
 
 
 @api.post("/alerts/{alert_id}/acknowledge", response={200: AlertOut, 409: ErrorOut},

@@ -133,6 +133,14 @@ class AlertOut(Schema):
     message: str
     value: float | None
     run_id: int | None
+    acknowledged_by: str | None
+    acknowledged_at: datetime | None
+    ack_note: str
+    silenced_until: datetime | None
+
+    @staticmethod
+    def resolve_acknowledged_by(obj: Alert) -> str | None:
+        return obj.acknowledged_by.get_username() if obj.acknowledged_by else None
 
     @staticmethod
     def resolve_pair(obj: Alert) -> str:

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('monitor', '0006_rollups_provenance_and_unordered_samples'),
+        ('monitor', '0007_alert_lifecycle'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

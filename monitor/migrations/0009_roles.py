@@ -18,7 +18,7 @@ def forwards(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("monitor", "0007_api_token"),
+        ("monitor", "0008_api_token"),
         ("auth", "0012_alter_user_first_name_max_length"),
         ("contenttypes", "0002_remove_content_type_name"),
         ("django_celery_beat", "0019_alter_periodictasks_options"),
