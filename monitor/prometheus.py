@@ -23,7 +23,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from evals.stats.verdict import Label
 from monitor import selectors
-from monitor.models import Pair, Run, RunKind, RunStatus
+from monitor.models import AlertState, Pair, Run, RunKind, RunStatus
 from monitor.run_summary import Percentiles, RunSummary, Timings
 
 QUANTILES = (("p50", "0.5"), ("p90", "0.9"), ("p95", "0.95"), ("p99", "0.99"))
@@ -45,7 +45,7 @@ class PairSnapshot:
 def snapshot() -> list[PairSnapshot]:
     """Everything a scrape reports, in a fixed number of queries."""
     pairs = list(Pair.objects.order_by("name").annotate(
-        firing=Count("alerts", filter=Q(alerts__resolved_at__isnull=True))))
+        firing=Count("alerts", filter=Q(alerts__state=AlertState.FIRING))))
     probes = selectors.latest_done_runs(RunKind.PROBE)
     audits = selectors.latest_done_runs(RunKind.AUDIT)
     counts: dict[int, dict[str, int]] = {}
@@ -95,7 +95,8 @@ def families(pairs: list[PairSnapshot]) -> list[GaugeMetricFamily]:
                      "test", ["pair"])
     last_run = _gauge("tierwatch_last_run_timestamp_seconds", "when the newest finished run "
                       "of the kind finished (Unix time)", ["pair", "kind"])
-    firing = _gauge("tierwatch_alerts_firing", "unresolved alerts", ["pair"])
+    firing = _gauge("tierwatch_alerts_firing", "alerts firing (not acknowledged, not resolved)",
+                    ["pair"])
     runs = _gauge("tierwatch_runs", "runs stored, by status", ["pair", "status"])
     for p in pairs:
         firing.add_metric([p.name], p.alerts_firing)

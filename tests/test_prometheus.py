@@ -97,7 +97,9 @@ def test_it_reports_the_verdict_as_a_state_set_and_firing_alerts(client, token):
         verdict=Verdict(label="different_model", p_value=0.003, data=verdict)))
     rule = AlertRule.objects.create(name="r", metric="ttft_p95", threshold=1)
     Alert.objects.create(rule=rule, pair=pair, message="firing")
-    Alert.objects.create(rule=rule, pair=pair, message="over", resolved_at=timezone.now())
+    Alert.objects.create(rule=rule, pair=pair, message="over", state="resolved",
+                         resolved_at=timezone.now())
+    Alert.objects.create(rule=rule, pair=pair, message="seen", state="acknowledged")
     got = samples(client)
     states = {dict(k)["verdict"]: v for k, v in got["tierwatch_verdict"].items()}
     assert states == {"different_model": 1.0, "no_detectable_difference": 0.0,
