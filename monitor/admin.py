@@ -161,3 +161,15 @@ class ConfigChangeAdmin(admin.ModelAdmin):
 @admin.register(models.Notification)
 class NotificationAdmin(admin.ModelAdmin):
     list_display = ("id", "channel", "subject", "ok", "error", "created_at")
+
+
+@admin.register(models.ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """Listed and revoked here; made only by ``manage.py api_token create`` (shown once)."""
+
+    list_display = ("prefix", "user", "name", "created_at", "last_used_at")
+    readonly_fields = ("user", "prefix", "created_at", "last_used_at")
+    fields = ("user", "name", "prefix", "created_at", "last_used_at")
+
+    def has_add_permission(self, request) -> bool:
+        return False

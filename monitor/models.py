@@ -625,3 +625,20 @@ class ProvenanceEvent(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["endpoint", "kind", "value"],
                                                name="provenance_endpoint_kind_value")]
+
+
+class ApiToken(models.Model):
+    """A user's API token. Only its SHA-256 digest is stored: the token is printed once when
+    created (``manage.py api_token create USER``) and cannot be read back."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    name = models.CharField(max_length=80, blank=True)
+    digest = models.CharField(max_length=64, unique=True, editable=False)
+    prefix = models.CharField(max_length=12, editable=False, help_text="to tell tokens apart")
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.user})"

@@ -176,3 +176,36 @@ def verdict_history(runs: Sequence[Run]) -> list[dict[str, Any]]:
                      "mde": v.min_detectable_effect, "p_value": v.p_value,
                      "sentence": v.sentence})
     return rows
+
+
+def latest_done_runs(kind: str = RunKind.PROBE, pairs: QuerySet[Pair] | None = None
+                     ) -> dict[int, Run]:
+    """Per pair id its newest finished run of the kind (probes: ``Run.objects.trend``): one
+    query with a correlated subquery, then one ``in_bulk``, however many pairs there are."""
+    done = Run.objects.trend() if kind == RunKind.PROBE else Run.objects.filter(
+        kind=kind, status="done")
+    newest = done.filter(pair=OuterRef("pk")).order_by("-created_at", "-id").values("id")[:1]
+    ids = (pairs if pairs is not None else Pair.objects.all()).annotate(
+        latest_id=Subquery(newest)).values_list("pk", "latest_id")
+    by_pair = {pair_id: run_id for pair_id, run_id in ids if run_id is not None}
+    runs = Run.objects.only(*RUN_LIST_FIELDS).in_bulk(list(by_pair.values()))
+    return {pair_id: runs[run_id] for pair_id, run_id in by_pair.items()}
+
+
+# Alert states the API filters on (``AlertState``); a silence is not a state (``silenced_until``).
+ALERT_STATES = ("firing", "acknowledged", "resolved")
+
+
+def alert_state(alert: Alert) -> str:
+    return alert.state
+
+
+def alerts(*, state: str | None = None, pair: str | None = None) -> QuerySet[Alert]:
+    """Alerts newest first, optionally of one state and one pair (by name)."""
+    qs = Alert.objects.select_related("rule", "pair", "acknowledged_by").order_by(
+        "-opened_at", "-id")
+    if state is not None:
+        qs = qs.filter(state=state)
+    if pair is not None:
+        qs = qs.filter(pair__name=pair)
+    return qs

@@ -47,6 +47,7 @@ INSTALLED_APPS = [
     "template_partials",
     "django_htmx",
     "django_celery_beat",
+    "ninja",  # serves its Swagger UI from static/, not a CDN
     "axes",
     "monitor",
 ]
@@ -192,6 +193,8 @@ TIERWATCH_PAGERDUTY_URL = env_str(
 # the SLA report's availability SLO (error budget = 1 - target)
 TIERWATCH_SLO_AVAILABILITY = env_float("TIERWATCH_SLO_AVAILABILITY", 0.99)
 TIERWATCH_HTTP_TIMEOUT_S = env_float("TIERWATCH_HTTP_TIMEOUT_S", 120.0)
+# Bearer token Prometheus sends to /metrics; unset, /metrics answers 404.
+TIERWATCH_METRICS_TOKEN = env_str("TIERWATCH_METRICS_TOKEN", "")
 # Retention (monitor.retention): sample payloads kept this many days; the samples of each
 # pair's newest K audits kept whole.
 TIERWATCH_RETENTION_DAYS = env_int("TIERWATCH_RETENTION_DAYS", 30)

@@ -8,8 +8,10 @@ import socket
 from datetime import timedelta
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.utils import timezone
 
+from monitor import roles
 from monitor.models import Case, Endpoint, Pair, Run, Sample, Suite
 from monitor.run_summary import (
     Percentiles,
@@ -122,3 +124,11 @@ def sample(run_row: Run, case: Case, tier_name: str, *, text: str = "", ok: bool
         tier=tier_name, text=text, ok=ok, repetition=repetition, batch=batch, seq=seq,
         started_at=fields.pop("started_at", timezone.now()), **fields,
     )
+
+
+def user(username: str, role: str | None = None, password: str = "pw-test-123"):
+    """A user with one role of ``monitor.roles`` (viewer, operator, admin), or none."""
+    row = get_user_model().objects.create_user(username, password=password)
+    if role is not None:
+        roles.grant(row, role)
+    return row

@@ -4,19 +4,18 @@ viewer role lacks): it names people, and it is the evidence in an SLA dispute.""
 
 from __future__ import annotations
 
-from django.contrib.auth.decorators import login_required, permission_required
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from monitor.models import ConfigChange
+from monitor.web.access import CHANGE_ALERT, requires
 
 PAGE_SIZE = 50
 
 
-@login_required
-@permission_required("monitor.change_alert", raise_exception=True)
+@requires(CHANGE_ALERT)
 @require_GET
 def audit_log(request: HttpRequest) -> HttpResponse:
     changes = ConfigChange.objects.select_related("user")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required, permission_required
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
@@ -15,6 +14,7 @@ from django.views.decorators.http import require_POST
 from monitor import selectors
 from monitor.models import MaintenanceWindow
 from monitor.services import audit
+from monitor.web.access import ADD_MAINTENANCE, requires
 
 
 class WindowForm(forms.ModelForm):
@@ -28,8 +28,7 @@ class WindowForm(forms.ModelForm):
         labels = {"starts_at": "Start (UTC)", "ends_at": "End (UTC)"}
 
 
-@login_required
-@permission_required("monitor.add_maintenancewindow", raise_exception=True)
+@requires(ADD_MAINTENANCE)
 @require_POST
 def add_window(request: HttpRequest, name: str) -> HttpResponse:
     pair = selectors.get_pair_for_user(request.user, name)

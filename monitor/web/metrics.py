@@ -6,19 +6,20 @@ import re
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from monitor.web.access import VIEW_RUN, requires
 
-@login_required
+
+@requires(VIEW_RUN)
 @require_GET
 def metrics(request: HttpRequest) -> HttpResponse:
     return render(request, "monitor/metrics.html", {"min_n": settings.TIERWATCH_MIN_N})
 
 
-@login_required
+@requires(VIEW_RUN)
 @require_GET
 def benchmarks_doc(request: HttpRequest) -> HttpResponse:
     """docs/benchmarks.md as sections of plain text, so the metrics page can link its figures."""

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.contrib.auth.decorators import login_required
 from django.db.models import F, Window
 from django.db.models.functions import RowNumber
 from django.http import HttpRequest, HttpResponse
@@ -35,6 +34,7 @@ from monitor.models import MaintenanceWindow, Run, RunKind, RunStatus
 from monitor.run_summary import RunSummary
 from monitor.services import maintenance
 from monitor.web import sparkline
+from monitor.web.access import VIEW_PAIR, requires
 from monitor.web.cells import NO_DATA, fraction, percentile, similarity, speedup
 from monitor.web.htmx import render_page
 
@@ -138,7 +138,7 @@ def overview_row(item: selectors.PairOverview, ctx: Context) -> dict[str, Any]:
     }
 
 
-@login_required
+@requires(VIEW_PAIR)
 @require_GET
 def overview(request: HttpRequest) -> HttpResponse:
     items = selectors.pairs_overview()

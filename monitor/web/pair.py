@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
@@ -13,6 +12,7 @@ from django.views.decorators.http import require_GET, require_POST
 from monitor import selectors
 from monitor.services import budget
 from monitor.tasks import enqueue_run
+from monitor.web.access import ADD_RUN, VIEW_PAIR, requires
 from monitor.web.htmx import render_page, wants_fragment
 from monitor.web.maintenance import WindowForm
 from monitor.web.pair_charts import pair_charts
@@ -34,7 +34,7 @@ def _pair_context(pair, **extra: Any) -> dict[str, Any]:
     }
 
 
-@login_required
+@requires(VIEW_PAIR)
 @require_GET
 def pair_detail(request: HttpRequest, name: str) -> HttpResponse:
     pair = selectors.get_pair_for_user(request.user, name)
@@ -42,7 +42,7 @@ def pair_detail(request: HttpRequest, name: str) -> HttpResponse:
                        _pair_context(pair, maintenance_form=WindowForm()))
 
 
-@login_required
+@requires(ADD_RUN)
 @require_POST
 def run_probe(request: HttpRequest, name: str) -> HttpResponse:
     """Queue a manual probe run of the pair; htmx gets the refreshed live part of the page."""

@@ -5,13 +5,13 @@ Tables format the run's typed summary (``Run.summary_obj``); nothing is recomput
 
 from __future__ import annotations
 
-from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
 from monitor import selectors
 from monitor.run_summary import RunSummary, Similarity, TierStats
 from monitor.services import budget
+from monitor.web.access import VIEW_RUN, VIEW_SAMPLE, requires
 from monitor.web.cells import NO_DATA, Cell, fraction, number, percentile, similarity, speedup
 from monitor.web.htmx import render_page
 from monitor.web.worse import usd
@@ -87,7 +87,7 @@ def scenario_rows(summary: RunSummary) -> list[tuple[str, list[Cell]]]:
     return rows
 
 
-@login_required
+@requires(VIEW_RUN)
 @require_GET
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     run, samples = selectors.run_with_samples(run_id)
@@ -112,7 +112,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     return render_page(request, "monitor/run.html", "live", context)
 
 
-@login_required
+@requires(VIEW_SAMPLE)
 @require_GET
 def sample_detail(request: HttpRequest, sample_id: int) -> HttpResponse:
     sample = selectors.get_sample(sample_id)

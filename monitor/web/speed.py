@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
@@ -17,6 +16,7 @@ from django.views.decorators.http import require_GET
 from monitor import selectors
 from monitor.run_summary import LoadLevel
 from monitor.services.speed import BREAKDOWN, METRICS, OTPS, TIERS, default_runs, speed_report
+from monitor.web.access import VIEW_RUN, requires
 from monitor.web.cells import NO_DATA, Cell, fraction, percentile
 from monitor.web.speed_charts import speed_charts
 
@@ -96,7 +96,7 @@ def load_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-@login_required
+@requires(VIEW_RUN)
 @require_GET
 def speed_page(request: HttpRequest, name: str) -> HttpResponse:
     pair = selectors.get_pair_for_user(request.user, name)

@@ -13,7 +13,6 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.contrib.auth.decorators import login_required, permission_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
@@ -22,6 +21,7 @@ from django.views.decorators.http import require_GET, require_POST
 from monitor import selectors
 from monitor.models import Alert, AlertTransition, Pair, Run, RunStatus
 from monitor.services import alert_lifecycle, maintenance
+from monitor.web.access import CHANGE_ALERT, VIEW_ALERT, requires
 from monitor.web.htmx import wants_fragment
 
 HORIZON = timedelta(days=30)  # how far back the timeline reads
@@ -138,15 +138,14 @@ def _context(request: HttpRequest, pair: Pair, **extra: Any) -> dict[str, Any]:
     }
 
 
-@login_required
+@requires(VIEW_ALERT)
 @require_GET
 def timeline(request: HttpRequest, name: str) -> HttpResponse:
     pair = selectors.get_pair_for_user(request.user, name)
     return render(request, "monitor/timeline.html", _context(request, pair))
 
 
-@login_required
-@permission_required("monitor.change_alert", raise_exception=True)
+@requires(CHANGE_ALERT)
 @require_POST
 def alert_action(request: HttpRequest, alert_id: int, action: str) -> HttpResponse:
     """Acknowledge, silence or resolve one alert; htmx gets the refreshed open-alerts panel."""

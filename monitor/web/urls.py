@@ -1,12 +1,14 @@
 """Every page's URL, in five namespaces: ``monitor:`` (overview, pair, timeline, alert actions,
-maintenance form, audit log, run, sample, metrics), ``speed:``, ``verdict:``, ``worse:``
-(capability) and ``reports:`` (the report archive); included at the site root by
+maintenance form, audit log, run, sample, metrics, the CSV/JSON exports), ``speed:``,
+``verdict:``, ``worse:`` (capability) and ``reports:`` (the report archive); included at the
+site root by
 ``monitor.urls``."""
 
 from django.urls import include, path
 
 from monitor.web import (
     audit,
+    exports,
     maintenance,
     metrics,
     overview,
@@ -31,6 +33,10 @@ pages = [
     path("samples/<int:sample_id>/", run.sample_detail, name="sample"),
     path("metrics/", metrics.metrics, name="metrics"),
     path("docs/benchmarks/", metrics.benchmarks_doc, name="benchmarks"),
+    path("runs/<int:run_id>/samples.<slug:fmt>", exports.run_samples, name="export_samples"),
+    path("pairs/<slug:name>/runs.<slug:fmt>", exports.pair_runs, name="export_runs"),
+    path("pairs/<slug:name>/speed/speedups.<slug:fmt>", exports.speedups,
+         name="export_speedups"),
 ]
 speed_pages = [
     path("pairs/<slug:name>/speed/", speed.speed_page, name="page"),

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
@@ -21,6 +20,7 @@ from monitor.models import Run, RunKind, RunStatus, Sample
 from monitor.services.drift import DRIFT_SERIES, drift_tracks
 from monitor.services.verdict import LABEL_WORDS
 from monitor.tasks import enqueue_run
+from monitor.web.access import ADD_RUN, VIEW_RUN, VIEW_SAMPLE, requires
 from monitor.web.htmx import render_page, wants_fragment
 from monitor.web.verdict_charts import fmt_stat, verdict_charts
 
@@ -129,14 +129,14 @@ def _context(pair) -> dict[str, Any]:
     }
 
 
-@login_required
+@requires(VIEW_RUN)
 @require_GET
 def verdict_page(request: HttpRequest, name: str) -> HttpResponse:
     pair = selectors.get_pair_for_user(request.user, name)
     return render_page(request, "monitor/verdict.html", "live", _context(pair))
 
 
-@login_required
+@requires(ADD_RUN)
 @require_POST
 def run_audit(request: HttpRequest, name: str) -> HttpResponse:
     """Queue an audit run of the pair now (the scheduled ones run every few hours)."""
@@ -165,7 +165,7 @@ def _column(title: str, sample: Sample | None, pos: int | None) -> dict[str, Any
             "length": len(sample.text)}
 
 
-@login_required
+@requires(VIEW_SAMPLE)
 @require_GET
 def diff_view(request: HttpRequest, run_id: int, case_key: str) -> HttpResponse:
     run = get_object_or_404(Run.objects.select_related("pair__fast", "pair__base"), pk=run_id)

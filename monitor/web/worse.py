@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
 from monitor import selectors
 from monitor.services import budget, capability
 from monitor.services.capability import Rate
+from monitor.web.access import VIEW_PAIR, requires
 from monitor.web.htmx import render_page
 from monitor.web.worse_charts import worse_charts
 
@@ -93,8 +93,8 @@ def worse_context(pair) -> dict[str, Any]:
     }
 
 
-@login_required
 @require_GET
+@requires(VIEW_PAIR)
 def worse_page(request: HttpRequest, name: str) -> HttpResponse:
     pair = selectors.get_pair_for_user(request.user, name)
     return render_page(request, "monitor/worse.html", "live", worse_context(pair))

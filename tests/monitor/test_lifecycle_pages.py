@@ -10,6 +10,7 @@ import pytest
 from django.contrib.auth.models import Permission, User
 from django.utils import timezone
 
+from monitor import roles
 from monitor.models import (
     Alert,
     AlertRule,
@@ -34,6 +35,7 @@ pytestmark = pytest.mark.django_db
 
 def login(client, *perms: str, username: str = "op") -> User:
     user = User.objects.create_user(username, password="pw")
+    roles.grant(user, roles.VIEWER)  # every page needs its view permission; perms add to it
     for codename in perms:
         user.user_permissions.add(Permission.objects.get(codename=codename))
     client.force_login(user)

@@ -14,6 +14,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
 
+from monitor import roles
+from tests import factories
 from tests.support import ROOT as SUPPORT_ROOT
 
 ROOT = Path(SUPPORT_ROOT)
@@ -78,7 +80,7 @@ def test_thirty_wrong_passwords_lock_the_address_out_even_for_the_right_one(clie
 
 @pytest.mark.django_db
 def test_a_right_password_before_the_limit_logs_in(client):
-    get_user_model().objects.create_user("bob", password="a-Good-passphrase-42")
+    factories.user("bob", roles.VIEWER, password="a-Good-passphrase-42")
     client.post("/accounts/login/", {"username": "bob", "password": "wrong"})
     ok = client.post("/accounts/login/", {"username": "bob", "password": "a-Good-passphrase-42"})
     assert ok.status_code == 302 and client.get("/").status_code == 200

@@ -10,18 +10,19 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.core import serializers
 from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
 from evals.vendors.simulated import FAULT_MODELS
+from monitor import roles
 from monitor.models import Endpoint, Pair, Run, Sample, Suite
 from monitor.services.pipeline import execute_run
 from monitor.services.reports import build_sla_report, render_csv, render_html, render_text
 from monitor.services.runs import create_run
 from monitor.services.suites import sync_builtin_suite
+from tests import factories
 from tests.support import CANARY, canary_forms
 
 SECRET = "sk-test-7f3a9c1e5b2d4f6a8c0e"
@@ -141,7 +142,7 @@ def test_a_canary_key_through_every_fault_is_found_nowhere(
     classes = set(Sample.objects.filter(tier="fast").values_list("error_class", flat=True))
 
     client = Client()
-    client.force_login(get_user_model().objects.create_user("ops", password="x-Long-pass-42"))
+    client.force_login(factories.user("ops", roles.VIEWER, password="x-Long-pass-42"))
     pages = ["/", "/metrics/"]
     for run in runs:
         pages += [f"/runs/{run.id}/", f"/pairs/{run.pair.name}/",

@@ -13,6 +13,7 @@ import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
 
+from monitor import roles
 from tests.monitor.web.browser import CHROMIUM, make_pair
 
 CHART_TITLES = ("TTFT per run", "E2E per run", "Text similarity per run",
@@ -33,7 +34,8 @@ def test_it_logs_in_and_draws_the_pair_charts(live_server, monkeypatch):
     # Playwright's sync API keeps an event loop on this thread; the ORM calls made here
     # before and after it are ordinary synchronous ones.
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    get_user_model().objects.create_user("alice", password="pw-alice-123")
+    roles.grant(get_user_model().objects.create_user("alice", password="pw-alice-123"),
+                roles.VIEWER)
     last_run_id = make_pair().runs.order_by("-created_at").values_list("id", flat=True)[0]
     shots = Path(settings.BASE_DIR) / "var" / "screenshots"
     shots.mkdir(parents=True, exist_ok=True)

@@ -12,6 +12,7 @@ from django.conf import settings
 from django.contrib.auth.models import Permission, User
 from django.utils import timezone
 
+from monitor import roles
 from monitor.models import Alert, AlertRule, MaintenanceWindow
 from monitor.services import alert_lifecycle as lifecycle
 from tests.monitor.web.browser import CHROMIUM
@@ -26,6 +27,7 @@ pytestmark = [
 
 def _operator() -> None:
     user = User.objects.create_user("opal", password="pw-opal-123")
+    roles.grant(user, roles.VIEWER)  # every page needs its view permission; perms add to it
     for codename in ("change_alert", "view_alert", "add_maintenancewindow"):
         user.user_permissions.add(Permission.objects.get(codename=codename))
 

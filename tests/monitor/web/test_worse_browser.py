@@ -13,6 +13,7 @@ from django.contrib.auth import get_user_model
 
 from evals.benchmarks import bfcl, importer
 from evals.vendors.simulated import serve_in_thread
+from monitor import roles
 from monitor.models import Endpoint, Pair
 from monitor.services.pipeline import execute_run
 from monitor.services.runs import create_run
@@ -45,7 +46,8 @@ def _probed_pair(url: str) -> Pair:
 def test_the_worse_page_draws_its_charts(live_server, monkeypatch, benchmark_wheels):
     sync_api = pytest.importorskip("playwright.sync_api")
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    get_user_model().objects.create_user("alice", password="pw-alice-123")
+    roles.grant(get_user_model().objects.create_user("alice", password="pw-alice-123"),
+                roles.VIEWER)
     with serve_in_thread(time_scale=0.0) as url:
         _probed_pair(url)
     shots = Path(settings.BASE_DIR) / "var" / "screenshots"

@@ -1,0 +1,176 @@
+"""What the API returns and accepts. Sample fields are ``monitor.exports.SAMPLE_COLUMNS`` (the
+CSV export's columns), so both leave out headers and error messages."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from ninja import Schema
+
+from monitor.exports import run_figures
+from monitor.models import Alert, Pair, Run, Sample
+from monitor.selectors import alert_state
+
+
+class PairOut(Schema):
+    name: str
+    fast: str
+    base: str
+    suite: str
+    claimed_speedup: float | None
+    active: bool
+    simulated: bool
+
+    @staticmethod
+    def resolve_fast(obj: Pair) -> str:
+        return obj.fast.name
+
+    @staticmethod
+    def resolve_base(obj: Pair) -> str:
+        return obj.base.name
+
+    @staticmethod
+    def resolve_suite(obj: Pair) -> str:
+        return str(obj.suite)
+
+
+class RunOut(Schema):
+    id: int
+    pair: str
+    kind: str
+    trigger: str
+    status: str
+    planned: int
+    completed: int
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    figures: dict[str, Any]
+
+    @staticmethod
+    def resolve_pair(obj: Run) -> str:
+        return obj.pair.name
+
+    @staticmethod
+    def resolve_figures(obj: Run) -> dict[str, Any]:
+        """The summary's headline figures under flat names (``monitor.exports.RUN_COLUMNS``)."""
+        return run_figures(obj.summary_obj)
+
+
+class RunDetailOut(RunOut):
+    summary: dict[str, Any]
+    verdict: str
+    error: str
+
+
+class SampleOut(Schema):
+    id: int
+    seq: int
+    tier: str
+    case: str
+    scenario: str
+    repetition: int
+    batch: int
+    started_at: datetime
+    ok: bool
+    error_class: str
+    http_status: int | None
+    retry_after_s: float | None
+    connect_ms: float | None
+    ttfb_ms: float | None
+    ttft_ms: float | None
+    e2e_ms: float | None
+    tpot_ms: float | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    estimated_tokens: int | None
+    cached_tokens: int | None
+    finish_reason: str
+    model_id: str
+    system_fingerprint: str
+    served_tier: str
+    tests_passed: bool | None
+    text: str | None = None
+
+    @staticmethod
+    def resolve_case(obj: Sample) -> str:
+        return obj.case.key
+
+    @staticmethod
+    def resolve_scenario(obj: Sample) -> str:
+        return obj.case.scenario
+
+    @staticmethod
+    def resolve_text(obj: Sample, context: dict[str, Any]) -> str | None:
+        """Only with ``?include_text=true``: texts are long and often not needed."""
+        wanted = context["request"].GET.get("include_text") in ("1", "true")
+        return obj.text if wanted else None
+
+
+class VerdictOut(Schema):
+    pair: str
+    run_id: int
+    at: datetime
+    label: str
+    sentence: str
+    p_value: float | None
+    statistic: float | None
+    noise_floor: float | None
+    min_detectable_effect: float | None
+    alpha: float
+    n_per_tier: int
+
+
+class AlertOut(Schema):
+    id: int
+    pair: str
+    rule: str
+    metric: str
+    state: str
+    opened_at: datetime
+    resolved_at: datetime | None
+    message: str
+    value: float | None
+    run_id: int | None
+    acknowledged_by: str | None
+    acknowledged_at: datetime | None
+    ack_note: str
+    silenced_until: datetime | None
+
+    @staticmethod
+    def resolve_acknowledged_by(obj: Alert) -> str | None:
+        return obj.acknowledged_by.get_username() if obj.acknowledged_by else None
+
+    @staticmethod
+    def resolve_pair(obj: Alert) -> str:
+        return obj.pair.name
+
+    @staticmethod
+    def resolve_rule(obj: Alert) -> str:
+        return obj.rule.name
+
+    @staticmethod
+    def resolve_metric(obj: Alert) -> str:
+        return obj.rule.metric
+
+    @staticmethod
+    def resolve_state(obj: Alert) -> str:
+        return alert_state(obj)
+
+
+class NoteIn(Schema):
+    note: str = ""
+
+
+class SilenceIn(Schema):
+    until: datetime
+    note: str = ""
+
+
+class RunIn(Schema):
+    kind: Literal["probe", "audit"] = "probe"
+
+
+class ErrorOut(Schema):
+    detail: str
