@@ -72,21 +72,31 @@ def read_metric(summary: RunSummary, metric: str, tier: str) -> Reading | None:
 
 
 def verdict_reading(summary: RunSummary) -> Reading | None:
-    """1.0 when the audit found a different model, else 0.0, with the smaller tier's n; None
-    without a verdict (probe runs) or with an inconclusive one."""
+    """1.0 while the pair's e-detector is alarmed as of this audit, else 0.0, with the smaller
+    tier's n; None before the audit was folded into the pair's evidence. A single audit's
+    p-value never alerts on its own (``monitor.services.monitoring``)."""
     v = summary.verdict
-    if v is None or not v.conclusive:
+    if v is None or "alarm" not in v.monitor:
         return None
-    return Reading(1.0 if v.label == "different_model" else 0.0, v.n_per_tier)
+    return Reading(1.0 if v.monitor["alarm"] else 0.0, v.n_per_tier)
 
 
 def drift_reading(summary: RunSummary) -> Reading | None:
-    """1.0 when a tracked series drifts, else 0.0, with the runs behind it; None until a series
-    is past calibration."""
+    """1.0 while the pair's CUSUM is alarmed as of this probe, else 0.0, with the runs since
+    its baseline; None while the baseline is being collected."""
     d = summary.drift
     if d is None or not d.past_calibration:
         return None
-    return Reading(1.0 if d.drifting else 0.0, d.runs)
+    return Reading(1.0 if d.state == "drift" else 0.0, max(d.runs, 1))
+
+
+def budget_of(summary: RunSummary, metric: str) -> str:
+    """The error budget the verdict or drift alarm was set for (empty for other metrics)."""
+    if metric == "verdict_different" and summary.verdict:
+        return summary.verdict.monitor.get("budget", "")
+    if metric == "drift" and summary.drift:
+        return summary.drift.budget
+    return ""
 
 
 def label(rule: AlertRule) -> str:
@@ -101,13 +111,15 @@ def pair_link(pair: Pair) -> str:
     return f"{settings.SITE_URL.rstrip('/')}/pairs/{pair.name}/"
 
 
-def _describe(rule: AlertRule, pair: Pair, value: float, n: int, runs: int) -> str:
+def _describe(rule: AlertRule, pair: Pair, value: float, n: int, runs: int,
+              budget: str = "") -> str:
     word = "above" if rule.op == "gt" else "below"
     where = f"pair {pair.name}" + (" (simulated)" if pair.simulated else "")
     return (
         f"{label(rule)} is {fmt(rule, value)} (mean of {runs} run{'s' * (runs != 1)}, "
         f"n = {n}), {word} the threshold of {fmt(rule, rule.threshold)}, on {where}. "
-        f"{pair_link(pair)}"
+        + (f"This alarm is set for an error budget: {budget}. " if budget else "")
+        + pair_link(pair)
     )
 
 
@@ -136,7 +148,8 @@ def _evaluate_rule(rule: AlertRule, run: Run) -> Alert | None:
         AlertRule.objects.select_for_update().filter(pk=rule.pk).exists()
         current = Alert.objects.filter(rule=rule, pair=pair, resolved_at__isnull=True).first()
         if breached and current is None:
-            message = _describe(rule, pair, value, n, used)
+            budget = budget_of(runs[0].summary_obj, rule.metric) if runs else ""
+            message = _describe(rule, pair, value, n, used, budget)
             return Alert.objects.create(rule=rule, pair=pair, run=run, message=message, value=value)
         if not breached and current is not None:
             note = (f"\nResolved: {label(rule)} is back to {fmt(rule, value)} "
