@@ -23,6 +23,7 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from evals.latency import min_n_for
 from monitor import metrics_catalogue as catalogue
 from monitor.models import Alert, AlertRule, Channel, Notification, Pair, Run, RunKind, RunStatus
 from monitor.run_summary import RunSummary
@@ -61,7 +62,11 @@ def read_metric(summary: RunSummary, metric: str, tier: str) -> Reading | None:
     key, pct, _, _ = catalogue.TIER_METRICS[metric]
     if pct:
         timing = block.metric(key)
-        return Reading(timing.get(pct), timing.n)
+        value = timing.get(pct)
+        if value is None and timing.n >= summary.min_n:  # withheld below its own minimum n
+            logger.info("%s %s skipped: withheld at n = %d, it needs %d values", metric, pct,
+                        timing.n, min_n_for(float(pct[1:])))
+        return Reading(value, timing.n)
     if key == "error_rate":
         return Reading(block.error_rate, block.n)
     if key == "pass_rate":

@@ -28,7 +28,7 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 
 from evals.client import RETRIED_MARKER
-from evals.latency import availability, downgrades, error_budget, goodput, percentiles
+from evals.latency import availability, downgrades, error_budget, goodput, min_n_for, percentiles
 from monitor.env import env_list
 from monitor.models import Endpoint, Pair, Run, Sample
 from monitor.run_summary import RunSummary
@@ -163,8 +163,9 @@ def _endpoint_rows(start: datetime, end: datetime, min_n: int) -> list[EndpointR
         rows.append(EndpointRow(
             name=endpoint.name, model=endpoint.model, simulated=endpoint.simulated,
             requests=sum(c.values()), successes=c["ok"], rate_limited=c["rate_limited"],
-            ttft=percentiles(ttft[pk], qs=QS, min_n=min_n),
-            e2e=percentiles(e2e[pk], qs=QS, min_n=min_n), errors=errors, retried=retried[pk],
+            ttft=percentiles(ttft[pk], qs=QS, min_n=min_n, per_quantile=True),
+            e2e=percentiles(e2e[pk], qs=QS, min_n=min_n, per_quantile=True), errors=errors,
+            retried=retried[pk],
             served=downgrades(served[pk], endpoint.expected_tier),
             budget=error_budget(c["ok"], sum(c.values()) - c["rate_limited"], target),
             daily=_daily(days[pk], endpoint.expected_tier, min_n),
@@ -179,7 +180,7 @@ def _daily(days: dict[date, list], expected: str, min_n: int) -> list[dict[str, 
         ok = sum(1 for x in items if x[0])
         limited = sum(1 for x in items if not x[0] and x[1] == "rate_limited")
         p95 = percentiles([x[2] for x in items if x[0] and x[2] is not None], qs=(95,),
-                          min_n=min_n).get("p95")
+                          min_n=min_n, per_quantile=True).get("p95")
         out.append({"day": day, "n": len(items),
                     "availability": availability(ok, len(items), limited)[
                         "availability_excl_rate_limited"],
@@ -248,9 +249,11 @@ def _pct(value: float | None) -> str:
 
 
 def _ms(block: dict[str, Any]) -> str:
-    if block.get("p50") is None:
+    """"412 / 980 / n<299": a percentile withheld below its own minimum n says so."""
+    if block.get("too_small", block.get("p50") is None):
         return TOO_SMALL
-    return " / ".join(f"{block[f'p{q}']:.0f}" for q in QS)
+    return " / ".join(f"{v:.0f}" if (v := block.get(f"p{q}")) is not None
+                      else f"n<{min_n_for(q)}" for q in QS)
 
 
 def _errors(errors: dict[str, int]) -> str:

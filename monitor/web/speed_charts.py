@@ -82,10 +82,33 @@ def _runs_with_scenarios(runs: Sequence[Run]) -> list[Run]:
     return sorted(done, key=lambda r: r.finished_at or r.created_at)
 
 
+def thin_scenarios(runs: Sequence[Run], scenarios: Sequence[str], metric: str) -> dict[str, str]:
+    """Scenarios where no run has the minimum n of ``metric`` on both tiers, with why
+    ("n = 3 < 5: not enough samples"): a panel of them would be an empty 0–4 ms axis."""
+    runs = _runs_with_scenarios(runs)
+    out = {}
+    for scn in scenarios:
+        best, need = 0, None
+        for run in runs:
+            summary = run.summary_obj
+            scenario = summary.by_scenario.get(scn)
+            n = min(scenario.tier(t).metric(metric).n for t in TIERS) if scenario else 0
+            if n >= summary.min_n:
+                break
+            best, need = max(best, n), summary.min_n
+        else:
+            out[scn] = f"n = {best} < {need or '?'}: not enough samples"
+    return out
+
+
 def bands_figure(runs: Sequence[Run], scenarios: Sequence[str], metric: str, label: str,
                  note: str) -> go.Figure | None:
     """Per scenario (one panel each) and tier: P50 line and P50–P95 band per run, read from
-    each run's summary (its ``by_scenario`` block)."""
+    each run's summary (its ``by_scenario`` block). Scenarios without a run at the minimum n
+    get no panel (:func:`thin_scenarios`; the page says why); a P95 withheld below its own
+    minimum n leaves the band out."""
+    thin = thin_scenarios(runs, scenarios, metric)
+    scenarios = [s for s in scenarios if s not in thin]
     runs = _runs_with_scenarios(runs)
     if not runs or not scenarios:
         return None
@@ -123,7 +146,7 @@ def bands_figure(runs: Sequence[Run], scenarios: Sequence[str], metric: str, lab
     n_text = f"n = {min(ns)}–{max(ns)}" if ns else "no tier-run reached min n"
     _layout(fig, f"{label} per scenario over time: P50 and P95 per tier{note}",
             f"one point per probe run · {n_text} successes per tier, scenario and run · "
-            "below min n left out", "run time (UTC)", f"{label} (ms)",
+            "below min n left out · P95 band only from n ≥ 59", "run time (UTC)", f"{label} (ms)",
             height=140 + 190 * len(scenarios))
     fig.update_layout(xaxis={"title": None})
     return fig
