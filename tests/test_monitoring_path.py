@@ -177,3 +177,17 @@ def test_a_switch_raises_both_alarms_within_a_few_runs_and_acknowledging_restart
     monitoring.after_run(run_id=later.id)
     assert Run.objects.get(id=later.id).summary["drift"]["reason"] == (
         f"collecting the baseline: 1 of {MIN_BASELINE_RUNS} probe runs")
+
+
+def test_the_overview_flags_pairs_whose_outputs_differ_by_e_bh(admin_client):
+    """e-BH at 5% over 3 pairs rejects the pairs with e ≥ 3 / (0.05 k): 60 for one flag."""
+    suite = factories.suite()
+    pairs = [factories.pair(f"p{i}", fast=f"f{i}", base=f"b{i}", suite_row=suite)
+             for i in range(3)]
+    for p, e in zip(pairs, (500.0, 20.0, 0.3), strict=True):
+        PairMonitorState.objects.create(pair=p, eprocess={"evalue": e, "detector": e,
+                                                          "audits": 5})
+    assert monitoring.differs_across_pairs(pairs) == {pairs[0].id: True, pairs[1].id: False,
+                                                      pairs[2].id: False}
+    html = admin_client.get("/").content.decode()
+    assert html.count(">outputs differ</a>") == 1 and "/pairs/p0/verdict/" in html
