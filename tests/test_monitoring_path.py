@@ -125,7 +125,7 @@ def honest_hour(pair: Pair, rng: np.random.Generator, hours_ago: float) -> list:
     return fold(probe(pair, hours_ago, ttft, sim)) + fold(audit(pair, hours_ago - 0.5, p))
 
 
-def test_a_month_of_hourly_runs_on_an_honest_pair_raises_no_alarm():
+def test_a_month_of_hourly_runs_on_an_honest_pair_raises_no_alarm(admin_client):
     pair = factories.pair()
     rules()
     rng = np.random.default_rng(2026)
@@ -143,6 +143,10 @@ def test_a_month_of_hourly_runs_on_an_honest_pair_raises_no_alarm():
     last = Run.objects.filter(pair=pair, kind="probe").order_by("-created_at").first()
     assert last.summary["drift"]["state"] == "ok"
     assert last.summary["drift"]["budget"].startswith("expected false alarms: ≤ 0.17 per month")
+    # the page names the h the code uses (the issue: a caption said h = 5, the code used 8)
+    html = admin_client.get(f"/pairs/{pair.name}/verdict/").content.decode()
+    h = baseline.statistics["h"]
+    assert f"alarm at h = {h:.3g}" in html and f"h = {h:.3g} (set for" in html
 
 
 def test_a_switch_raises_both_alarms_within_a_few_runs_and_acknowledging_restarts():

@@ -91,7 +91,7 @@ def test_it_shows_the_speedup_table_and_charts_against_the_claim(admin_client, p
 def test_it_says_n_too_small_when_thin(admin_client, pair):
     make_run(pair, repeat=1)  # two pairs per scenario: below the minimum n of 5
     html = admin_client.get("/pairs/demo/speed/").content.decode()
-    assert "5.0x (n too small: 2 pairs, need 20)" in html  # the estimate, but no interval
+    assert "5.0x (n = 2 &lt; 20 pairs)" in html  # the estimate, but no interval
     # no empty 0–4 ms panel: the page says why instead of drawing one
     assert 'data-plotly-figure="speed-ttft-bands-data"' not in html
     assert "TTFT over time, not drawn for: long_cached (n = 2 &lt; 5: not enough samples)" in html

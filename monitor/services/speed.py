@@ -76,14 +76,13 @@ def scenario_order(names: Iterable[str]) -> list[str]:
 
 
 def fmt_ci(ci: RatioCI | dict[str, Any]) -> str:
-    """"5.8x [5.1, 6.4]", the same wording as ``assess_claim``; the estimate alone, with why,
-    below the minimum number of pairs."""
+    """"5.8x [5.1, 6.4]", the same wording as ``assess_claim``; the estimate alone, "5.0x (n =
+    12 < 20 pairs)", below the minimum number of pairs."""
     d = ci if isinstance(ci, dict) else ci.__dict__
     if d.get("estimate") is None:
         return d.get("note") or "no pairs"
     if d.get("low") is None:
-        why = d.get("note") or f"n too small: n={d['n']}"
-        return f"{d['estimate']:.1f}x ({why})"
+        return f"{d['estimate']:.1f}x (n = {d['n']} < {MIN_PAIRS} pairs)"
     return f"{d['estimate']:.1f}x [{d['low']:.1f}, {d['high']:.1f}]"
 
 

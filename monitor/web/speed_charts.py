@@ -40,7 +40,8 @@ def _layout(fig: go.Figure, title: str, subtitle: str, x_title: str, y_title: st
 
 
 def speedup_figure(report: dict[str, Any], note: str) -> go.Figure:
-    """Times faster per scenario and metric, with its bootstrap interval, beside the claim."""
+    """Times faster per scenario and metric, with its interval where it has one (20 pairs or
+    more), beside the claim; an estimate without an interval is drawn hollow."""
     fig = go.Figure()
     scenarios = report["scenarios"]
     for key, _field, label in METRICS:
@@ -48,13 +49,15 @@ def speedup_figure(report: dict[str, Any], note: str) -> go.Figure:
         for scn in scenarios:
             ci = report["speedup"].get(scn, {}).get(key) or {}
             shown = ci.get("low") is not None
-            ys.append(ci.get("estimate") if shown else None)
+            ys.append(ci.get("estimate"))
             lo.append(ci["estimate"] - ci["low"] if shown else None)
             hi.append(ci["high"] - ci["estimate"] if shown else None)
             ns.append(ci.get("n", 0))
+        hollow = [lo_ is None for lo_ in lo]
         fig.add_trace(go.Scatter(
             x=scenarios, y=ys, name=label, mode="markers",
-            marker={"color": METRIC_COLOURS[key], "size": 10},
+            marker={"color": METRIC_COLOURS[key], "size": 10,
+                    "symbol": ["circle-open" if h else "circle" for h in hollow]},
             error_y={"type": "data", "symmetric": False, "array": hi, "arrayminus": lo},
             customdata=ns,
             hovertemplate=f"{label} %{{y:.2f}}x (n=%{{customdata}} pairs)<extra></extra>",
@@ -70,8 +73,9 @@ def speedup_figure(report: dict[str, Any], note: str) -> go.Figure:
             fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=line, name=name))
     n = sum(report["n_pairs"].values())
     _layout(fig, f"Speed-up of the fast tier per scenario{note}",
-            f"base/fast, 95% BCa bootstrap interval over paired probes · n = {n} pairs in "
-            "all · no interval below min n", "scenario", "times faster (×, log scale)",
+            f"base/fast, 95% cluster-bootstrap interval over runs · n = {n} pairs in all · "
+            f"hollow: no interval below {report.get('min_pairs', 20)} pairs · failed probes "
+            "count as slowest", "scenario", "times faster (×, log scale)",
             type="log", dtick="D2")
     fig.update_layout(scattermode="group")
     return fig

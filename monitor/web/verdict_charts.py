@@ -76,10 +76,12 @@ def null_figure(verdict: Verdict, *, note: str = "") -> go.Figure:
 
 
 def ladder_figure(verdict: Verdict, *, note: str = "") -> go.Figure:
-    """The reference ladder on a log scale, with this run's statistic, floor and threshold.
+    """The reference ladder's significant rungs on a log scale (context, as in
+    ``evals.stats.labels.ladder_context``), with this run's statistic and 80%-power effect.
     Values ≤ 0 cannot sit on a log axis and are named in the subtitle instead."""
     ladder = verdict.data.get("ladder") or {}
-    rungs = [r for r in ladder.get("rungs") or () if (r.get("mmd2") or 0) > 0]
+    rungs = [r for r in ladder.get("rungs") or () if (r.get("mmd2") or 0) > 0
+             and r["key"] != "a_vs_a" and r.get("p_value", 1.0) < verdict.alpha]  # fmt: skip
     fig = go.Figure()
     fig.add_trace(go.Scatter(
         x=[r["mmd2"] for r in rungs], y=["reference ladder"] * len(rungs), mode="markers+text",
