@@ -3,8 +3,8 @@ stored, frozen baseline, and the error budget both are set for.
 
 Per-run p-values never alert on their own: at one audit an hour a test at α = 0.05 would
 raise ~36 false alarms a pair a month. Instead, each finished run is folded into the pair's
-stored state (``PairMonitorState``) exactly once, in the order the runs finish, and never
-recomputed from history:
+stored state (``PairMonitorState``) exactly once, and never recomputed from history (a run
+older than the last one folded, finishing late, is left out rather than folded out of order):
 
 - **audits** → ``evals.stats.eprocess.update`` with the audit's MMD p-value. The e-detector
   alarms when its statistic reaches c = audits per quarter / budget, so the expected number of
