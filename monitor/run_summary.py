@@ -224,7 +224,8 @@ class Drift:
     drifting: tuple[str, ...] = ()
     h: float | None = None
     baseline_id: int | None = None
-    runs: int = 0
+    baseline_runs: int = 0
+    runs: int = 0  # probes folded in since the baseline was frozen
     new_alarm: bool = False
     reason: str = ""
     budget: str = ""

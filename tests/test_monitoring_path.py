@@ -33,7 +33,7 @@ HOURS_A_MONTH = 30 * 24
 
 def rules() -> list[AlertRule]:
     return [AlertRule.objects.create(name=metric.replace("_", "-"), metric=metric, tier="pair",
-                                     op="gt", threshold=0.5, last_k=1, min_n=1)
+                                     op="gt", threshold=0.5, last_k=1)  # default min_n
             for metric in ("verdict_different", "drift")]
 
 

@@ -193,9 +193,9 @@ def test_verdict_and_drift_metrics_read_the_pair_s_decision_not_one_p_value():
     calibrating = {"state": "calibrating", "runs": 3}
     assert read_metric(RunSummary.from_json({"drift": calibrating}), "drift", "pair") is None
     drifting = {"state": "drift", "series": {"ttft_p50:fast": {"z": 4.0, "s": 30.0}},
-                "drifting": ["ttft_p50:fast"], "runs": 9, "h": 12.0}
+                "drifting": ["ttft_p50:fast"], "runs": 2, "baseline_runs": 48, "h": 12.0}
     assert read_metric(RunSummary.from_json({"drift": drifting}), "drift",
-                       "pair") == Reading(1.0, 9)
+                       "pair") == Reading(1.0, 50)  # an alarm two runs in passes min_n
 
 
 def test_the_temperature_0_table_leaves_out_prompts_that_carried_a_nonce(db):

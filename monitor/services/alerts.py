@@ -87,12 +87,12 @@ def verdict_reading(summary: RunSummary) -> Reading | None:
 
 
 def drift_reading(summary: RunSummary) -> Reading | None:
-    """1.0 while the pair's CUSUM is alarmed as of this probe, else 0.0, with the runs since
-    its baseline; None while the baseline is being collected."""
+    """1.0 while the pair's CUSUM is alarmed as of this probe, else 0.0, with the runs behind
+    it (the baseline's and those since); None while the baseline is being collected."""
     d = summary.drift
     if d is None or not d.past_calibration:
         return None
-    return Reading(1.0 if d.state == "drift" else 0.0, max(d.runs, 1))
+    return Reading(1.0 if d.state == "drift" else 0.0, d.baseline_runs + d.runs)
 
 
 def budget_of(summary: RunSummary, metric: str) -> str:

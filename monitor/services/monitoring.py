@@ -230,6 +230,7 @@ def _drift_block(pair: Pair, baseline: Baseline, state: cusum.CusumState | None,
     return {
         "state": "drift" if state is not None and state.alarmed else "ok",
         "series": series, "h": frozen["h"], "baseline_id": baseline.id,
+        "baseline_runs": len(baseline.run_ids),
         "drifting": [state.alarm_series] if state is not None and state.alarmed else [],
         "new_alarm": bool(alarm and alarm.new_alarm), "runs": state.runs if state else 0,
         "budget": budget_words(pair, RunKind.PROBE),
