@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
 
 import httpx
@@ -75,13 +76,16 @@ async def execute_plan(
     concurrency: dict[str, int],
     on_record: OnRecord,
     client: httpx.AsyncClient | None = None,
+    gate: Callable[[str], AbstractAsyncContextManager] | None = None,
 ) -> int:
     """Send every planned request, at most ``concurrency[tier]`` at once per endpoint.
 
     Requests start in plan order (asyncio's semaphore wakes waiters first-in first-out) and
     ``on_record`` receives each record as soon as it completes, so a crash mid-run loses
     nothing already measured. A request that fails is a failed record, never an exception.
-    Returns the number of records handed to ``on_record``.
+    Returns the number of records handed to ``on_record``. ``gate(tier)``, when given, is
+    entered around each request as well: a limit shared with other processes (the product's
+    Redis per-vendor limit).
     """
     limits = {tier: asyncio.Semaphore(max(1, concurrency.get(tier, 1))) for tier in endpoints}
     own_client = client is None
@@ -90,7 +94,7 @@ async def execute_plan(
 
     async def one(item: PlannedRequest) -> None:
         nonlocal done
-        async with limits[item.tier]:
+        async with limits[item.tier], (gate(item.tier) if gate else nullcontext()):
             record = await stream_chat(http, endpoints[item.tier], build_request(item))
         await on_record(item, record)
         done += 1

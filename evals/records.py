@@ -173,6 +173,8 @@ class SandboxResult:
     passed: bool
     n_tests: int = 0
     n_failed: int = 0
-    error_class: str | None = None  # syntax | timeout | memory | crash | no_code | sandbox
+    # syntax | timeout | memory | crash | no_code | sandbox | sandbox_unavailable
+    error_class: str | None = None
     output: str = ""  # truncated stdout+stderr, for the samples table
     duration_ms: float = 0.0
+    isolation: str = "none"  # bwrap | unsafe-subprocess | none (nothing ran)

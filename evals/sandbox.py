@@ -2,29 +2,37 @@
 
 Why a sandbox: the code comes from a vendor's model, so it is treated like code from a
 stranger. It never runs in this process, never sees our environment (API keys live there), and
-runs under CPU, memory, file-size, open-file and process rlimits (set by our runner before any
-generated code runs) plus a wall-clock deadline that kills the whole process group.
+runs under CPU, memory, file-size, open-file and process rlimits plus a wall-clock deadline.
 
-Two isolation levels, chosen once per process by :func:`isolation`:
+Two processes run inside: the judge (``sandbox_judge.py``) reads the tests from stdin, never
+runs generated code, and alone writes the verdict on its stdout; the child
+(``sandbox_child.py``) imports the code, evaluates what the judge asks and sends back values in
+a typed encoding, so ``assert f(x) == <literal>`` is decided by the judge with exact types (see
+the judge's docstring for what stays in the child). The child's stdout and stderr are our
+output; it never holds the verdict channel.
 
-- ``"bubblewrap"`` (``bwrap``, Debian package ``bubblewrap``): new pid, net, ipc, uts and cgroup
+Isolation levels (``SandboxResult.isolation``), chosen by :func:`isolation`:
+
+- ``"bwrap"`` (bubblewrap, Debian package ``bubblewrap``): new pid, net, ipc, uts and cgroup
   namespaces (no network at all: only a loopback with nothing listening), a root made of a tmpfs
   with read-only binds of ``/usr`` and the interpreter's prefix, a small tmpfs work dir holding
-  only ``solution.py``, ``tests.py`` and the runner, a cleared environment, a new session, and
-  death with its parent. When we are root the runner drops to ``nobody`` (65534) before any
-  generated code runs: root is exempt from ``RLIMIT_NPROC`` (so a fork bomb would be unbounded)
-  and a user namespace would map back to root, which is why, as root, the user namespace is
-  not unshared. As a normal user ``--unshare-all`` is used.
-- ``"subprocess-rlimits"``: the fallback when ``bwrap`` is missing or cannot start. A bare
-  subprocess with the same rlimits, an empty environment, ``python -I``, a fresh temp dir as
-  cwd. It does NOT block the network or the filesystem, and as root the process-count limit
-  does not bind; results say which level was used so a reader can weigh them.
+  only the code and the two runner scripts, a cleared environment, a new session, and death with
+  its parent. When we are root the judge starts the child as ``nobody`` (65534): root is exempt
+  from ``RLIMIT_NPROC`` and a user namespace would map back to root, which is why, as root, the
+  user namespace is not unshared. As a normal user ``--unshare-all`` is used.
+- ``"unsafe-subprocess"``: only when bwrap does not work AND the operator set
+  ``TIERWATCH_SANDBOX=unsafe-subprocess``. Same judge and child, empty environment, rlimits,
+  own session, the child as ``nobody`` when we are root, killed (with every process it left:
+  the judge is a child subreaper) at the deadline and when the worker dies (PR_SET_PDEATHSIG).
+  It does NOT block the network (127.0.0.1 included) or writes to world-writable places such as
+  /tmp; run as non-root it cannot drop privileges, so the code can signal the worker's uid.
+- ``"none"``: bwrap does not work and no opt-in: nothing runs, the result is
+  ``sandbox_unavailable`` (never passed). Fails closed.
 
-The runner prints its verdict as JSON on a line that starts with a per-run nonce sent on stdin,
-so text printed by the generated code cannot be mistaken for the verdict by accident. (Code that
-inspects the runner's own frames could forge it; this is a guard against accidents, and the
-limits above are the security boundary.)
+bwrap is probed once per binary (``$TIERWATCH_BWRAP``, default the one on PATH) by a real run,
+and the outcome logged (an error when it fails, with the reason).
 """
+
 
 from __future__ import annotations
 
@@ -33,7 +41,6 @@ import json
 import logging
 import os
 import re
-import secrets
 import shutil
 import signal
 import subprocess
@@ -53,7 +60,9 @@ WORKDIR = "/sandbox"  # the work dir inside the bubblewrap sandbox
 WORKDIR_BYTES = 16 * 1024 * 1024  # tmpfs size: bounds what generated code can write
 MIN_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
 
-_isolation: str | None = None
+BWRAP, UNSAFE, NONE = "bwrap", "unsafe-subprocess", "none"  # isolation levels
+# Copied into the work dir: the code under test, the judge and the child (the tests are not).
+FILES = ("solution.py", "sandbox_judge.py", "sandbox_child.py")
 
 _FENCE = re.compile(r"```[ \t]*([\w+.-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 _PY_TAGS = {"python", "py", "python3", "py3"}
@@ -84,85 +93,6 @@ def extract_code(text: str) -> str:
     return ""
 
 
-# The runner executes inside the sandbox with the standard library only.
-_RUNNER = r"""
-import ast, json, os, resource, sys, traceback, types
-
-def main():
-    settings = json.loads(sys.argv[1])
-    nonce = sys.stdin.readline().strip()
-    with open("solution.py", encoding="utf-8") as f:
-        source = f.read()
-    with open("tests.py", encoding="utf-8") as f:
-        tests = f.read()
-    for name, (soft, hard) in settings["rlimits"].items():
-        resource.setrlimit(getattr(resource, name), (soft, hard))
-    if settings["drop_to"] is not None:  # drop root before any generated code runs
-        os.setgroups([])
-        os.setgid(settings["drop_to"])
-        os.setuid(settings["drop_to"])
-    result = {"n_tests": 0, "n_failed": 0, "error": None, "failures": []}
-
-    def report():
-        sys.stdout.flush()
-        sys.stderr.flush()
-        sys.stdout.write("\n" + nonce + " " + json.dumps(result) + "\n")
-        sys.stdout.flush()
-
-    def fail(name, exc):
-        result["n_failed"] += 1
-        if isinstance(exc, MemoryError):
-            result["error"] = "memory"
-        if len(result["failures"]) < 20:
-            result["failures"].append(f"{name}: {type(exc).__name__}: {exc}"[:200])
-        traceback.print_exception(exc, limit=3, file=sys.stderr)
-
-    try:
-        code = compile(source, "solution.py", "exec")
-    except (SyntaxError, ValueError) as exc:
-        result["error"] = "syntax"
-        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
-        return report()
-    module = types.ModuleType("solution")
-    module.__file__ = "solution.py"
-    sys.modules["solution"] = module
-    try:
-        exec(code, module.__dict__)
-    except BaseException as exc:
-        result["error"] = "memory" if isinstance(exc, MemoryError) else "crash"
-        traceback.print_exception(exc, limit=5, file=sys.stderr)
-        return report()
-
-    namespace = dict(module.__dict__)
-    namespace["__name__"] = "tests"
-    for i, node in enumerate(ast.parse(tests).body):
-        is_assert = isinstance(node, ast.Assert)
-        name = f"assert@line{node.lineno}" if is_assert else f"setup@line{node.lineno}"
-        try:
-            exec(compile(ast.Module([node], []), "tests.py", "exec"), namespace)
-        except BaseException as exc:
-            result["n_tests"] += 1
-            fail(name, exc)
-        else:
-            result["n_tests"] += is_assert
-    for name, fn in list(namespace.items()):
-        code_obj = getattr(fn, "__code__", None)
-        if not name.startswith("test_") or code_obj is None:
-            continue
-        if code_obj.co_filename != "tests.py":
-            continue
-        result["n_tests"] += 1
-        try:
-            value = fn()
-            if isinstance(value, types.CoroutineType):
-                import asyncio
-                asyncio.run(value)
-        except BaseException as exc:
-            fail(name, exc)
-    report()
-
-main()
-"""
 
 
 def _interpreter() -> str:
@@ -173,15 +103,41 @@ def _interpreter() -> str:
     return str(Path(sys.base_prefix) / "bin" / "python3")
 
 
+def _nobody_can_run(path: str) -> bool:
+    """Whether ``nobody`` can execute ``path``: every directory above it and the file o+x."""
+    real = Path(os.path.realpath(path))
+    try:
+        return all(p.stat().st_mode & 0o001 for p in (real, *real.parents))
+    except OSError:
+        return False
+
+
+def _child_interpreter(mode: str) -> str:
+    """The interpreter for the child. Without bwrap, as root, the child runs as nobody, who may
+    not reach our interpreter (pyenv under /root): then a system python3 (the child and judge
+    use the standard library only)."""
+    own = _interpreter()
+    if mode == BWRAP or os.geteuid() != 0 or _nobody_can_run(own):
+        return own
+    for candidate in ("/usr/local/bin/python3", "/usr/bin/python3"):
+        if _nobody_can_run(candidate):
+            return candidate
+    return own  # the judge reports the permission error; the result is never a pass
+
+
+def bwrap_path() -> str:
+    """The bwrap binary: ``$TIERWATCH_BWRAP``, else the one on PATH."""
+    return os.environ.get("TIERWATCH_BWRAP") or shutil.which("bwrap") or "/usr/bin/bwrap"
+
+
 def _bwrap_args(host_dir: Path, runner_args: list[str]) -> list[str]:
     """bwrap command line: what the sandbox sees, nothing more (see the module docstring)."""
-    bwrap = shutil.which("bwrap") or "/usr/bin/bwrap"
     if os.geteuid() == 0:
         ns = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts"]
         ns.append("--unshare-cgroup-try")
     else:
         ns = ["--unshare-all"]
-    args = [bwrap, *ns, "--die-with-parent", "--new-session", "--clearenv"]
+    args = [bwrap_path(), *ns, "--die-with-parent", "--new-session", "--clearenv"]
     for key, value in MIN_ENV.items():
         args += ["--setenv", key, value]
     args += ["--ro-bind", "/usr", "/usr"]
@@ -201,7 +157,7 @@ def _bwrap_args(host_dir: Path, runner_args: list[str]) -> list[str]:
         args += ["--ro-bind", prefix, prefix]
     args += ["--proc", "/proc", "--dev", "/dev"]
     args += ["--perms", "01777", "--size", str(WORKDIR_BYTES), "--tmpfs", WORKDIR]
-    for name in ("solution.py", "tests.py", "runner.py"):
+    for name in FILES:
         args += ["--ro-bind", str(host_dir / name), f"{WORKDIR}/{name}"]
     return [*args, "--chdir", WORKDIR, *runner_args]
 
@@ -219,13 +175,12 @@ def _processes_of(uid: int) -> int:
     return count
 
 
-def _runner_settings(memory_mb: int, cpu_s: int, nproc: int, drop_to: int | None) -> str:
-    """Limits the runner sets on itself before the generated code runs (inherited by any child).
+def _settings(
+    tests: str, timeout_s: float, memory_mb: int, cpu_s: int, nproc: int, python: str
+) -> bytes:
+    """What the judge reads on stdin: the tests and the limits it puts on the child.
 
-    Set by the runner rather than in a ``preexec_fn``: the caller may be a threaded or async
-    worker, where Python documents ``preexec_fn`` as unsafe. The effect is the same, since no
-    generated code runs before they are in place. The CPU hard limit is one second above the
-    soft one, so code that ignores SIGXCPU is killed.
+    The CPU hard limit is one second above the soft one, so code that ignores SIGXCPU is killed.
     """
     mem = memory_mb * 1024 * 1024
     rlimits = {
@@ -236,7 +191,9 @@ def _runner_settings(memory_mb: int, cpu_s: int, nproc: int, drop_to: int | None
         "RLIMIT_NOFILE": (64, 64),
         "RLIMIT_CORE": (0, 0),
     }
-    return json.dumps({"rlimits": rlimits, "drop_to": drop_to})
+    settings = {"tests": tests, "timeout_s": timeout_s, "rlimits": rlimits, "drop_to": NOBODY,
+                "python": python}
+    return json.dumps(settings).encode() + b"\n"
 
 
 class _Capture(threading.Thread):
@@ -262,27 +219,17 @@ class _Capture(threading.Thread):
 
 
 def _spawn(
-    mode: str,
-    host_dir: Path,
-    stdin: str,
-    timeout_s: float,
-    memory_mb: int,
-    cpu_s: int,
-    max_procs: int,
+    mode: str, host_dir: Path, stdin: bytes, timeout_s: float
 ) -> tuple[int | None, bool, str, str]:
-    """Start the runner under ``mode``; return (returncode, timed_out, stdout, stderr)."""
-    drop_to = None
-    if os.geteuid() == 0 and mode == "bubblewrap":
-        drop_to = NOBODY
-    owner = NOBODY if drop_to is not None else os.geteuid()
-    nproc = max_procs + _processes_of(owner)
-    runner = [_interpreter(), "-I", "runner.py", _runner_settings(memory_mb, cpu_s, nproc, drop_to)]
-    if mode == "bubblewrap":
+    """Start the judge under ``mode``; return (returncode, timed_out, verdict, output)."""
+    runner = [_interpreter(), "-I", "sandbox_judge.py"]
+    if mode == BWRAP:
         args, cwd = _bwrap_args(host_dir, runner), str(host_dir)
     else:
         work = host_dir / "work"
         work.mkdir()
-        for name in ("solution.py", "tests.py", "runner.py"):
+        work.chmod(0o1777)  # the child, as nobody, may write scratch files here
+        for name in FILES:
             shutil.copy(host_dir / name, work / name)
         args, cwd = runner, str(work)
     proc = subprocess.Popen(
@@ -299,15 +246,14 @@ def _spawn(
     err.start()
     timed_out = False
     try:
-        proc.stdin.write(stdin.encode() + b"\n")
+        proc.stdin.write(stdin)
         proc.stdin.close()
     except OSError:  # the process died before reading; its output says why
         pass
-    try:
-        proc.wait(timeout=timeout_s)
+    try:  # the judge keeps the deadline itself; this is the backstop if it cannot
+        proc.wait(timeout=timeout_s + 10)
     except subprocess.TimeoutExpired:
         timed_out = True
-    # Kill the whole group either way: children left behind by the code must not outlive it.
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
@@ -318,12 +264,15 @@ def _spawn(
     return proc.returncode, timed_out, out.text(), err.text()
 
 
-def _probe() -> tuple[bool, str]:
-    """Can bwrap start here, under the same limits, and run the interpreter? (why, if not)"""
-    if shutil.which("bwrap") is None:
-        return False, "bwrap not found on PATH (Debian package bubblewrap)"
+_probed: dict[str, tuple[bool, str]] = {}
+
+
+def _probe(bwrap: str) -> tuple[bool, str]:
+    """Can bwrap start here, under the same limits, and run the judge? (why, if not)"""
+    if not os.access(bwrap, os.X_OK):
+        return False, f"{bwrap} not found or not executable (Debian package bubblewrap)"
     try:
-        result = _run("bubblewrap", "x = 1", "assert x == 1", 20, 256, 5, 64)
+        result = _run(BWRAP, "x = 1", "assert x == 1\n", 20, 256, 5, 64)
     except OSError as exc:
         return False, f"bwrap could not be started: {exc}"
     if result.passed:
@@ -331,18 +280,38 @@ def _probe() -> tuple[bool, str]:
     return False, f"bwrap probe failed ({result.error_class}): {result.output[:300]}"
 
 
-def isolation() -> str:
-    """The isolation level used by this process: "bubblewrap" or "subprocess-rlimits".
+def configured_mode() -> str:
+    """``$TIERWATCH_SANDBOX``: ``bwrap`` (default) or ``unsafe-subprocess`` (explicit opt-in)."""
+    value = os.environ.get("TIERWATCH_SANDBOX", "").strip() or BWRAP
+    if value not in (BWRAP, UNSAFE):
+        raise ValueError(
+            f"TIERWATCH_SANDBOX={value!r}: expected {BWRAP!r} (default) or {UNSAFE!r}"
+        )
+    return value
 
-    Checked once (a trivial test run in bwrap) and cached; the reason for a fallback is logged.
+
+def isolation() -> str:
+    """The isolation this process uses now: "bwrap", "unsafe-subprocess" or "none".
+
+    bwrap is probed once per binary (a real test run in it) and the answer cached; a failure is
+    logged as an error with its reason. Without a working bwrap the answer is "none" (every
+    evaluation then returns ``sandbox_unavailable``) unless ``TIERWATCH_SANDBOX=
+    unsafe-subprocess`` opts into the weaker fallback.
     """
-    global _isolation
-    if _isolation is None:
-        ok, why = _probe()
-        _isolation = "bubblewrap" if ok else "subprocess-rlimits"
-        if not ok:
-            log.warning("sandbox: falling back to subprocess-rlimits: %s", why)
-    return _isolation
+    bwrap = bwrap_path()
+    if bwrap not in _probed:
+        _probed[bwrap] = _probe(bwrap)
+        ok, why = _probed[bwrap]
+        if ok:
+            log.info("sandbox: bubblewrap works (%s)", bwrap)
+        else:
+            log.error(
+                "SANDBOX UNAVAILABLE: %s. Generated code will not run (results say "
+                "sandbox_unavailable) unless TIERWATCH_SANDBOX=unsafe-subprocess is set.", why
+            )
+    if _probed[bwrap][0]:
+        return BWRAP
+    return UNSAFE if configured_mode() == UNSAFE else NONE
 
 
 def _truncate(text: str, limit: int = OUTPUT_LIMIT) -> str:
@@ -361,42 +330,45 @@ def _run(
     cpu_s: int,
     max_procs: int,
 ) -> SandboxResult:
-    nonce = "@@tierwatch-" + secrets.token_hex(12)
     started = time.perf_counter()
+    owner = NOBODY if os.geteuid() == 0 else os.geteuid()
+    nproc = max_procs + _processes_of(owner)
+    stdin = _settings(tests, timeout_s, memory_mb, cpu_s, nproc, _child_interpreter(mode))
     with tempfile.TemporaryDirectory(prefix="tierwatch-sandbox-") as tmp:
         host_dir = Path(tmp)
-        for name, text in (("solution.py", code), ("tests.py", tests), ("runner.py", _RUNNER)):
-            (host_dir / name).write_text(text, encoding="utf-8")
-            # After the uid drop the code may read itself (tracebacks), not the tests or runner.
-            (host_dir / name).chmod(0o644 if name == "solution.py" else 0o600)
-        rc, timed_out, stdout, stderr = _spawn(
-            mode, host_dir, nonce, timeout_s, memory_mb, cpu_s, max_procs
-        )
+        host_dir.chmod(0o755)  # nobody must reach the files (the tests are not among them)
+        (host_dir / "solution.py").write_text(code, encoding="utf-8")
+        for name in FILES[1:]:
+            shutil.copy(Path(__file__).with_name(name), host_dir / name)
+        for name in FILES:
+            (host_dir / name).chmod(0o644)
+        rc, timed_out, stdout, stderr = _spawn(mode, host_dir, stdin, timeout_s)
     duration_ms = (time.perf_counter() - started) * 1000
-    verdict, lines = None, []
-    for line in stdout.splitlines():
-        if line.startswith(nonce + " "):
-            verdict = json.loads(line[len(nonce) + 1 :])
-        else:
-            lines.append(line)
-    output = _truncate(("\n".join(lines).strip() + "\n" + stderr.strip()).strip())
-
+    output = _truncate(stderr.strip())
+    try:
+        verdict = json.loads(stdout.strip().splitlines()[-1]) if stdout.strip() else None
+    except ValueError:
+        verdict = None
     if verdict is not None and not timed_out:
         n_tests, n_failed, error = verdict["n_tests"], verdict["n_failed"], verdict["error"]
+        child_rc = verdict["child_rc"] or 0
+        if verdict["timed_out"]:
+            error = "timeout"
+        elif error == "crash" and "MemoryError" in stderr:
+            error = "memory"
+        elif error == "crash" and -child_rc in (signal.SIGXCPU, signal.SIGKILL):
+            error = "timeout"  # SIGXCPU is the CPU limit; SIGKILL its hard limit
+        if verdict["failures"]:
+            output = _truncate(output + "\n" + "\n".join(verdict["failures"]))
         passed = error is None and n_tests > 0 and n_failed == 0
-        return SandboxResult(passed, n_tests, n_failed, error, output, duration_ms)
-    # A signal shows as -N from a bare subprocess and as 128+N from bwrap. SIGXCPU is the CPU
-    # limit; SIGKILL not sent by us is its hard limit (the code ignored SIGXCPU).
-    sig = -rc if rc is not None and rc < 0 else (rc - 128 if mode == "bubblewrap" else 0)
-    if timed_out or (sig in (signal.SIGXCPU, signal.SIGKILL) and "MemoryError" not in stderr):
+        return SandboxResult(passed, n_tests, n_failed, error, output, duration_ms, mode)
+    if timed_out:
         error = "timeout"
-    elif "MemoryError" in stderr or "Cannot allocate memory" in stderr:
-        error = "memory"
-    elif mode == "bubblewrap" and stderr.startswith("bwrap:"):
+    elif mode == BWRAP and stderr.startswith("bwrap:"):
         error = "sandbox"
     else:
-        error = "crash"
-    return SandboxResult(False, 0, 0, error, output, duration_ms)
+        error = "crash"  # the judge itself died: never a pass
+    return SandboxResult(False, 0, 0, error, output, duration_ms, mode)
 
 
 def run_unit_tests(
@@ -417,7 +389,8 @@ def run_unit_tests(
     ``passed`` means at least one test ran and none failed.
     ``error_class``: ``no_code`` (nothing to run), ``syntax``, ``crash`` (the code raised or
     the process died), ``memory``, ``timeout`` (wall clock or CPU limit), ``sandbox`` (bwrap
-    itself failed). ``mode`` forces an isolation level; default :func:`isolation`.
+    itself failed), ``sandbox_unavailable`` (no isolation and no opt-in: nothing ran).
+    ``mode`` forces an isolation level; default :func:`isolation`.
     ``tests`` are the case author's, trusted: a test file with no test is a ValueError.
     """
     tree = ast.parse(tests)
@@ -431,4 +404,20 @@ def run_unit_tests(
         raise ValueError("tests: no top-level assert and no test_* function")
     if not code.strip():
         return SandboxResult(False, error_class="no_code")
-    return _run(mode or isolation(), code, tests, timeout_s, memory_mb, cpu_s, max_procs)
+    mode = mode or isolation()
+    if mode == NONE:
+        why = _probed.get(bwrap_path(), (False, "not probed"))[1]
+        return SandboxResult(False, error_class="sandbox_unavailable",
+                             output=f"sandbox unavailable: {why}", isolation=NONE)
+    if mode == UNSAFE and os.geteuid() != 0:
+        _hide_this_process()
+    return _run(mode, code, tests, timeout_s, memory_mb, cpu_s, max_procs)
+
+
+def _hide_this_process() -> None:
+    """Without bwrap and without root the code runs as our own uid: make this process
+    non-dumpable, so that uid cannot read its memory or ``/proc/<pid>/environ`` (the API
+    keys). It can still signal us; only bwrap or a root worker prevents that."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0

@@ -1,16 +1,53 @@
 """Admin: where teams add endpoints, pairs, suites, alert rules and channels by hand.
 
 Schedules are django-celery-beat's PeriodicTask rows, in the admin under "Periodic tasks".
+Every configuration admin (``AuditedAdmin``) writes its adds, changes and deletes to the audit
+log with the fields that changed (``monitor.services.audit``), shown at /audit/.
 """
 
 from django.contrib import admin, messages
+from django_celery_beat.admin import PeriodicTaskAdmin
+from django_celery_beat.models import PeriodicTask
 
 from monitor import models
+from monitor.services import audit
 from monitor.services.channels import send_test
 
 
+class AuditedAdmin(admin.ModelAdmin):
+    """Records each save and delete as a ``ConfigChange``. The snapshot after is taken in
+    ``save_related``, once many-to-many fields (a rule's channels) are saved too."""
+
+    def save_model(self, request, obj, form, change):
+        stored = type(obj).objects.filter(pk=obj.pk).first() if change else None
+        request._audit_before = audit.snapshot(stored)
+        super().save_model(request, obj, form, change)
+
+    def save_related(self, request, form, formsets, change):
+        super().save_related(request, form, formsets, change)
+        audit.record(obj=form.instance, before=getattr(request, "_audit_before", {}),
+                     after=audit.snapshot(form.instance), source="admin", user=request.user)
+
+    def delete_model(self, request, obj):
+        before = audit.snapshot(obj)
+        super().delete_model(request, obj)
+        audit.record(obj=obj, before=before, after={}, source="admin", user=request.user)
+
+    def delete_queryset(self, request, queryset):
+        for obj in queryset:
+            self.delete_model(request, obj)
+
+
+admin.site.unregister(PeriodicTask)
+
+
+@admin.register(PeriodicTask)
+class AuditedPeriodicTaskAdmin(AuditedAdmin, PeriodicTaskAdmin):
+    """Schedules: django-celery-beat's admin, audited."""
+
+
 @admin.register(models.Endpoint)
-class EndpointAdmin(admin.ModelAdmin):
+class EndpointAdmin(AuditedAdmin):
     list_display = ("name", "protocol", "base_url", "model", "api_key_env", "simulated")
     search_fields = ("name", "model", "base_url")
 
@@ -22,7 +59,7 @@ class CaseInline(admin.TabularInline):
 
 
 @admin.register(models.Suite)
-class SuiteAdmin(admin.ModelAdmin):
+class SuiteAdmin(AuditedAdmin):
     list_display = ("name", "version", "description")
     inlines = [CaseInline]
 
@@ -34,7 +71,7 @@ class CaseAdmin(admin.ModelAdmin):
 
 
 @admin.register(models.Pair)
-class PairAdmin(admin.ModelAdmin):
+class PairAdmin(AuditedAdmin):
     list_display = ("name", "fast", "base", "suite", "claimed_speedup", "active")
 
 
@@ -52,7 +89,7 @@ class SampleAdmin(admin.ModelAdmin):
 
 
 @admin.register(models.Channel)
-class ChannelAdmin(admin.ModelAdmin):
+class ChannelAdmin(AuditedAdmin):
     list_display = ("name", "kind", "target", "disabled", "last_error")
     actions = ["send_test_notification"]
 
@@ -68,7 +105,7 @@ class ChannelAdmin(admin.ModelAdmin):
 
 
 @admin.register(models.AlertRule)
-class AlertRuleAdmin(admin.ModelAdmin):
+class AlertRuleAdmin(AuditedAdmin):
     list_display = (
         "name",
         "pair",
@@ -79,12 +116,46 @@ class AlertRuleAdmin(admin.ModelAdmin):
         "last_k",
         "min_n",
         "enabled",
+        "renotify_hours",
+        "escalate_after_minutes",
     )
+    filter_horizontal = ("channels", "escalation_channels")
 
 
 @admin.register(models.Alert)
 class AlertAdmin(admin.ModelAdmin):
-    list_display = ("id", "rule", "pair", "opened_at", "resolved_at", "message")
+    list_display = ("id", "rule", "pair", "state", "opened_at", "resolved_at", "silenced_until",
+                    "flapping", "message")
+    list_filter = ("state", "flapping")
+
+
+@admin.register(models.MaintenanceWindow)
+class MaintenanceWindowAdmin(AuditedAdmin):
+    list_display = ("__str__", "pair", "vendor_host", "starts_at", "ends_at", "cron",
+                    "duration_minutes", "created_by")
+    exclude = ("created_by",)
+
+    def save_model(self, request, obj, form, change):
+        if not change:
+            obj.created_by = request.user
+        super().save_model(request, obj, form, change)
+
+
+@admin.register(models.ConfigChange)
+class ConfigChangeAdmin(admin.ModelAdmin):
+    """Read-only: the audit log is evidence."""
+
+    list_display = ("at", "username", "source", "action", "model", "object_repr")
+    list_filter = ("action", "model", "source")
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
 
 
 @admin.register(models.Notification)

@@ -13,10 +13,14 @@ app.autodiscover_tasks()
 
 def worker_argv(*, concurrency: int, schedule_file: str, loglevel: str = "WARNING") -> list[str]:
     """A worker with embedded beat, as the demo and the scheduling test start it. Threads, not
-    processes: runs wait on the network, and one process keeps the SQLite demo simple."""
+    processes: runs wait on the network, and one process keeps the SQLite demo simple. It
+    serves every queue (monitor.routing) and Celery's default one."""
     import sys
+
+    from monitor.routing import QUEUES
 
     return [
         sys.executable, "-m", "celery", "-A", "monitor", "worker", "--beat", "--pool=threads",
         f"--concurrency={concurrency}", f"--loglevel={loglevel}", "--schedule", schedule_file,
+        "-Q", ",".join(("celery", *QUEUES)),
     ]  # fmt: skip

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from croniter import croniter
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models, transaction
 
@@ -222,6 +224,9 @@ class Run(models.Model):
     summary = models.JSONField(default=dict, blank=True)
     verdict = models.TextField(blank=True)
     error = models.TextField(blank=True)
+    in_maintenance = models.BooleanField(
+        default=False, help_text="measured during a maintenance window of its pair"
+    )
 
     class Meta:
         ordering = ["-created_at"]
@@ -285,12 +290,17 @@ class Sample(models.Model):
     server_timings = models.JSONField(null=True, blank=True)
     tests_passed = models.BooleanField(null=True, blank=True)
     tests_detail = models.JSONField(null=True, blank=True)
+    # Set when monitor.retention emptied the payload (text, gaps, tokens, logprobs, headers).
+    pruned_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        ordering = ["run", "seq"]
+        # No default ordering: it made every unordered query join runs and sort (issue 13);
+        # callers that need plan order say .order_by("seq").
         indexes = [
             models.Index(fields=["run", "tier"]),
             models.Index(fields=["endpoint", "started_at"]),
+            models.Index(fields=["started_at"], condition=models.Q(pruned_at__isnull=True),
+                         name="sample_unpruned_started"),
         ]
 
     def __str__(self) -> str:
@@ -358,6 +368,15 @@ class AlertRule(models.Model):
     min_n = models.PositiveIntegerField(default=5)
     channels = models.ManyToManyField(Channel, blank=True)
     enabled = models.BooleanField(default=True)
+    renotify_hours = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="remind every N hours while firing and not acknowledged"
+    )
+    escalate_after_minutes = models.PositiveIntegerField(
+        null=True, blank=True, help_text="notify the escalation channels after M minutes unacked"
+    )
+    escalation_channels = models.ManyToManyField(
+        Channel, blank=True, related_name="escalating_rules"
+    )
 
     def __str__(self) -> str:
         return self.name
@@ -369,7 +388,16 @@ class AlertRule(models.Model):
             raise ValidationError({"metric": problem})
 
 
+class AlertState(models.TextChoices):
+    FIRING = "firing"
+    ACKNOWLEDGED = "acknowledged"
+    RESOLVED = "resolved"
+
+
 class Alert(models.Model):
+    """One breach of a rule on a pair, from opening to resolution
+    (``monitor.services.alert_lifecycle`` changes its state)."""
+
     rule = models.ForeignKey(AlertRule, on_delete=models.CASCADE, related_name="alerts")
     pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="alerts")
     run = models.ForeignKey(Run, null=True, on_delete=models.SET_NULL, related_name="alerts")
@@ -377,6 +405,17 @@ class Alert(models.Model):
     resolved_at = models.DateTimeField(null=True, blank=True)
     message = models.TextField()
     value = models.FloatField(null=True)
+    state = models.CharField(max_length=16, choices=AlertState, default=AlertState.FIRING)
+    acknowledged_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    acknowledged_at = models.DateTimeField(null=True, blank=True)
+    ack_note = models.TextField(blank=True)
+    silenced_until = models.DateTimeField(null=True, blank=True)
+    last_notified_at = models.DateTimeField(null=True, blank=True)
+    notify_count = models.PositiveIntegerField(default=0)
+    escalated_at = models.DateTimeField(null=True, blank=True)
+    flapping = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["-opened_at"]
@@ -384,6 +423,22 @@ class Alert(models.Model):
     @property
     def is_open(self) -> bool:
         return self.resolved_at is None
+
+
+class AlertTransition(models.Model):
+    """One state change of an alert (opened, acknowledged, silenced, resolved, reminded,
+    escalated), for the incident timeline and the flapping count."""
+
+    alert = models.ForeignKey(Alert, on_delete=models.CASCADE, related_name="transitions")
+    kind = models.CharField(max_length=16)
+    at = models.DateTimeField(db_index=True)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    note = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["at", "pk"]
 
 
 class Notification(models.Model):
@@ -398,9 +453,82 @@ class Notification(models.Model):
     ok = models.BooleanField(default=False)
     error = models.TextField(blank=True)
     permanent = models.BooleanField(default=False)
+    kind = models.CharField(max_length=16, blank=True, help_text="trigger, resolve, reminder, ...")
+    held = models.CharField(
+        max_length=16, blank=True, help_text="why it was held and not sent: maintenance, silenced, "
+        "flapping"
+    )
 
     class Meta:
         ordering = ["-created_at"]
+
+
+class MaintenanceWindow(models.Model):
+    """A time when a pair, a vendor (by host) or everything is expected to misbehave: runs keep
+    measuring and are marked, notifications are held. One-off (start and end) or recurring (a
+    cron expression in UTC, e.g. ``0 2 * * SUN``, and a duration)."""
+
+    pair = models.ForeignKey(
+        Pair, null=True, blank=True, on_delete=models.CASCADE, related_name="maintenance_windows"
+    )
+    vendor_host = models.CharField(
+        max_length=200, blank=True,
+        help_text="host of an endpoint's base URL, e.g. api.vendor.com; empty with no pair: all",
+    )
+    starts_at = models.DateTimeField(null=True, blank=True)
+    ends_at = models.DateTimeField(null=True, blank=True)
+    cron = models.CharField(max_length=100, blank=True, help_text="recurring: start times (UTC)")
+    duration_minutes = models.PositiveIntegerField(null=True, blank=True)
+    reason = models.CharField(max_length=300)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        scope = self.pair.name if self.pair else (self.vendor_host or "all pairs")
+        when = self.cron and f"{self.cron} for {self.duration_minutes} min" or (
+            f"{self.starts_at:%Y-%m-%d %H:%M}–{self.ends_at:%Y-%m-%d %H:%M} UTC"
+            if self.starts_at and self.ends_at else "?")
+        return f"{scope}: {when} ({self.reason})"
+
+    def clean(self) -> None:
+        if self.pair_id and self.vendor_host:
+            raise ValidationError({"vendor_host": "give a pair or a vendor host, not both"})
+        if self.cron:
+            if not croniter.is_valid(self.cron):
+                raise ValidationError({"cron": f"{self.cron!r} is not a cron expression"})
+            if not self.duration_minutes:
+                raise ValidationError({"duration_minutes": "a recurring window needs a duration"})
+            if self.starts_at or self.ends_at:
+                raise ValidationError({"cron": "give a cron expression or start/end, not both"})
+        elif not (self.starts_at and self.ends_at):
+            raise ValidationError({"starts_at": "give start and end, or a cron expression"})
+        elif self.ends_at <= self.starts_at:
+            raise ValidationError({"ends_at": "the end must be after the start"})
+
+
+class ConfigChange(models.Model):
+    """Who changed which configuration row, when, from where, with the changed fields
+    (``monitor.services.audit``). Values are the stored ones: env var names, never secrets."""
+
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    username = models.CharField(max_length=150, blank=True, help_text="kept if the user goes")
+    source = models.CharField(max_length=200, help_text="admin, apply_config FILE, pair page")
+    action = models.CharField(max_length=8)  # added, changed, deleted
+    model = models.CharField(max_length=60)
+    object_id = models.CharField(max_length=60)
+    object_repr = models.CharField(max_length=200)
+    diff = models.JSONField(default=dict, help_text="field: [old, new]")
+
+    class Meta:
+        ordering = ["-at", "-pk"]
 
 
 class ReportArchive(models.Model):
@@ -435,6 +563,53 @@ class ReportArchive(models.Model):
     def filename(self) -> str:
         ext = {"text": "txt"}.get(self.format, self.format)
         return f"tierwatch-sla-{self.period}.{ext}"
+class RunRollup(models.Model):
+    """One finished run's tier, counted once when the run is summarised (``monitor.rollups``):
+    what the SLA report and long-window percentiles need, kept for good while sample payloads
+    expire. Latency is a mergeable sketch (``evals.sketch``), not a list of values."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="rollups")
+    pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="rollups")
+    endpoint = models.ForeignKey(Endpoint, on_delete=models.PROTECT, related_name="rollups")
+    tier = models.CharField(max_length=8)
+    kind = models.CharField(max_length=16)  # the run's kind and trigger, copied for filtering
+    trigger = models.CharField(max_length=16)
+    at = models.DateTimeField(help_text="the run's start (created_at)")
+    n = models.PositiveIntegerField(default=0)
+    n_ok = models.PositiveIntegerField(default=0)
+    rate_limited = models.PositiveIntegerField(default=0)
+    errors = models.JSONField(default=dict, blank=True)  # failed samples by class
+    ttft_sketch = models.JSONField(default=dict, blank=True)
+    e2e_sketch = models.JSONField(default=dict, blank=True)
+    goodput_met = models.PositiveIntegerField(default=0)  # of n, when the pair has an SLO
+    n_tested = models.PositiveIntegerField(default=0)
+    n_passed = models.PositiveIntegerField(default=0)
+    served = models.JSONField(default=dict, blank=True)  # reported tier → successful requests
+    retried = models.PositiveIntegerField(default=0)  # requests retried on a stale connection
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "tier"], name="rollup_run_tier")]
+        indexes = [models.Index(fields=["at", "endpoint"]), models.Index(fields=["pair", "at"])]
+
+
+class ProvenanceEvent(models.Model):
+    """A model id or system fingerprint an endpoint returned: first and last seen, how often.
+    Upserted when a run is summarised, so the verdict page never scans samples for it."""
+
+    KINDS = [("model_id", "model id"), ("fingerprint", "fingerprint")]
+
+    endpoint = models.ForeignKey(Endpoint, on_delete=models.CASCADE, related_name="provenance")
+    kind = models.CharField(max_length=16, choices=KINDS)
+    value = models.CharField(max_length=200)
+    first_seen = models.DateTimeField()
+    last_seen = models.DateTimeField()
+    run = models.ForeignKey(Run, null=True, on_delete=models.SET_NULL, related_name="+",
+                            help_text="the run where the value was first seen")
+    count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["endpoint", "kind", "value"],
+                                               name="provenance_endpoint_kind_value")]
 
 
 class Baseline(models.Model):

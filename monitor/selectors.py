@@ -7,15 +7,16 @@ samples the runs hold.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Count, Max, Min, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.shortcuts import get_object_or_404
 
-from monitor.models import Alert, Endpoint, Pair, Run, RunKind, Sample
+from monitor.models import Alert, Endpoint, Pair, ProvenanceEvent, Run, RunKind, Sample
 
 # Fields a chart or a runs list needs; the rest of a run stays in the database.
 RUN_LIST_FIELDS = (
@@ -132,23 +133,24 @@ def has_active_run(runs: list[Run]) -> bool:
 def endpoint_events(*, endpoints: Iterable[Endpoint], limit: int = 50) -> list[dict[str, Any]]:
     """When each returned model id and system fingerprint was first (and last) seen, per
     endpoint, oldest first. A value after the first one is a change of what the endpoint
-    says it serves. Values that come back (A → B → A) are not new and show no second event:
-    this is one aggregate query, not a scan of every sample."""
-    events = []
-    for ep in endpoints:
-        for field, what in (("model_id", "model id"), ("system_fingerprint", "fingerprint")):
-            rows = (Sample.objects.filter(endpoint=ep).exclude(**{field: ""})
-                    .values(field).annotate(first=Min("started_at"), last=Max("started_at"),
-                                            n=Count("id")).order_by("first")[:limit])
-            for i, row in enumerate(rows):
-                first_run = (Sample.objects.filter(endpoint=ep, **{field: row[field]})
-                             .order_by("started_at").values_list("run_id", flat=True).first())
-                events.append({
-                    "endpoint": ep.name, "simulated": ep.simulated, "what": what,
-                    "value": row[field], "first_seen": row["first"], "last_seen": row["last"],
-                    "n": row["n"], "run_id": first_run, "change": i > 0,
-                })
-    events.sort(key=lambda e: e["first_seen"])
+    says it serves. Values that come back (A → B → A) are not new and show no second event.
+    Read from ``ProvenanceEvent`` rows (upserted by ``monitor.rollups`` when a run is
+    summarised): one small query, however many samples the endpoints have."""
+    by_id = {ep.pk: ep for ep in endpoints}
+    rows = ProvenanceEvent.objects.filter(endpoint_id__in=by_id).order_by("first_seen", "id")
+    events, seen = [], Counter()
+    for row in rows:
+        key = (row.endpoint_id, row.kind)
+        seen[key] += 1
+        if seen[key] > limit:
+            continue
+        ep = by_id[row.endpoint_id]
+        events.append({
+            "endpoint": ep.name, "simulated": ep.simulated,
+            "what": "model id" if row.kind == "model_id" else "fingerprint",
+            "value": row.value, "first_seen": row.first_seen, "last_seen": row.last_seen,
+            "n": row.count, "run_id": row.run_id, "change": seen[key] > 1,
+        })
     return events
 
 

@@ -154,14 +154,23 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TIMEZONE = "UTC"
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
-# The watchdog (docs/reliability.md); DatabaseScheduler copies this entry into its table.
-CELERY_BEAT_SCHEDULE = {"watchdog": {"task": "monitor.tasks.watchdog_task", "schedule": 60.0}}
+# The watchdog (docs/reliability.md); DatabaseScheduler copies these entries into its table.
+# Alert reminders and escalations are checked every 5 minutes (the finest step a rule's
+# re-notify hours or escalation minutes need).
+CELERY_BEAT_SCHEDULE = {
+    "watchdog": {"task": "monitor.tasks.watchdog_task", "schedule": 60.0},
+    "alert-sweep": {"task": "monitor.tasks.alert_sweep_task", "schedule": 300.0},
+}
 TIERWATCH_HEARTBEAT_S = env_float("TIERWATCH_HEARTBEAT_S", 30.0)  # a running run beats this often
 TIERWATCH_STALE_AFTER_S = env_float("TIERWATCH_STALE_AFTER_S", 300.0)  # silent this long: lost
 TIERWATCH_QUEUED_STALE_S = env_float("TIERWATCH_QUEUED_STALE_S", 3600.0)  # never started: lost
 TIERWATCH_RUN_MAX_S = env_float("TIERWATCH_RUN_MAX_S", 3600.0)  # execute_run_task's time_limit
 TIERWATCH_OVERDUE_GRACE_S = env_float("TIERWATCH_OVERDUE_GRACE_S", 900.0)  # beyond the interval
 TIERWATCH_DB_RETRY_S = env_float("TIERWATCH_DB_RETRY_S", 60.0)  # a sample save rides out a restart
+# Queues by kind (monitor.routing): probes, audits, reports; workers choose theirs with -Q.
+CELERY_TASK_ROUTES = ("monitor.routing.route_task",)
+# Requests in flight per vendor (API host) across all workers, with REDIS_URL (monitor.ratelimit).
+TIERWATCH_VENDOR_CONCURRENCY = env_int("TIERWATCH_VENDOR_CONCURRENCY", 16)
 
 # Mail: Django's SMTP backend; EMAIL_BACKEND may point to the file backend for the demo.
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
@@ -183,6 +192,10 @@ TIERWATCH_PAGERDUTY_URL = env_str(
 # the SLA report's availability SLO (error budget = 1 - target)
 TIERWATCH_SLO_AVAILABILITY = env_float("TIERWATCH_SLO_AVAILABILITY", 0.99)
 TIERWATCH_HTTP_TIMEOUT_S = env_float("TIERWATCH_HTTP_TIMEOUT_S", 120.0)
+# Retention (monitor.retention): sample payloads kept this many days; the samples of each
+# pair's newest K audits kept whole.
+TIERWATCH_RETENTION_DAYS = env_int("TIERWATCH_RETENTION_DAYS", 30)
+TIERWATCH_RETENTION_KEEP_AUDITS = env_int("TIERWATCH_RETENTION_KEEP_AUDITS", 4)
 
 LOGGING = {
     "version": 1,

@@ -11,8 +11,16 @@ from __future__ import annotations
 from celery import shared_task
 from django.db import OperationalError
 
+from monitor import retention
 from monitor.models import Pair, Run, RunKind, RunTrigger
-from monitor.services import alerts, pipeline, report_archive, reports, runs, watchdog
+from monitor.services import (
+    alert_lifecycle,
+    pipeline,
+    report_archive,
+    reports,
+    runs,
+    watchdog,
+)
 
 TRANSIENT = (OperationalError, ConnectionError)
 
@@ -23,7 +31,7 @@ def enqueue_run(
 ) -> Run:
     """Create the run now; the worker picks it up once the transaction has committed."""
     run = runs.create_run(pair=pair, kind=kind, trigger=trigger, repeat=repeat)
-    execute_run_task.delay_on_commit(run.id)
+    execute_run_task.delay_on_commit(run.id, kind=run.kind)  # the kind picks the queue
     return run
 
 
@@ -35,7 +43,8 @@ def enqueue_run(
     retry_backoff=True,
     max_retries=3,
 )
-def execute_run_task(run_id: int) -> int | None:
+def execute_run_task(run_id: int, kind: str | None = None) -> int | None:
+    """``kind`` only routes the task (monitor.routing); the run row says what it is."""
     run = pipeline.execute_run(run_id=run_id, notify=notify_task.delay)
     return run.id if run is not None else None
 
@@ -51,7 +60,14 @@ def probe_pair_task(pair_name: str, kind: str = RunKind.PROBE) -> int | None:
 
 @shared_task(acks_late=True, time_limit=120, autoretry_for=TRANSIENT, max_retries=3)
 def notify_task(alert_id: int) -> int:
-    return len(alerts.notify(alert_id=alert_id))
+    """Announce an alert opened or resolved (held in maintenance, silences, flapping)."""
+    return len(alert_lifecycle.announce(alert_id=alert_id))
+
+
+@shared_task(acks_late=True, time_limit=240)
+def alert_sweep_task() -> dict[str, int]:
+    """Every 5 minutes (``CELERY_BEAT_SCHEDULE``): reminders and escalations now due."""
+    return alert_lifecycle.sweep()
 
 
 @shared_task(acks_late=True, time_limit=600)
@@ -76,3 +92,9 @@ def watchdog_task() -> int:
     for alert in changed:
         notify_task.delay(alert.id)
     return len(changed)
+
+
+@shared_task(acks_late=True, time_limit=300)
+def prune_payloads_task() -> int:
+    """Beat, hourly: bounded batches for at most ~50 s; the next run continues a backlog."""
+    return retention.prune_payloads().rows

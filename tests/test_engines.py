@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import io
 import os
+import platform
 import re
 import signal
 import socket
@@ -72,7 +73,7 @@ def long_prompt(nonce: str) -> str:
 
 @engine
 def test_prepared_files_have_the_recorded_sha256() -> None:
-    for name, path in models.prepare_models().items():
+    for name, path in models.prepare_models(binaries=build.build_binaries()).items():
         assert models.sha256_file(path) == models.expected_sha256(name), name
         assert path.parent.name == models.expected_sha256(name)  # keyed by its hash
 
@@ -205,6 +206,62 @@ def test_it_names_missing_build_tools(monkeypatch: pytest.MonkeyPatch, tmp_path:
     monkeypatch.setenv("PATH", str(tmp_path))  # an empty PATH: no cmake, no compiler
     with pytest.raises(EngineError, match="cmake and a C.. compiler not found. Fix: apt-get"):
         build._tools()
+
+
+# The flags line of the Intel Xeon whose native build died with SIGILL (AMX), shortened.
+INTEL_AMX = ("processor\t: 0\nvendor_id\t: GenuineIntel\nflags\t\t: fpu sse sse2 ssse3 fma "
+             "sse4_1 sse4_2 avx f16c bmi1 avx2 bmi2 avx512f avx512bw avx512_fp16 amx_tile "
+             "amx_int8 amx_bf16\nprocessor\t: 1\nflags\t\t: fpu\n")
+OLD_X86 = "flags\t\t: fpu sse sse2 ssse3 sse4_1 sse4_2 avx\n"  # Sandy Bridge: AVX, no AVX2
+ARM = "processor\t: 0\nFeatures\t: fp asimd evtstrm aes crc32 asimddp\n"
+
+
+def test_the_build_flags_follow_cpuinfo_with_amx_and_avx512_off() -> None:
+    name, flags = build.arch_flags("x86_64", build.cpu_features(INTEL_AMX))
+    assert name == "sse4_2.avx.avx2.fma.f16c.bmi2"
+    assert flags[0] == "-DGGML_NATIVE=OFF"
+    for opt in ("SSE42", "AVX", "AVX2", "FMA", "F16C", "BMI2"):
+        assert f"-DGGML_{opt}=ON" in flags
+    for opt in ("AVX512", "AVX512_VNNI", "AMX_TILE", "AMX_INT8", "AMX_BF16"):
+        assert f"-DGGML_{opt}=OFF" in flags
+    name, flags = build.arch_flags("x86_64", build.cpu_features(OLD_X86))
+    assert name == "sse4_2.avx"
+    assert "-DGGML_AVX=ON" in flags and "-DGGML_AVX2=OFF" in flags and "-DGGML_FMA=OFF" in flags
+
+
+def test_the_baseline_build_has_no_optional_instruction_set() -> None:
+    name, flags = build.arch_flags("x86_64", build.cpu_features(INTEL_AMX), baseline=True)
+    assert name == "baseline"
+    assert not [f for f in flags if f.endswith("=ON")]
+    assert build.arch_flags("aarch64", build.cpu_features(ARM)) == (
+        "baseline", ("-DGGML_NATIVE=OFF",))
+
+
+def test_the_cache_key_holds_the_cpu_features_and_the_build_flags() -> None:
+    intel = build.cache_key("0.3.36", "x86_64", build.cpu_features(INTEL_AMX))
+    old = build.cache_key("0.3.36", "x86_64", build.cpu_features(OLD_X86))
+    assert intel.startswith("0.3.36-x86_64-sse4_2.avx.avx2.fma.f16c.bmi2-")
+    assert old.startswith("0.3.36-x86_64-sse4_2.avx-") and old != intel
+    assert build.cache_key("0.3.36", "x86_64", build.cpu_features(INTEL_AMX), baseline=True) \
+        not in (intel, old)
+    # AMX or AVX-512 present or not: the same portable build, so the same key.
+    without_amx = INTEL_AMX.replace(" amx_tile amx_int8 amx_bf16", "")
+    assert build.cache_key("0.3.36", "x86_64", build.cpu_features(without_amx)) == intel
+    assert build.binaries_dir().name == build.cache_key(
+        build.LLAMA_CPP_PYTHON, platform.machine(), build.cpu_features())
+
+
+def test_the_smoke_test_reports_a_server_killed_by_sigill(tmp_path: Path) -> None:
+    """A real process dying of SIGILL (what an AMX kernel did on the Xeon) is recognised."""
+    server = tmp_path / "llama-server"
+    server.write_text("#!/bin/sh\nkill -ILL $$\n")
+    server.chmod(0o755)
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    assert build.smoke_test(server, model, tmp_path / "smoke.log", timeout_s=20) == "SIGILL"
+    server.write_text("#!/bin/sh\nexit 3\n")
+    assert build.smoke_test(server, model, tmp_path / "smoke.log", timeout_s=20) == (
+        "server exited with code 3")
 
 
 def test_it_rejects_unknown_targets() -> None:

@@ -20,8 +20,7 @@ from evals.vendors.llamacpp import build
 from monitor.models import AlertRule, Baseline, Endpoint, Pair, PairMonitorState, Run
 from monitor.run_summary import Similarity
 from monitor.services import monitoring
-from monitor.services.alerts import evaluate_after_run
-from monitor.services.pipeline import execute_run
+from monitor.services.pipeline import evaluate_alerts, execute_run
 from monitor.services.schedules import ensure_probe_schedule
 from monitor.services.suites import sync_builtin_suite
 from monitor.tasks import probe_pair_task
@@ -115,7 +114,7 @@ def audit(pair: Pair, hours_ago: float, p: float) -> Run:
 def fold(run: Run) -> list:
     """The pipeline's steps after "done", without a verdict recomputation (it is stored)."""
     monitoring.after_run(run_id=run.id)
-    return evaluate_after_run(run_id=run.id)
+    return evaluate_alerts(run_id=run.id)
 
 
 def honest_hour(pair: Pair, rng: np.random.Generator, hours_ago: float) -> list:

@@ -45,6 +45,10 @@ def test_it_runs_interleaved_paired_probes_and_stores_every_sample(demo_vendor_u
     fast = run.summary["tiers"]["fast"]
     assert fast["n"] == 8 and fast["n_ok"] == 8 and fast["ttft_ms"]["n"] == 8
     assert fast["pass_rate"] is not None and fast["n_tested"] == 8
+    # the sandbox's isolation is stored with each coding sample, for the pages
+    from evals.sandbox import isolation
+
+    assert {s.tests_detail["isolation"] for s in samples} == {isolation()}
     assert run.summary["similarity"]["fast_vs_base"]["n"] == 8
     assert run.summary["similarity"]["base_vs_base"]["n"] == 4
 

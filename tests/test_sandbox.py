@@ -5,6 +5,9 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import subprocess
+import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -12,7 +15,7 @@ import pytest
 
 from evals.sandbox import extract_code, isolation, run_unit_tests
 
-MODES = ["bubblewrap", "subprocess-rlimits"]
+MODES = ["bwrap", "unsafe-subprocess"]
 TESTS = (
     "assert inc(1) == 2\n\n"
     "def test_zero():\n    assert inc(0) == 1\n\n"
@@ -25,14 +28,14 @@ needs_bwrap = pytest.mark.skipif(
 
 
 def _modes() -> list[str]:
-    return MODES if isolation() == "bubblewrap" else MODES[1:]
+    return MODES if isolation() == "bwrap" else MODES[1:]
 
 
 def test_it_uses_bubblewrap_when_installed():
     if shutil.which("bwrap"):
-        assert isolation() == "bubblewrap"
+        assert isolation() == "bwrap"
     else:
-        assert isolation() == "subprocess-rlimits"
+        assert isolation() in ("none", "unsafe-subprocess")
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -142,7 +145,7 @@ def test_it_blocks_network_connections():
     # The external name is only tried inside the network namespace: no packet can leave it.
     tests = f"assert not connects('127.0.0.1', {port})\nassert not connects('example.com', 80)\n"
     try:
-        result = run_unit_tests(code, tests, mode="bubblewrap")
+        result = run_unit_tests(code, tests, mode="bwrap")
         with pytest.raises(socket.timeout):
             server.accept()
     finally:
@@ -169,7 +172,7 @@ def test_it_cannot_write_outside_its_work_dir():
         "assert not can_write('/usr/x-outside')\n"
         "assert can_write('scratch.txt')\n"
     )
-    result = run_unit_tests(code, tests, mode="bubblewrap")
+    result = run_unit_tests(code, tests, mode="bwrap")
     assert result.passed and result.n_tests == 4, result.output
     assert not outside.exists() and not in_repo.exists()
 
@@ -199,7 +202,7 @@ def test_it_bounds_the_number_of_processes():
         f"        os.execv('/bin/sleep', ['sleep', '{marker}'])\n"
         "    FORKED += 1\n"
     )
-    result = run_unit_tests(code, "assert FORKED < 40, FORKED\n", max_procs=32, mode="bubblewrap")
+    result = run_unit_tests(code, "assert FORKED < 40, FORKED\n", max_procs=32, mode="bwrap")
     assert result.passed, result.output
     assert _processes_with(marker) == 0  # the namespace died with the runner
 
@@ -207,7 +210,7 @@ def test_it_bounds_the_number_of_processes():
 @needs_bwrap
 def test_it_survives_a_fork_bomb():
     bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"
-    result = run_unit_tests(bomb, TESTS, timeout_s=2, mode="bubblewrap")
+    result = run_unit_tests(bomb, TESTS, timeout_s=2, mode="bwrap")
     assert (result.passed, result.error_class) == (False, "timeout")
 
 
@@ -246,3 +249,179 @@ def test_it_takes_bare_code_and_rejects_prose():
     assert extract_code("def f(x):\n    return x\n") == "def f(x):\n    return x"
     assert extract_code("I cannot help with that.") == ""
     assert extract_code("yes") == ""
+
+
+# --- adversarial: the code under test tries to forge its result or escape ------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_object_equal_to_everything_does_not_pass(mode):
+    if mode not in _modes():
+        pytest.skip("bwrap unavailable")
+    code = (
+        "class Yes:\n"
+        "    def __eq__(self, other):\n        return True\n"
+        "    def __ne__(self, other):\n        return False\n"
+        "    def __bool__(self):\n        return True\n"
+        "class YesInt(int):\n"
+        "    def __eq__(self, other):\n        return True\n"
+        "def inc(x):\n    return Yes()\n"
+        "def inc_int(x):\n    return YesInt(7)\n"
+        "def inc_list(x):\n    return [Yes()]\n"
+    )
+    tests = "assert inc(1) == 2\nassert inc_int(1) == 2\nassert inc_list(1) == [2]\n"
+    result = run_unit_tests(code, tests, mode=mode)
+    assert (result.passed, result.n_tests, result.n_failed) == (False, 3, 3), result.output
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_forged_verdict_or_reply_does_not_pass(mode):
+    """The old attack printed the runner's verdict line; now it also writes fake replies on
+    every descriptor it can find and tries the judge's stdout through /proc."""
+    if mode not in _modes():
+        pytest.skip("bwrap unavailable")
+    fake = '{"n_tests": 9, "n_failed": 0, "n_in_child": 0, "error": null, "failures": [], ' \
+        '"timed_out": false, "child_rc": 0}'
+    code = (
+        "import os, json\n"
+        f"FAKE = {fake!r}\n"
+        "print(FAKE)\n"
+        "for path in (f'/proc/{os.getppid()}/fd/1', '/proc/1/fd/1'):\n"
+        "    try:\n"
+        "        with open(path, 'w') as f:\n"
+        "            f.write(FAKE + '\\n')\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "for fd in range(3, 20):\n"
+        "    try:\n"
+        "        os.write(fd, b'[' * 100000 + b'\\n[1]\\n')  # too deep, and not a dict\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "    for i in range(5):\n"
+        "        try:\n"
+        "            os.write(fd, (json.dumps({'i': i, 'ok': True}) + '\\n').encode())\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "inc = None\n"
+    )
+    result = run_unit_tests(code, TESTS, mode=mode)
+    assert not result.passed
+    assert result.n_failed >= 1 and result.n_tests == 3, result
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_it_cannot_kill_its_parent_or_the_worker(mode):
+    if mode not in _modes():
+        pytest.skip("bwrap unavailable")
+    code = (
+        "import os\n"
+        "def killed(pid):\n"
+        "    try:\n"
+        "        os.kill(pid, 9)\n"
+        "        return True\n"
+        "    except OSError:\n"
+        "        return False\n"
+    )
+    tests = f"assert killed(os.getppid()) is False\nassert killed({os.getpid()}) is False\n"
+    result = run_unit_tests(code, "import os\n" + tests, mode=mode)
+    assert result.passed, result.output  # the judge lived to write the verdict; so do we
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_no_process_outlives_the_time_limit(mode):
+    if mode not in _modes():
+        pytest.skip("bwrap unavailable")
+    marker = f"{uuid.uuid4().int % 1000}.{os.getpid()}7"
+    code = (
+        "import os\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        f"        os.execv('/bin/sleep', ['sleep', '{marker}'])\n"
+        "    os._exit(0)\n"
+        "while True:\n    pass\n"
+    )
+    result = run_unit_tests(code, TESTS, timeout_s=2, cpu_s=30, mode=mode)
+    assert result.error_class == "timeout"
+    assert _processes_with(marker) == 0
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_it_cannot_read_the_worker_environment(mode, monkeypatch):
+    if mode not in _modes():
+        pytest.skip("bwrap unavailable")
+    canary = f"sk-canary-{uuid.uuid4().hex}"
+    monkeypatch.setenv("TIERWATCH_TEST_CANARY", canary)
+    code = (
+        "import os\n"
+        "def read(pid):\n"
+        "    try:\n"
+        "        with open(f'/proc/{pid}/environ', 'rb') as f:\n"
+        "            return f.read().decode(errors='replace')\n"
+        "    except OSError as exc:\n"
+        "        return type(exc).__name__\n"
+        f"for pid in (os.getppid(), {os.getpid()}, 1):\n"
+        "    print(pid, read(pid))\n"
+    )
+    result = run_unit_tests(code, "assert read(1) is not None\n", mode=mode)
+    assert result.passed, result.output
+    assert canary not in result.output
+
+
+def test_unsafe_mode_drops_root(monkeypatch):
+    tests = "import os\nassert os.getuid() != 0\nassert os.geteuid() != 0\n"
+    result = run_unit_tests("x = 1\n", tests, mode="unsafe-subprocess")
+    if os.geteuid() == 0:
+        assert result.passed, result.output
+    assert result.isolation == "unsafe-subprocess"
+
+
+def test_without_bwrap_it_fails_closed(monkeypatch):
+    monkeypatch.setenv("TIERWATCH_BWRAP", "/nonexistent/bwrap")
+    monkeypatch.delenv("TIERWATCH_SANDBOX", raising=False)
+    assert isolation() == "none"
+    result = run_unit_tests("def inc(x):\n    return x + 1\n", TESTS)
+    assert (result.passed, result.error_class, result.isolation) == (
+        False, "sandbox_unavailable", "none")
+    assert "/nonexistent/bwrap" in result.output
+
+
+def test_without_bwrap_the_unsafe_mode_needs_an_explicit_opt_in(monkeypatch):
+    monkeypatch.setenv("TIERWATCH_BWRAP", "/nonexistent/bwrap")
+    monkeypatch.setenv("TIERWATCH_SANDBOX", "unsafe-subprocess")
+    result = run_unit_tests("def inc(x):\n    return x + 1\n", TESTS)
+    assert (result.passed, result.isolation) == (True, "unsafe-subprocess"), result.output
+    monkeypatch.setenv("TIERWATCH_SANDBOX", "yolo")
+    with pytest.raises(ValueError, match="TIERWATCH_SANDBOX"):
+        isolation()
+
+
+@needs_bwrap
+def test_every_result_records_its_isolation():
+    result = run_unit_tests("def inc(x):\n    return x + 1\n", TESTS)
+    assert result.isolation == isolation() == "bwrap"
+    assert run_unit_tests(" ", TESTS).isolation == "none"  # nothing ran
+
+
+def test_the_worker_dying_takes_the_code_with_it(tmp_path):
+    """PR_SET_PDEATHSIG: a worker killed mid-evaluation leaves no generated code running."""
+    marker = f"{uuid.uuid4().int % 1000}.{os.getpid()}9"
+    script = tmp_path / "worker.py"
+    script.write_text(
+        "from evals.sandbox import run_unit_tests\n"
+        f"code = \"import os\\nos.execv('/bin/sleep', ['sleep', '{marker}'])\\n\"\n"
+        "run_unit_tests(code, 'assert True\\n', timeout_s=60, mode='unsafe-subprocess')\n"
+    )
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root)}  # this checkout's evals, not an installed one
+    worker = subprocess.Popen([sys.executable, str(script)], cwd=root, env=env)
+    deadline = time.monotonic() + 30
+    while _processes_with(marker) == 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _processes_with(marker) == 1
+    worker.kill()
+    worker.wait()
+    deadline = time.monotonic() + 10
+    while _processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _processes_with(marker) == 0

@@ -15,7 +15,8 @@ from django_celery_beat.models import PeriodicTask
 from PIL import Image
 
 from evals.latency import error_budget
-from monitor.models import ReportArchive, Sample
+from monitor.models import ReportArchive, Run, Sample
+from monitor.rollups import record_run
 from monitor.services.report_archive import archive_report
 from monitor.services.report_pdf import render_pdf
 from monitor.services.reports import build_sla_report, last_complete_month, month_bounds
@@ -29,18 +30,23 @@ needs_poppler = pytest.mark.skipif(not POPPLER, reason="poppler-utils (pdftoppm)
 
 @pytest.fixture
 def served(world):
-    """A week of fast samples over four days that report their tier: 3 of 12 downgraded."""
+    """A week of fast runs over four days whose samples report their tier: 2 of 12 downgraded.
+    One run a day: the report counts a run in the day it started (its rollup)."""
     fast = world["fast"]
     fast.expected_tier = "priority"
     fast.save()
-    case = world["run"].pair.suite.cases.first()
+    pair = world["run"].pair
+    case = pair.suite.cases.first()
     for day in range(4):
+        run = Run.objects.create(pair=pair, suite=pair.suite, status="done")
+        Run.objects.filter(pk=run.pk).update(created_at=IN_WEEK + timedelta(days=day - 1))
         for i in range(3):
             Sample.objects.create(
-                run=world["run"], case=case, endpoint=fast, tier="fast",
+                run=run, case=case, endpoint=fast, tier="fast",
                 started_at=IN_WEEK + timedelta(days=day - 1, hours=i), ok=True,
                 ttft_ms=200.0 + 40 * day + i, e2e_ms=900.0,
                 served_tier="default" if i == 0 and day % 2 else "priority")
+        record_run(run=Run.objects.get(pk=run.pk))  # the report reads rollups
     return world
 
 

@@ -11,6 +11,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from monitor.models import Case, Endpoint, Pair, Run, Sample, Suite
+from monitor.rollups import record_run
 from monitor.services.reports import (
     CSV_COLUMNS,
     build_sla_report,
@@ -39,10 +40,13 @@ def world(db, monkeypatch):
     case = Case.objects.create(suite=suite, key="hello", messages=[])
     pair = Pair.objects.create(name="acme", fast=fast, base=base, suite=suite)
     run = Run.objects.create(pair=pair, suite=suite, status="done")
-    Run.objects.filter(pk=run.pk).update(created_at=IN_WEEK - timedelta(days=14))  # another week
+    Run.objects.filter(pk=run.pk).update(created_at=IN_WEEK)
+    before = Run.objects.create(pair=pair, suite=suite, status="done")  # the week before
+    Run.objects.filter(pk=before.pk).update(created_at=IN_WEEK - timedelta(days=7))
 
-    def sample(endpoint, ok=True, ttft=None, error="", at=IN_WEEK):
-        Sample.objects.create(run=run, case=case, endpoint=endpoint, tier="fast", started_at=at,
+    def sample(endpoint, ok=True, ttft=None, error="", at=IN_WEEK, run=run):
+        Sample.objects.create(run=run, case=case, endpoint=endpoint,
+                              tier="fast" if endpoint == fast else "base", started_at=at,
                               ok=ok, ttft_ms=ttft, e2e_ms=2 * ttft if ttft else None,
                               error_class=error)
 
@@ -50,9 +54,11 @@ def world(db, monkeypatch):
         sample(fast, ttft=float(ttft))
     for error in ("rate_limited", "rate_limited", "timeout", "connect", "timeout"):
         sample(fast, ok=False, error=error)
-    sample(fast, ttft=99999.0, at=IN_WEEK - timedelta(days=7))  # the week before: left out
+    sample(fast, ttft=99999.0, at=IN_WEEK - timedelta(days=7), run=before)  # left out
     for ttft in (100.0, 200.0, 300.0):  # 3 successes: below the minimum n of 5
         sample(base, ttft=ttft)
+    for r in (run, before):  # what execute_run does when the run is summarised
+        record_run(run=Run.objects.get(pk=r.pk))
     return {"fast": fast, "base": base, "pair": pair, "run": run}
 
 
@@ -84,11 +90,27 @@ def test_it_counts_errors_by_class(world):
 
 def test_it_computes_percentiles_with_n(world):
     fast = endpoint_row(build_sla_report(week=WEEK), "acme-fast")
-    # numpy's linear interpolation over 100, 200, ..., 1000 ms
+    # numpy's linear interpolation over 100, 200, ..., 1000 ms, within the sketch's 1 %
     assert fast.ttft["n"] == 10
-    assert fast.ttft["p50"] == pytest.approx(550) and fast.e2e["p50"] == pytest.approx(1100)
+    assert fast.ttft["p50"] == pytest.approx(550, rel=0.01)
+    assert fast.e2e["p50"] == pytest.approx(1100, rel=0.01)
     # 10 values: P95 needs 59 and P99 299 (evals.latency.min_n_for), so neither is given
     assert fast.ttft["p95"] is fast.ttft["p99"] is fast.e2e["p99"] is None
+
+
+def test_audit_samples_count_in_availability_but_not_in_latency(world):
+    audit = Run.objects.create(pair=world["pair"], suite=world["pair"].suite, status="done",
+                               kind="audit", temperature=1.0)
+    Run.objects.filter(pk=audit.pk).update(created_at=IN_WEEK)
+    case = Case.objects.get(key="hello")
+    for ok in (True, True, False):
+        Sample.objects.create(run=audit, case=case, endpoint=world["fast"], tier="fast",
+                              started_at=IN_WEEK, ok=ok, ttft_ms=50000.0 if ok else None,
+                              error_class="" if ok else "timeout")
+    record_run(run=Run.objects.get(pk=audit.pk))
+    fast = endpoint_row(build_sla_report(week=WEEK), "acme-fast")
+    assert (fast.requests, fast.successes, fast.errors["timeout"]) == (18, 12, 3)
+    assert fast.ttft["n"] == 10 and fast.ttft["p50"] < 1000
 
 
 def test_it_shows_no_percentile_below_min_n(world):
@@ -97,7 +119,9 @@ def test_it_shows_no_percentile_below_min_n(world):
     assert base.ttft["n"] == 3 and base.ttft["p50"] is None
     lines = render_text(report).splitlines()
     assert any(x.startswith("acme-base") and "n too small" in x for x in lines)
-    assert any(x.startswith("acme-fast") and "550 / n<59 / n<299" in x for x in lines)
+    fast = endpoint_row(report, "acme-fast")
+    shown = f"{fast.ttft['p50']:.0f} / n<59 / n<299"
+    assert any(x.startswith("acme-fast") and shown in x for x in lines)
     assert "n too small" in render_html(report)
 
 
@@ -107,7 +131,7 @@ def test_it_averages_pair_similarity_and_pass_rate_weighted_by_n(world):
                                  summary=run_summary(0.0, 100, 0.0, 100))
     Run.objects.filter(pk=outside.pk).update(created_at=IN_WEEK + timedelta(days=7))
     (pair,) = build_sla_report(week=WEEK).pairs
-    assert pair.runs == 2
+    assert pair.runs == 3  # the fixture's run (no similarity, no tests) and these two
     assert pair.similarity_mean == pytest.approx((0.9 * 10 + 0.6 * 30) / 40)
     assert pair.similarity_n == 40
     assert pair.pass_rate == {"fast": pytest.approx(0.75), "base": None}
@@ -120,7 +144,7 @@ def test_it_writes_csv_columns(world):
     assert list(rows[0]) == CSV_COLUMNS
     by_name = {r["name"]: r for r in rows}
     assert by_name["acme-fast"]["kind"] == "endpoint"
-    assert float(by_name["acme-fast"]["ttft_p50_ms"]) == pytest.approx(550)
+    assert float(by_name["acme-fast"]["ttft_p50_ms"]) == pytest.approx(550, rel=0.01)
     assert by_name["acme-fast"]["ttft_p95_ms"] == ""  # withheld below its own minimum n
     assert by_name["acme-fast"]["errors"] == "connect=1;timeout=2"
     assert by_name["acme-base"]["ttft_n"] == "3" and by_name["acme-base"]["ttft_p50_ms"] == ""

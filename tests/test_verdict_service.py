@@ -16,11 +16,12 @@ from django.core.management import CommandError, call_command
 from evals.logprobs import logprob_gap, token_at
 from evals.stats.verdict import load_reference_ladder
 from evals.suites import NONCE
-from monitor.models import AlertRule, Endpoint, Pair, PairMonitorState, Run, Sample
+from monitor.models import AlertRule, Endpoint, Pair, PairMonitorState, Run, RunRollup, Sample
+from monitor.rollups import record_run
 from monitor.run_summary import RunSummary
 from monitor.selectors import endpoint_events
-from monitor.services.alerts import Reading, evaluate_after_run, read_metric
-from monitor.services.pipeline import execute_run
+from monitor.services.alerts import Reading, read_metric
+from monitor.services.pipeline import evaluate_alerts, execute_run
 from monitor.services.runs import create_run
 from monitor.services.suites import sync_builtin_suite
 from monitor.services.verdict import compute_verdict, temperature0_diagnostics
@@ -78,7 +79,7 @@ def test_a_distilled_model_s_outputs_differ_but_one_audit_raises_no_alarm(endpoi
     assert monitor["budget"].startswith("expected false alarms: ≤ 0.17 per month at hourly")
     AlertRule.objects.create(name="verdict", metric="verdict_different", tier="pair",
                              op="gt", threshold=0.5, last_k=1, min_n=50)
-    assert evaluate_after_run(run_id=run.id) == []
+    assert evaluate_alerts(run_id=run.id) == []
 
 
 def test_it_does_not_say_the_same_weights_differ_or_are_the_same(endpoints):
@@ -137,7 +138,11 @@ def test_a_new_fingerprint_is_an_event(endpoints):
     pair = make_pair(endpoints, "demo-fast")
     first = execute_run(run_id=create_run(pair=pair, seed=1).id, cases_limit=1)
     second = execute_run(run_id=create_run(pair=pair, seed=2).id, cases_limit=1)
+    # As if the vendor's new stack had answered the second run: its samples say so, and the
+    # run is summarised afresh (events are upserted then, from the samples, not read later).
     Sample.objects.filter(run=second, tier="fast").update(system_fingerprint="fp_new_stack")
+    RunRollup.objects.filter(run=second).delete()
+    record_run(run=second)
     events = [e for e in endpoint_events(endpoints=[pair.fast]) if e["what"] == "fingerprint"]
     assert [(e["value"], e["change"], e["run_id"]) for e in events] == [
         ("fp_demo_fast", False, first.id), ("fp_new_stack", True, second.id)]

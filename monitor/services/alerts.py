@@ -7,9 +7,12 @@ the plain mean of the per-run values over those of the K runs whose metric has a
 weighted down, because a P95 over three samples says nothing; when none of the K runs qualifies
 the rule is not evaluated at all (an open alert stays open, none is opened).
 
-Opening and resolving are claimed under a row lock on the rule, so evaluating the same run
-twice (a retried task, two workers) opens no duplicate; ``notify`` skips channels that already
-received the same message for the alert, so a retried task does not send twice.
+Opening is claimed under a row lock on the rule, so evaluating the same run twice (a retried
+task, two workers) opens no duplicate; a cleared condition is handed back and resolved by
+``alert_lifecycle.resolve`` (a conditional update, so it resolves once). ``notify`` skips
+channels that already received the same message for the alert, so a retried task does not send
+twice; what is sent when (silences, maintenance, reminders, escalation, flapping) is
+``alert_lifecycle``'s.
 """
 
 from __future__ import annotations
@@ -20,8 +23,7 @@ from statistics import fmean
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
-from django.utils import timezone
+from django.db.models import F, Q, QuerySet
 
 from evals.latency import min_n_for
 from monitor import metrics_catalogue as catalogue
@@ -137,7 +139,17 @@ def _aggregate(rule: AlertRule, runs: list[Run]) -> tuple[float, int, int] | Non
     return fmean(r.value for r in used), sum(r.n for r in used), len(used)  # type: ignore[misc]
 
 
-def _evaluate_rule(rule: AlertRule, run: Run) -> Alert | None:
+@dataclass(frozen=True)
+class Outcome:
+    """What one evaluation did to a rule on a pair: opened an alert, or found the condition
+    of an open one cleared (``alert_lifecycle.resolve`` then resolves it, with ``note``)."""
+
+    alert: Alert
+    opened: bool
+    note: str = ""
+
+
+def _evaluate_rule(rule: AlertRule, run: Run) -> Outcome | None:
     pair = run.pair
     # Audit verdicts live on audit runs, which the probe trend leaves out.
     source = (Run.objects.filter(status=RunStatus.DONE, kind=RunKind.AUDIT)
@@ -155,21 +167,19 @@ def _evaluate_rule(rule: AlertRule, run: Run) -> Alert | None:
         if breached and current is None:
             budget = budget_of(runs[0].summary_obj, rule.metric) if runs else ""
             message = _describe(rule, pair, value, n, used, budget)
-            return Alert.objects.create(rule=rule, pair=pair, run=run, message=message, value=value)
+            alert = Alert.objects.create(rule=rule, pair=pair, run=run, message=message,
+                                         value=value)
+            return Outcome(alert, opened=True)
         if not breached and current is not None:
-            note = (f"\nResolved: {label(rule)} is back to {fmt(rule, value)} "
+            note = (f"Resolved: {label(rule)} is back to {fmt(rule, value)} "
                     f"(mean of {used} runs, n = {n}).")
-            claimed = Alert.objects.filter(pk=current.pk, resolved_at__isnull=True).update(
-                resolved_at=timezone.now(), message=current.message + note
-            )
-            if claimed:
-                current.refresh_from_db()
-                return current
+            return Outcome(current, opened=False, note=note)
     return None
 
 
-def evaluate_after_run(*, run_id: int) -> list[Alert]:
-    """Evaluate every enabled rule for the run's pair; return alerts opened or resolved now."""
+def evaluate_after_run(*, run_id: int) -> list[Outcome]:
+    """Evaluate every enabled rule for the run's pair: the alerts opened now and the open ones
+    whose condition cleared (the pipeline resolves those)."""
     run = Run.objects.select_related("pair__fast", "pair__base").get(pk=run_id)
     if run.status != RunStatus.DONE:
         return []
@@ -181,16 +191,25 @@ def evaluate_after_run(*, run_id: int) -> list[Alert]:
         if problem:  # a row written around AlertRule.clean (a shell, a migration)
             logger.warning("alert rule %s skipped: %s", rule.name, problem)
             continue
-        alert = _evaluate_rule(rule, run)
-        if alert is not None:
-            changed.append(alert)
+        outcome = _evaluate_rule(rule, run)
+        if outcome is not None:
+            changed.append(outcome)
     return changed
 
 
-def render_alert(alert: Alert) -> tuple[str, str, str]:
+HEADLINES = {"trigger": "ALERT", "resolve": "Resolved", "reminder": "Still firing",
+             "escalation": "ESCALATED", "flapping": "FLAPPING", "acknowledge": "Acknowledged"}
+
+
+def render_alert(alert: Alert, kind: str = "") -> tuple[str, str, str]:
+    """Subject, text and HTML of the alert; ``kind`` (a ``HEADLINES`` key) says what the
+    message announces, by default its opening or its resolution."""
     rule, pair = alert.rule, alert.pair
+    kind = kind or ("trigger" if alert.is_open else "resolve")
     context = {
         "alert": alert,
+        "kind": kind,
+        "headline": HEADLINES[kind],
         "resolved": not alert.is_open,
         "label": label(rule),
         "value": fmt(rule, alert.value),
@@ -227,8 +246,8 @@ def alert_event(alert: Alert) -> Event:
     )
 
 
-def _deliver(alert: Alert | None, channel: Channel, subject: str, text: str, html: str,
-             event: Event | None = None) -> Notification:
+def deliver(alert: Alert | None, channel: Channel, subject: str, text: str, html: str,
+             event: Event | None = None, kind: str = "") -> Notification:
     """One attempt, recorded as a Notification (``alert`` is None for a test message)."""
     error, permanent = "", False
     try:
@@ -240,7 +259,7 @@ def _deliver(alert: Alert | None, channel: Channel, subject: str, text: str, htm
         error = f"unexpected {type(e).__name__}"  # the text might quote a secret URL
     notification = Notification.objects.create(
         alert=alert, channel=channel, subject=subject[:300], ok=not error, error=error,
-        permanent=permanent,
+        permanent=permanent, kind=kind,
     )
     channels = Channel.objects.filter(pk=channel.pk)
     if not error:
@@ -253,6 +272,15 @@ def _deliver(alert: Alert | None, channel: Channel, subject: str, text: str, htm
     return notification
 
 
+def channels_for(alert: Alert) -> QuerySet[Channel]:
+    """The rule's enabled channels; a system alert on a rule without any goes to every
+    channel (the monitor itself is down: tell everyone)."""
+    channels = alert.rule.channels.all()
+    if alert.rule.metric in catalogue.SYSTEM_METRICS and not channels.exists():
+        channels = Channel.objects.all()
+    return channels.filter(disabled=False).order_by("pk")
+
+
 def notify(*, alert_id: int) -> list[Notification]:
     """Send the alert (opened or resolved) to every enabled channel of its rule, one
     Notification row per attempt. Never raises for a delivery failure."""
@@ -263,12 +291,10 @@ def notify(*, alert_id: int) -> list[Notification]:
     subject, text, html = render_alert(alert)
     event = alert_event(alert)
     sent = []
-    channels = alert.rule.channels.all()
-    if alert.rule.metric in catalogue.SYSTEM_METRICS and not channels.exists():
-        channels = Channel.objects.all()  # the monitor itself is down: tell everyone
-    for channel in channels.filter(disabled=False).order_by("pk"):
+    for channel in channels_for(alert):
         done = Notification.objects.filter(alert=alert, channel=channel, subject=subject[:300])
         if done.filter(ok=True).exists():
             continue  # a retried task: this channel already has this message
-        sent.append(_deliver(alert, channel, subject, text, html, event))
+        sent.append(deliver(alert, channel, subject, text, html, event,
+                            kind="trigger" if alert.is_open else "resolve"))
     return sent

@@ -1,6 +1,6 @@
 """The "send test" action: one message through a channel, recorded like any alert's.
 
-A test goes through the same ``_deliver`` as an alert, so its Notification row (with no alert),
+A test goes through the same ``deliver`` as an alert, so its Notification row (with no alert),
 the channel's ``last_error`` and the failure counter show exactly what a real alert would meet.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from django.utils import timezone
 
 from monitor.models import Channel, Notification
-from monitor.services.alerts import _deliver
+from monitor.services.alerts import deliver
 from monitor.transports import Event, render_email
 
 
@@ -22,4 +22,4 @@ def send_test(*, channel_id: int, user: str = "") -> Notification:
     subject, text, html = render_email("channel-test", context)
     event = Event(key=f"tierwatch-test-{channel.pk}-{int(now.timestamp())}", severity="info",
                   test=True, details={"channel": channel.name, "requested_by": user})
-    return _deliver(None, channel, subject, text, html, event)
+    return deliver(None, channel, subject, text, html, event)

@@ -3,6 +3,8 @@
 Config-as-code for teams that keep it in git. All or nothing: the whole file is validated and
 applied in one transaction, and any mistake is reported as ``file:line: path.field: problem``
 with nothing written. Applying the same file twice changes nothing (rows are keyed by name).
+Every row it adds or changes is written to the audit log (``monitor.services.audit``) with the
+source file and the fields that changed.
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ from urllib.parse import urlsplit
 import yaml
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django_celery_beat.models import PeriodicTask
 
 from evals.constraints import validate_all
 from evals.records import CaseSpec, SuiteSpec
 from evals.suites import BUILTIN_SUITES
 from monitor.models import AlertRule, Channel, Endpoint, Pair, Suite
+from monitor.services import audit
 from monitor.services.schedules import ensure_probe_schedule
 from monitor.services.suites import save_suite, sync_builtin_suite
 
@@ -234,6 +238,17 @@ class _Applier:
     def __init__(self, source: str) -> None:
         self.source = source
         self.errors: list[str] = []
+        self.touched: list[tuple[Any, dict[str, Any]]] = []  # (row, snapshot before)
+
+    def before(self, obj: Any) -> None:
+        """Remember the stored row's snapshot, for the audit log once everything is applied."""
+        stored = type(obj).objects.filter(pk=obj.pk).first() if obj.pk else None
+        self.touched.append((obj, audit.snapshot(stored)))
+
+    def audit(self) -> None:
+        for obj, before in self.touched:
+            audit.record(obj=obj, before=before, after=audit.snapshot(obj),
+                         source=f"apply_config {self.source}")
 
     def error(self, line: int, path: str, message: str) -> None:
         self.errors.append(f"{self.source}:{line}: {path}: {message}")
@@ -300,6 +315,7 @@ class _Applier:
                 located = item.value.get(field, item)
                 self.error(located.line, f"{path}.{field}", "; ".join(messages))
             return False
+        self.before(obj)
         obj.save()
         return True
 
@@ -333,6 +349,7 @@ def apply_config_text(text: str, *, source: str = "<config>") -> dict[str, int]:
         _apply_all(applier, root.value, counts)
         if applier.errors:
             raise ConfigError("\n".join(applier.errors))
+        applier.audit()
     return counts
 
 
@@ -492,7 +509,9 @@ def _apply_pair(a: _Applier, path: str, item: Located) -> bool:
                 except ValueError as exc:
                     a.error(data["schedule"].value[key].line, f"{spath}.{key}", str(exc))
                     return False
-                ensure_probe_schedule(pair_name=obj.name, every_s=seconds, kind=kind)
+                before = PeriodicTask.objects.filter(name=f"{kind}:{obj.name}").first()
+                row = ensure_probe_schedule(pair_name=obj.name, every_s=seconds, kind=kind)
+                a.touched.append((row, audit.snapshot(before)))
     return True
 
 

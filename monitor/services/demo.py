@@ -8,7 +8,11 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 
 from monitor.models import AlertRule, Channel, Endpoint, Pair
-from monitor.services.schedules import ensure_probe_schedule, ensure_weekly_report_schedule
+from monitor.services.schedules import (
+    ensure_probe_schedule,
+    ensure_retention_schedule,
+    ensure_weekly_report_schedule,
+)
 from monitor.services.suites import sync_builtin_suite
 
 DEMO_USER = "demo"
@@ -79,6 +83,7 @@ def ensure_demo(
     ensure_probe_schedule(pair_name=scenarios.name, every_s=max(60, probe_every_s))
     pairs.append(scenarios)
     ensure_weekly_report_schedule()
+    ensure_retention_schedule()
     channel, _ = Channel.objects.update_or_create(
         name="demo-email", defaults={"kind": "email", "target": "team@example.invalid"}
     )

@@ -14,7 +14,11 @@ from django.db.models import Q
 from evals.vendors.llamacpp import vendor
 from monitor.models import Endpoint, Pair
 from monitor.services.demo import ensure_demo_user
-from monitor.services.schedules import ensure_probe_schedule, ensure_weekly_report_schedule
+from monitor.services.schedules import (
+    ensure_probe_schedule,
+    ensure_retention_schedule,
+    ensure_weekly_report_schedule,
+)
 from monitor.services.suites import sync_builtin_suite
 
 NOTE = "Real llama.cpp server on this machine (evals.vendors.llamacpp.vendor): "
@@ -75,5 +79,6 @@ def ensure_local_demo(
         ensure_probe_schedule(pair_name=pair.name, every_s=probe_every_s)
         ensure_probe_schedule(pair_name=pair.name, every_s=audit_every_s, kind="audit")
     ensure_weekly_report_schedule()
+    ensure_retention_schedule()
     ensure_demo_user()
     return pairs

@@ -1,11 +1,13 @@
-"""What happens to a run, in order: measure → summarise → done → verdict and drift → alerts →
-notify. The Celery task calls this; so do the ``probe`` command and the tests.
+"""What happens to a run, in order: measure → summarise (and its rollups) → maintenance mark →
+done → verdict and drift → alerts (opened, or resolved when their condition cleared) → notify.
+The Celery task calls this; so do the ``probe`` command and the tests.
 
 Measuring and summarising either succeed or mark the run failed with the reason. The judging
 steps after "done" read the finished run and never fail it: a verdict that cannot be computed
 is stored as its error, a monitoring step that fails is logged. Alerts are evaluated only on a
-done run; ``notify`` (the task passes ``notify_task.delay``) sends each alert opened or
-resolved now.
+done run; an alert whose condition cleared is resolved by ``alert_lifecycle.resolve`` (user
+None), and ``notify`` (the task passes ``notify_task.delay``) announces each alert opened or
+resolved now (``alert_lifecycle.announce``: held during maintenance, silences, flapping).
 """
 
 from __future__ import annotations
@@ -14,8 +16,17 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from monitor.models import Run, RunKind, RunStatus
-from monitor.services import alerts, heartbeat, monitoring, runs, verdict
+from monitor import rollups
+from monitor.models import Alert, Run, RunKind, RunStatus
+from monitor.services import (
+    alert_lifecycle,
+    alerts,
+    heartbeat,
+    maintenance,
+    monitoring,
+    runs,
+    verdict,
+)
 
 log = logging.getLogger(__name__)
 
@@ -32,18 +43,21 @@ def execute_run(
     try:
         runs.measure(run_id=run_id, cases_limit=cases_limit)
         runs.summarise_run(run_id=run_id)
+        rollups.record_run(run=Run.objects.get(id=run_id))  # kept when payloads expire
+        maintenance.mark_run(run_id=run_id)
     except heartbeat.RunLost as exc:  # reaped or taken over: the run is no longer ours
         log.warning("%s; stopping", exc)
         return Run.objects.get(id=run_id)
     except Exception as exc:  # the run is marked failed with its reason; samples stay
         log.exception("run %s failed", run_id)
         runs.mark_failed(run_id=run_id, exc=exc, attempt=attempt)
+        rollups.record_run_safely(run_id=run_id)  # its requests still count in availability
         return Run.objects.get(id=run_id)
     runs.mark_done(run_id=run_id, attempt=attempt)
     if Run.objects.filter(id=run_id).values_list("status", flat=True).first() != RunStatus.DONE:
         return Run.objects.get(id=run_id)  # lost between its last beat and the end
     judge(run_id=run_id)
-    for alert in alerts.evaluate_after_run(run_id=run_id):
+    for alert in evaluate_alerts(run_id=run_id):
         if notify is not None:
             notify(alert.id)
     return Run.objects.get(id=run_id)
@@ -65,3 +79,19 @@ def judge(*, run_id: int) -> None:
         monitoring.after_run(run_id=run_id)
     except Exception:  # the run stands; its pair's state is left as it was
         log.exception("monitoring state after run %s failed", run_id)
+
+
+def evaluate_alerts(*, run_id: int) -> list[Alert]:
+    """The rules after a done run: alerts opened now (recorded, perhaps flapping) and open
+    ones whose condition cleared, resolved now with user None; both returned for notifying."""
+    changed = []
+    for outcome in alerts.evaluate_after_run(run_id=run_id):
+        if outcome.opened:
+            changed.append(alert_lifecycle.opened(alert_id=outcome.alert.id))
+            continue
+        try:
+            changed.append(alert_lifecycle.resolve(alert_id=outcome.alert.id, note=outcome.note,
+                                                   send=False))
+        except alert_lifecycle.LifecycleError:  # resolved meanwhile (by hand, a retry)
+            log.info("alert %s was already resolved", outcome.alert.id)
+    return changed

@@ -1,8 +1,9 @@
 """The vendor SLA report, weekly or monthly: per endpoint availability, error budget, latency
-percentiles with n, errors by class and the served-tier downgrade rate from the period's
-samples; per pair goodput against its SLOs from the samples, similarity and pass rates from the
-period's run summaries. Rendered as plain text, CSV or HTML (emailed), and as PDF with charts
-(``monitor.services.report_pdf``); the accounting it applies is stated in ``ACCOUNTING``.
+percentiles with n, errors by class and the served-tier downgrade rate from the period's run
+rollups (``monitor.rollups``, never the samples); per pair goodput against its SLOs, similarity
+and pass rates from the period's rollups and run summaries. Rendered as plain text, CSV or HTML
+(emailed), and as PDF with charts (``monitor.services.report_pdf``); the accounting it applies
+is stated in ``ACCOUNTING``.
 
 Definitions: availability = successes / requests with 429s left out of both and
 counted apart; percentiles only from at least ``settings.TIERWATCH_MIN_N`` values, else
@@ -23,15 +24,14 @@ from typing import Any
 
 from django.conf import settings
 from django.core.mail import EmailMultiAlternatives, get_connection
-from django.db.models import Count
+from django.db.models import Sum
 from django.template.loader import render_to_string
 from django.utils import timezone
 
-from evals.client import RETRIED_MARKER
-from evals.latency import availability, downgrades, error_budget, goodput, min_n_for, percentiles
+from evals import sketch
+from evals.latency import availability, downgrades, error_budget, min_n_for
 from monitor.env import env_list
-from monitor.models import Endpoint, Pair, Run, Sample
-from monitor.run_summary import RunSummary
+from monitor.models import Endpoint, Pair, Run, RunKind, RunRollup
 from monitor.transports import render_email
 
 logger = logging.getLogger(__name__)
@@ -51,7 +51,7 @@ class EndpointRow:
     requests: int = 0
     successes: int = 0
     rate_limited: int = 0
-    ttft: dict[str, Any] = field(default_factory=dict)  # evals.latency.percentiles output
+    ttft: dict[str, Any] = field(default_factory=dict)  # evals.sketch.quantiles output
     e2e: dict[str, Any] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)  # failed samples by class, 429s apart
     retried: int = 0  # re-sent once after a stale pooled connection died (counted once)
@@ -133,60 +133,71 @@ def last_complete_week(today: date | None = None) -> str:
 
 
 def _endpoint_rows(start: datetime, end: datetime, min_n: int) -> list[EndpointRow]:
-    samples = Sample.objects.filter(started_at__gte=start, started_at__lt=end)
-    ids = set(samples.values_list("endpoint_id", flat=True).distinct())
-    endpoints = {e.pk: e for e in Endpoint.objects.filter(pk__in=ids)}
+    """From the runs' rollups (``monitor.rollups``), never the samples: counts summed, TTFT and
+    E2E sketches merged (percentiles within 1 %, ``evals.sketch``). Availability counts probe
+    and audit requests alike (a failed request is a failed request at any temperature); latency
+    counts temperature-0 probes only, as ``Run.objects.trend()`` does: audits are short
+    temperature-1 prompts (65 % of a week's samples) and would make the SLA figure describe the
+    audit mix rather than the pair's workload. Load probes are left out of both. A run counts
+    in the day (UTC) and period in which it started."""
+    rollups = (RunRollup.objects.filter(at__gte=start, at__lt=end).exclude(kind=RunKind.LOAD)
+               .values_list("endpoint_id", "kind", "at", "n", "n_ok", "errors", "ttft_sketch",
+                            "e2e_sketch", "served", "retried"))
     counts: dict[int, Counter] = defaultdict(Counter)
-    ttft: dict[int, list[float]] = defaultdict(list)
-    e2e: dict[int, list[float]] = defaultdict(list)
-    served: dict[int, list[str]] = defaultdict(list)
+    served: dict[int, Counter] = defaultdict(Counter)
+    ttft: dict[int, list[dict]] = defaultdict(list)
+    e2e: dict[int, list[dict]] = defaultdict(list)
     days: dict[int, dict[date, list]] = defaultdict(lambda: defaultdict(list))
-    fields = ("endpoint_id", "ok", "error_class", "ttft_ms", "e2e_ms", "served_tier",
-              "started_at")
-    for endpoint_id, ok, error_class, ttft_ms, e2e_ms, tier, at in (
-            samples.values_list(*fields).iterator()):
-        counts[endpoint_id][("ok" if ok else error_class or "unknown")] += 1
-        days[endpoint_id][at.astimezone(UTC).date()].append((ok, error_class, ttft_ms, tier))
-        if ok:
-            served[endpoint_id].append(tier)
-        if ok and ttft_ms is not None:
-            ttft[endpoint_id].append(ttft_ms)
-        if ok and e2e_ms is not None:
-            e2e[endpoint_id].append(e2e_ms)
-    retried = Counter(dict(samples.filter(headers__has_key=RETRIED_MARKER)
-                           .values_list("endpoint_id").annotate(n=Count("id"))))
+    for endpoint_id, kind, at, n, n_ok, errors, ttft_s, e2e_s, tiers, retried in rollups:
+        c = counts[endpoint_id]
+        c["requests"] += n
+        c["ok"] += n_ok
+        c["retried"] += retried
+        c.update({f"error:{k}": v for k, v in (errors or {}).items()})
+        served[endpoint_id].update(tiers or {})
+        days[endpoint_id][at.astimezone(UTC).date()].append(
+            (n, n_ok, (errors or {}).get("rate_limited", 0), ttft_s if kind == "probe" else None,
+             tiers or {}))
+        if kind == "probe":
+            ttft[endpoint_id].append(ttft_s)
+            e2e[endpoint_id].append(e2e_s)
     target = settings.TIERWATCH_SLO_AVAILABILITY
     rows = []
-    for pk, endpoint in sorted(endpoints.items(), key=lambda item: item[1].name):
-        c = counts[pk]
-        errors = {k: v for k, v in sorted(c.items()) if k not in ("ok", "rate_limited")}
+    for endpoint in Endpoint.objects.filter(pk__in=counts).order_by("name"):
+        c = counts[endpoint.pk]
+        errors = {k[6:]: v for k, v in sorted(c.items())
+                  if k.startswith("error:") and k != "error:rate_limited"}
+        limited = c["error:rate_limited"]
         rows.append(EndpointRow(
             name=endpoint.name, model=endpoint.model, simulated=endpoint.simulated,
-            requests=sum(c.values()), successes=c["ok"], rate_limited=c["rate_limited"],
-            ttft=percentiles(ttft[pk], qs=QS, min_n=min_n, per_quantile=True),
-            e2e=percentiles(e2e[pk], qs=QS, min_n=min_n, per_quantile=True), errors=errors,
-            retried=retried[pk],
-            served=downgrades(served[pk], endpoint.expected_tier),
-            budget=error_budget(c["ok"], sum(c.values()) - c["rate_limited"], target),
-            daily=_daily(days[pk], endpoint.expected_tier, min_n),
+            requests=c["requests"], successes=c["ok"], rate_limited=limited,
+            ttft=sketch.quantiles(sketch.merge(ttft[endpoint.pk]), qs=QS, min_n=min_n,
+                                  per_quantile=True),
+            e2e=sketch.quantiles(sketch.merge(e2e[endpoint.pk]), qs=QS, min_n=min_n,
+                                 per_quantile=True),
+            errors=errors, retried=c["retried"],
+            served=downgrades(served[endpoint.pk].elements(), endpoint.expected_tier),
+            budget=error_budget(c["ok"], c["requests"] - limited, target),
+            daily=_daily(days[endpoint.pk], endpoint.expected_tier, min_n),
         ))
     return rows
 
 
 def _daily(days: dict[date, list], expected: str, min_n: int) -> list[dict[str, Any]]:
-    """Per UTC day: availability (429s apart), TTFT P95 (None below min_n), downgrade rate."""
+    """Per UTC day, from that day's rollups: availability (429s apart), TTFT P95 of the probes
+    (merged sketches; None below min_n), downgrade rate."""
     out = []
     for day, items in sorted(days.items()):
-        ok = sum(1 for x in items if x[0])
-        limited = sum(1 for x in items if not x[0] and x[1] == "rate_limited")
-        p95 = percentiles([x[2] for x in items if x[0] and x[2] is not None], qs=(95,),
-                          min_n=min_n, per_quantile=True).get("p95")
-        out.append({"day": day, "n": len(items),
-                    "availability": availability(ok, len(items), limited)[
-                        "availability_excl_rate_limited"],
-                    "ttft_p95": p95,
-                    "downgrade_rate": downgrades([x[3] for x in items if x[0]],
-                                                 expected)["downgrade_rate"]})
+        n, ok, limited = (sum(x[i] for x in items) for i in range(3))
+        ttft = sketch.quantiles(sketch.merge([x[3] for x in items if x[3] is not None]),
+                                qs=(95,), min_n=min_n, per_quantile=True)
+        tiers: Counter = Counter()
+        for x in items:
+            tiers.update(x[4])
+        out.append({"day": day, "n": n,
+                    "availability": availability(ok, n, limited)["availability_excl_rate_limited"],
+                    "ttft_p95": ttft.get("p95"),
+                    "downgrade_rate": downgrades(tiers.elements(), expected)["downgrade_rate"]})
     return out
 
 
@@ -198,33 +209,38 @@ def _weighted(pairs: list[tuple[float | None, int]]) -> tuple[float | None, int]
 
 
 def _goodput(row: PairRow, pair: Pair, start: datetime, end: datetime) -> None:
-    """Per tier, the share of the period's requests of the pair's probe runs that met every SLO
-    of the pair (``evals.latency.goodput``: errors and 429s in the denominator)."""
+    """Per tier, the share of the period's requests of the pair's finished probe runs that met
+    every SLO of the pair (``evals.latency.goodput``'s test, counted into each run's rollup:
+    errors and 429s in the denominator)."""
     row.slo = {k: v for k, v in (("ttft_ms", pair.slo_ttft_ms), ("e2e_ms", pair.slo_e2e_ms)) if v}
-    samples = Sample.objects.filter(run__in=Run.objects.trend().filter(pair=pair),
-                                    started_at__gte=start, started_at__lt=end)
+    rollups = RunRollup.objects.filter(run__in=Run.objects.trend().filter(pair=pair),
+                                       at__gte=start, at__lt=end)
     for tier in TIERS:
-        records = list(samples.filter(tier=tier).values("ok", "ttft_ms", "e2e_ms"))
-        row.goodput[tier] = goodput(records, row.slo) if row.slo else None
-        row.n_goodput[tier] = len(records)
+        totals = rollups.filter(tier=tier).aggregate(n=Sum("n"), met=Sum("goodput_met"))
+        n = totals["n"] or 0
+        row.goodput[tier] = (totals["met"] or 0) / n if row.slo and n else None
+        row.n_goodput[tier] = n
 
 
 def _pair_rows(start: datetime, end: datetime) -> list[PairRow]:
-    runs = Run.objects.trend().filter(created_at__gte=start, created_at__lt=end)
-    by_pair: dict[int, list[RunSummary]] = defaultdict(list)
-    for pair_id, summary in runs.values_list("pair_id", "summary"):
-        by_pair[pair_id].append(RunSummary.from_json(summary))
+    """The few numbers each run's summary holds, extracted by the database (JSON paths), not
+    thousands of summaries decoded in Python."""
+    runs = Run.objects.trend().filter(created_at__gte=start, created_at__lt=end).order_by()
+    paths = ["summary__similarity__fast_vs_base__mean_ratio",
+             "summary__similarity__fast_vs_base__n",
+             *[f"summary__tiers__{t}__{k}" for t in TIERS for k in ("pass_rate", "n_tested")]]
+    by_pair: dict[int, list[tuple]] = defaultdict(list)
+    for pair_id, *values in runs.values_list("pair_id", *paths):
+        by_pair[pair_id].append(tuple(values))
     rows = []
     for pair in Pair.objects.filter(pk__in=by_pair).select_related("fast", "base"):
-        summaries = by_pair[pair.pk]
-        sims = [s.similar("fast_vs_base") for s in summaries]
-        row = PairRow(name=pair.name, runs=len(summaries), simulated=pair.simulated)
-        row.similarity_mean, row.similarity_n = _weighted(
-            [(x.mean_ratio, x.n) for x in sims if x is not None])
-        for tier in TIERS:
-            blocks = [s.tier(tier) for s in summaries]
+        runs_of_pair = by_pair[pair.pk]
+        row = PairRow(name=pair.name, runs=len(runs_of_pair),
+                      simulated=pair.simulated)
+        row.similarity_mean, row.similarity_n = _weighted([(v[0], v[1] or 0) for v in runs_of_pair])
+        for i, tier in enumerate(TIERS):
             row.pass_rate[tier], row.n_tested[tier] = _weighted(
-                [(b.pass_rate, b.n_tested) for b in blocks])
+                [(v[2 + 2 * i], v[3 + 2 * i] or 0) for v in runs_of_pair])
         _goodput(row, pair, start, end)
         rows.append(row)
     return sorted(rows, key=lambda r: r.name)

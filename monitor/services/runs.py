@@ -27,6 +27,7 @@ from evals.records import ChatRequest, TimingRecord, storable
 from evals.sandbox import extract_code, run_unit_tests
 from evals.suites import context_needed, fill_nonce, prompt_estimate
 from monitor.models import Case, Endpoint, Pair, Run, RunKind, RunStatus, RunTrigger, Sample
+from monitor.ratelimit import RunGate
 from monitor.run_summary import RunSummary
 from monitor.services import heartbeat
 from monitor.services.suites import audit_suite
@@ -175,15 +176,31 @@ def _execute(run: Run, cases: dict[str, Case], plan: list[PlannedRequest]) -> No
         records.put((item, record))
 
     async def plan_task() -> None:
+        """With Redis, a per-vendor limit shared by all workers (monitor.ratelimit)."""
         running.append((asyncio.get_running_loop(), asyncio.current_task()))  # type: ignore[arg-type]
-        if not stop.is_set():
-            await execute_plan(
-                plan,
-                endpoints=specs,
-                build_request=build_request,
-                concurrency=concurrency,
-                on_record=on_record,
-            )
+        gate = None
+        if settings.REDIS_URL:
+            gate = RunGate(settings.REDIS_URL, {t: ep.base_url for t, ep in tier_endpoint.items()},
+                           limit=settings.TIERWATCH_VENDOR_CONCURRENCY)
+
+        async def on_gated_record(item: PlannedRequest, record: TimingRecord) -> None:
+            await on_record(item, record)
+            if gate:
+                await gate.after(item.tier, record)
+
+        try:
+            if not stop.is_set():
+                await execute_plan(
+                    plan,
+                    endpoints=specs,
+                    build_request=build_request,
+                    concurrency=concurrency,
+                    on_record=on_gated_record,
+                    gate=gate.gate if gate else None,
+                )
+        finally:
+            if gate:
+                await gate.close()
 
     def produce() -> None:
         try:
@@ -264,6 +281,7 @@ def task_check(*, case: Case, record: TimingRecord) -> tuple[bool | None, dict |
             "error_class": result.error_class,
             "output": result.output[-2000:],
             "duration_ms": result.duration_ms,
+            "isolation": result.isolation,
         }
     n_passed, n_total, failures = check_all(record.text, case.constraints)
     return n_passed == n_total, {

@@ -32,6 +32,7 @@ from django_celery_beat.models import PeriodicTask
 
 from monitor.metrics_catalogue import SYSTEM_METRICS
 from monitor.models import Alert, AlertRule, Beacon, Pair, Run
+from monitor.services import alert_lifecycle
 from monitor.services.alerts import pair_link
 from monitor.services.heartbeat import abandoned
 from monitor.services.runs import summarise_run
@@ -114,7 +115,8 @@ def reap_stale_runs(now: datetime | None = None) -> list[Alert]:
             f"summarised. {pair_link(run.pair)}"
         )
         for rule in system_rules("worker_lost", run.pair):
-            opened.append(Alert.objects.create(rule=rule, pair=run.pair, run=run, message=message))
+            alert = Alert.objects.create(rule=rule, pair=run.pair, run=run, message=message)
+            opened.append(alert_lifecycle.opened(alert_id=alert.pk, now=now))
     return opened
 
 
@@ -183,17 +185,18 @@ def check_schedules(now: datetime | None = None) -> list[Alert]:
                     "Beat, the worker or the broker is down, or every run fails. "
                     f"{pair_link(pair)}"
                 )
-                changed.append(Alert.objects.create(rule=rule, pair=pair, message=message))
+                alert = Alert.objects.create(rule=rule, pair=pair, message=message)
+                changed.append(alert_lifecycle.opened(alert_id=alert.pk))
     for pair in on_time:
         for alert in Alert.objects.filter(
             rule__metric="schedule_overdue", pair=pair, resolved_at__isnull=True
         ):
-            note = "\nResolved: its scheduled runs finish on time again."
-            if Alert.objects.filter(pk=alert.pk, resolved_at__isnull=True).update(
-                resolved_at=timezone.now(), message=alert.message + note
-            ):
-                alert.refresh_from_db()
-                changed.append(alert)
+            try:  # user None: resolved because the condition cleared; resolves once
+                changed.append(alert_lifecycle.resolve(
+                    alert_id=alert.pk, note="Resolved: its scheduled runs finish on time again.",
+                    send=False))
+            except alert_lifecycle.LifecycleError:
+                continue
     return changed
 
 

@@ -1,31 +1,138 @@
-"""The overview page: every pair with its newest run and the numbers of its newest comparable
-finished run (TTFT P95, speed-ups, similarity beside its noise floor, pass rates), and the
-"outputs differ" flag from e-BH over every pair's evidence across audits (false discovery
-rate ≤ 5% over the flags shown)."""
+"""The overview page: every pair with its status, newest verdict, TTFT trend, newest run and
+the numbers of its newest comparable finished run (TTFT P95, speed-ups, similarity beside its
+noise floor, pass rates), and the "outputs differ" flag from e-BH over every pair's evidence
+across audits (false discovery rate ≤ 5% over the flags shown).
+
+A pair's status, the first that applies in this order:
+
+- **maintenance** — a maintenance window of the pair is active now (checks still run;
+  notifications are held).
+- **alerting** — it has an open alert (firing, acknowledged or silenced).
+- **stale** — it has a probe schedule but no finished run within twice the schedule's
+  interval (or none at all): the monitor itself is not measuring.
+- **degraded** — no alert, but its newest comparable run shows a problem: its CUSUM is in
+  drift against the frozen baseline, either tier's availability is below
+  ``DEGRADED_AVAILABILITY``, or e-BH across pairs flags its outputs as differing.
+- **ok** — none of these; **no data** — no finished run and no schedule (a new pair).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
+from django.db.models import F, Window
+from django.db.models.functions import RowNumber
 from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
 from django.views.decorators.http import require_GET
+from django_celery_beat.models import PeriodicTask
 
 from monitor import selectors
+from monitor.models import MaintenanceWindow, Run, RunKind, RunStatus
 from monitor.run_summary import RunSummary
-from monitor.services import monitoring
+from monitor.services import maintenance, monitoring
+from monitor.web import sparkline
 from monitor.web.cells import NO_DATA, fraction, percentile, similarity, speedup
 from monitor.web.htmx import render_page
 
 TIERS = ("fast", "base")
+DEGRADED_AVAILABILITY = 0.99
 
 
-def overview_row(item: selectors.PairOverview, differs: bool = False) -> dict[str, Any]:
+def probe_intervals(names: Sequence[str]) -> dict[str, timedelta]:
+    """Pair name → its enabled probe schedule's interval (one query)."""
+    tasks = (PeriodicTask.objects.filter(name__in=[f"probe:{n}" for n in names], enabled=True,
+                                         interval__isnull=False).select_related("interval"))
+    return {t.name.removeprefix("probe:"): timedelta(**{t.interval.period: t.interval.every})
+            for t in tasks}
+
+
+def latest_verdicts(pair_ids: Sequence[int]) -> dict[int, tuple[str, str, int]]:
+    """Pair id → (label, sentence, run id) of its newest finished audit (one query)."""
+    ranked = (Run.objects.filter(pair_id__in=pair_ids, kind=RunKind.AUDIT,
+                                 status=RunStatus.DONE)
+              .annotate(rank=Window(RowNumber(), partition_by=[F("pair_id")],
+                                    order_by=[F("created_at").desc(), F("id").desc()]))
+              .filter(rank=1).values_list("pair_id", "id", "summary"))
+    out = {}
+    for pair_id, run_id, data in ranked:
+        v = RunSummary.from_json(data).verdict
+        if v:
+            out[pair_id] = (v.label, v.sentence, run_id)
+    return out
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the statuses of all pairs need, read once for the page."""
+
+    now: datetime
+    windows: dict[int, MaintenanceWindow]
+    intervals: dict[str, timedelta]
+    verdicts: dict[int, tuple[str, str, int]]
+    trends: dict[int, sparkline.Trend]
+    differs: dict[int, bool]  # e-BH across the pairs shown
+
+    @classmethod
+    def read(cls, items: Sequence[selectors.PairOverview]) -> Context:
+        now = timezone.now()
+        pairs = [i.pair for i in items]
+        ids = [p.pk for p in pairs]
+        return cls(now=now, windows=maintenance.active_by_pair(pairs, now),
+                   intervals=probe_intervals([p.name for p in pairs]),
+                   verdicts=latest_verdicts(ids), trends=sparkline.ttft_trends(ids),
+                   differs=monitoring.differs_across_pairs(pairs))
+
+
+def status(item: selectors.PairOverview, ctx: Context) -> tuple[str, str]:
+    """(status, why) by the rules in the module docstring."""
+    window = ctx.windows.get(item.pair.pk)
+    if window:
+        return "maintenance", window.reason
+    if item.open_alerts:
+        return "alerting", f"{item.open_alerts} open alert{'s' * (item.open_alerts != 1)}"
+    interval = ctx.intervals.get(item.pair.name)
+    done = item.last_done
+    finished = (done.finished_at or done.created_at) if done else None
+    if interval and (finished is None or ctx.now - finished > 2 * interval):
+        return "stale", (f"no finished probe since {finished:%Y-%m-%d %H:%M} UTC" if finished
+                         else "no finished probe yet") + f" (schedule every {interval})"
+    if done is None:
+        return "no data", "no finished probe run and no schedule"
+    summary = done.summary_obj
+    if summary.drift and summary.drift.state == "drift":
+        return "degraded", "drift against the frozen baseline: " + ", ".join(
+            summary.drift.drifting)
+    low = [t for t in TIERS if t in summary.tiers and summary.tier(t).availability is not None
+           and summary.tier(t).availability < DEGRADED_AVAILABILITY]
+    if low:
+        return "degraded", f"availability below {DEGRADED_AVAILABILITY:.0%}: {', '.join(low)}"
+    if ctx.differs.get(item.pair.pk):
+        return "degraded", "outputs differ across audits (e-BH over the pairs)"
+    return "ok", ""
+
+
+def overview_row(item: selectors.PairOverview, ctx: Context) -> dict[str, Any]:
     summary = item.last_done.summary_obj if item.last_done else RunSummary()
     tiers = [summary.tiers.get(t) for t in TIERS]
+    label, sentence, verdict_run = ctx.verdicts.get(item.pair.pk, ("", "", None))
+    state, why = status(item, ctx)
+    trend = ctx.trends[item.pair.pk]
     return {
         "item": item,
-        "differs": differs,
+        "differs": ctx.differs.get(item.pair.pk, False),
+        "status": state,
+        "status_why": why,
+        "verdict_label": label.replace("_", " "),
+        "verdict_sentence": sentence,
+        "verdict_run": verdict_run,
+        "spark": sparkline.svg(trend),
+        "spark_runs": trend.n_runs,
+        "spark_last": [sparkline.ms(trend.last(t)) for t in TIERS],
         "ttft_p95": [percentile(t.ttft_ms, "p95", summary.min_n) if t else NO_DATA
                      for t in tiers],
         "speedup_ttft": speedup(summary.speedup.ttft),
@@ -40,6 +147,6 @@ def overview_row(item: selectors.PairOverview, differs: bool = False) -> dict[st
 @require_GET
 def overview(request: HttpRequest) -> HttpResponse:
     items = selectors.pairs_overview()
-    differs = monitoring.differs_across_pairs([item.pair for item in items])
-    rows = [overview_row(item, differs.get(item.pair.id, False)) for item in items]
+    ctx = Context.read(items)
+    rows = [overview_row(item, ctx) for item in items]
     return render_page(request, "monitor/overview.html", "table", {"rows": rows})

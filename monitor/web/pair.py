@@ -13,6 +13,7 @@ from django.views.decorators.http import require_GET, require_POST
 from monitor import selectors
 from monitor.tasks import enqueue_run
 from monitor.web.htmx import render_page, wants_fragment
+from monitor.web.maintenance import WindowForm
 from monitor.web.pair_charts import pair_charts
 
 
@@ -33,7 +34,8 @@ def _pair_context(pair, **extra: Any) -> dict[str, Any]:
 @require_GET
 def pair_detail(request: HttpRequest, name: str) -> HttpResponse:
     pair = selectors.get_pair_for_user(request.user, name)
-    return render_page(request, "monitor/pair.html", "charts", _pair_context(pair))
+    return render_page(request, "monitor/pair.html", "charts",
+                       _pair_context(pair, maintenance_form=WindowForm()))
 
 
 @login_required

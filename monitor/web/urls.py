@@ -1,15 +1,31 @@
-"""Every page's URL, in four namespaces: ``monitor:`` (overview, pair, run, sample, metrics),
+"""Every page's URL, in four namespaces: ``monitor:`` (overview, pair, timeline, alert actions,
+maintenance form, audit log, run, sample, metrics),
 ``speed:``, ``verdict:`` and ``reports:`` (the report archive); included at the site root by
 ``monitor.urls``."""
 
 from django.urls import include, path
 
-from monitor.web import metrics, overview, pair, reports, run, speed, verdict
+from monitor.web import (
+    audit,
+    maintenance,
+    metrics,
+    overview,
+    pair,
+    reports,
+    run,
+    speed,
+    timeline,
+    verdict,
+)
 
 pages = [
     path("", overview.overview, name="overview"),
     path("pairs/<slug:name>/", pair.pair_detail, name="pair"),
     path("pairs/<slug:name>/probe/", pair.run_probe, name="run_probe"),
+    path("pairs/<slug:name>/timeline/", timeline.timeline, name="timeline"),
+    path("pairs/<slug:name>/maintenance/", maintenance.add_window, name="add_maintenance"),
+    path("alerts/<int:alert_id>/<slug:action>/", timeline.alert_action, name="alert_action"),
+    path("audit/", audit.audit_log, name="audit"),
     path("runs/<int:run_id>/", run.run_detail, name="run"),
     path("samples/<int:sample_id>/", run.sample_detail, name="sample"),
     path("metrics/", metrics.metrics, name="metrics"),

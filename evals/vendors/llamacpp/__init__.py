@@ -17,7 +17,20 @@ never inside the repository, so a CI machine keeps it between runs.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
+
+LLAMA_CPP_PYTHON = "0.3.36"  # the pinned llama-cpp-python sdist whose llama.cpp is built
+
+
+@dataclass(frozen=True)
+class Binaries:
+    """The cached build of one pinned llama.cpp version (``build.build_binaries``)."""
+
+    version: str  # llama-cpp-python version whose vendored llama.cpp was built
+    server: Path
+    quantize: Path
+    build_seconds: float | None = None  # wall time of the cold build that produced them
 
 
 class EngineError(RuntimeError):

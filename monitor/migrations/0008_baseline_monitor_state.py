@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('monitor', '0005_watchdog_heartbeat_beacon'),
+        ('monitor', '0007_alert_lifecycle'),
     ]
 
     operations = [

@@ -1,0 +1,104 @@
+"""Server time and query count of the pages and of the weekly SLA report on the database that
+``benchmarks.scale_data`` filled.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/scale_03m \\
+        python -m benchmarks.scale_pages --repeat 10 --week 2026-W48
+
+Pages go through Django's test client (the whole request: middleware, views, templates) with a
+logged-in user, in this process, so the time is server time without a network or browser. The
+first request of each page is a warm-up and not counted. Prints one Markdown table. The
+machine is shared: CPU ms (this process's CPU time, without PostgreSQL's) is the figure that
+does not move with the load average, which is printed too; query ms is the time spent waiting
+for PostgreSQL in one request (one sample, not a median).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from statistics import median
+
+import django
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "monitor.settings")
+django.setup()
+
+from django.contrib.auth import get_user_model  # noqa: E402
+from django.db import connection  # noqa: E402
+from django.test import Client  # noqa: E402
+from django.test.utils import setup_test_environment  # noqa: E402
+
+from monitor.models import Pair, Run, Sample  # noqa: E402
+from monitor.services.reports import build_sla_report, render_text  # noqa: E402
+
+
+def p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+
+
+def timed(call, repeat: int) -> tuple[list[float], int]:
+    """Milliseconds of each of ``repeat`` calls after one warm-up, and the queries of one."""
+    call()
+    times, queries = [], []
+
+    def count(execute, sql, params, many, context):  # request_started resets queries_log
+        t0 = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            queries.append(1000 * (time.perf_counter() - t0))
+
+    with connection.execute_wrapper(count):
+        call()
+    cpu = []
+    for _ in range(repeat):
+        t0, c0 = time.perf_counter(), time.process_time()
+        call()
+        times.append(1000 * (time.perf_counter() - t0))
+        cpu.append(1000 * (time.process_time() - c0))
+    return times, cpu, queries
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument("--report-repeat", type=int, default=3)
+    parser.add_argument("--week", default="2026-W48")
+    parser.add_argument("--pair", default="pair00")
+    args = parser.parse_args(argv)
+    setup_test_environment()  # adds "testserver" to ALLOWED_HOSTS
+    user, _ = get_user_model().objects.get_or_create(username="bench", defaults={"is_staff": True})
+    client = Client()
+    client.force_login(user)
+    pair = Pair.objects.get(name=args.pair)
+    audit = Run.objects.filter(pair=pair, kind="audit").order_by("-created_at").first()
+    pages = {
+        "overview `/`": "/",
+        "pair": f"/pairs/{pair.name}/",
+        "speed": f"/pairs/{pair.name}/speed/",
+        "verdict": f"/pairs/{pair.name}/verdict/",
+        f"audit run ({audit.samples.count()} samples)": f"/runs/{audit.id}/",
+    }
+    load = os.getloadavg()[0]
+    print(f"samples: {Sample.objects.count():,}  runs: {Run.objects.count():,}  "
+          f"load average: {load:.1f} on {os.cpu_count()} cores")
+    print("| page | median ms | P95 ms | CPU ms (median, this process) | queries | query ms |\n"
+          "|---|---|---|---|---|---|")
+    for label, url in pages.items():
+        def get(url=url):
+            response = client.get(url)
+            assert response.status_code == 200, (url, response.status_code)
+        times, cpu, queries = timed(get, args.repeat)
+        print(f"| {label} | {median(times):.0f} | {p95(times):.0f} | {median(cpu):.0f} "
+              f"| {len(queries)} | {sum(queries):.0f} |", flush=True)
+    times, cpu, queries = timed(lambda: render_text(build_sla_report(week=args.week)),
+                                args.report_repeat)
+    print(f"| `sla_report --week {args.week}` | {median(times):.0f} | {max(times):.0f} (max) "
+          f"| {median(cpu):.0f} | {len(queries)} | {sum(queries):.0f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,103 @@
+"""The child: imports the generated code and evaluates what the judge asks, nothing more.
+
+Started by ``sandbox_judge.py`` (read its docstring) as ``python -I sandbox_child.py <fd>``:
+the items come on stdin, one JSON reply per item goes to fd ``<fd>``. Everything here can be
+tampered with by the code it imports, which is why values travel in a typed encoding made by
+functions bound before the import, and the judge compares them, not this process.
+"""
+
+import asyncio
+import json
+import os
+import sys
+import traceback
+import types
+
+_type, _len, _list, _sorted, _repr = type, len, list, sorted, repr
+_SIMPLE = {_type(None): "none", bool: "bool", int: "int", str: "str"}
+MAX_ITEMS = 100_000
+
+
+def encode(value, depth=0):
+    """A JSON-able ``[tag, payload]``; exact types only, anything else is ``["other", name]``."""
+    kind = _type(value)
+    if depth > 50:
+        return ["other", "too deep"]
+    if kind in _SIMPLE:
+        return [_SIMPLE[kind], None if value is None else value]
+    if kind is float:
+        return ["float", _repr(value)]
+    if kind is bytes:
+        return ["bytes", value.hex()]
+    if kind in (list, tuple, set, frozenset):
+        if _len(value) > MAX_ITEMS:
+            return ["other", "too long"]
+        items = _list(value)
+        if kind in (set, frozenset):
+            items = _sorted(items, key=_repr)
+        return [kind.__name__, [encode(v, depth + 1) for v in items]]
+    if kind is dict:
+        return ["dict", [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]]
+    return ["other", f"{kind.__module__}.{kind.__qualname__}"[:100]]
+
+
+def main():
+    fd = int(sys.argv[1])
+    items = json.loads(sys.stdin.readline())
+    sys.stdin.close()
+    write, dumps = os.write, json.dumps
+
+    def reply(**fields):
+        write(fd, (dumps(fields) + "\n").encode())
+
+    def failed(i, exc, line):
+        traceback.print_exception(exc, limit=3, file=sys.stderr)
+        message = f"line {line}: {_type(exc).__name__}: {exc}"[:200]
+        reply(i=i, ok=False, error=message, memory=isinstance(exc, MemoryError))
+
+    with open("solution.py", encoding="utf-8") as f:
+        source = f.read()
+    try:
+        code = compile(source, "solution.py", "exec")
+    except (SyntaxError, ValueError) as exc:
+        print(f"{_type(exc).__name__}: {exc}", file=sys.stderr)
+        return reply(kind="setup", error="syntax")
+    module = types.ModuleType("solution")
+    module.__file__ = "solution.py"
+    sys.modules["solution"] = module
+    try:
+        exec(code, module.__dict__)
+    except BaseException as exc:
+        traceback.print_exception(exc, limit=5, file=sys.stderr)
+        return reply(kind="setup", error="memory" if isinstance(exc, MemoryError) else "crash")
+    reply(kind="setup", error=None)
+
+    namespace = dict(module.__dict__)
+    namespace["__name__"] = "tests"
+    test_fns = []
+    for i, item in enumerate(items):
+        try:
+            if item["kind"] == "value":
+                value = eval(compile(item["src"], "tests.py", "eval"), namespace)
+                reply(i=i, ok=True, value=encode(value))
+                continue
+            exec(compile(item["src"], "tests.py", "exec"), namespace)
+        except BaseException as exc:
+            failed(i, exc, item["line"])
+            continue
+        if item["kind"] == "test_fn":
+            test_fns.append((i, item))
+        else:
+            reply(i=i, ok=True)
+    for i, item in test_fns:
+        try:
+            value = namespace[item["name"]]()
+            if isinstance(value, types.CoroutineType):
+                asyncio.run(value)
+        except BaseException as exc:
+            failed(i, exc, item["line"])
+        else:
+            reply(i=i, ok=True)
+
+
+main()

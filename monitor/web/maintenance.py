@@ -1,0 +1,48 @@
+"""The maintenance-window form on the pair page: a one-off window for this pair (start, end,
+reason). Recurring and vendor-wide windows are made in the admin, which shows the cron field.
+Needs ``monitor.add_maintenancewindow``; the window is written to the audit log."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required, permission_required
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.views.decorators.http import require_POST
+
+from monitor import selectors
+from monitor.models import MaintenanceWindow
+from monitor.services import audit
+
+
+class WindowForm(forms.ModelForm):
+    class Meta:
+        model = MaintenanceWindow
+        fields = ["starts_at", "ends_at", "reason"]
+        widgets = {
+            "starts_at": forms.DateTimeInput(attrs={"type": "datetime-local"}),
+            "ends_at": forms.DateTimeInput(attrs={"type": "datetime-local"}),
+        }
+        labels = {"starts_at": "Start (UTC)", "ends_at": "End (UTC)"}
+
+
+@login_required
+@permission_required("monitor.add_maintenancewindow", raise_exception=True)
+@require_POST
+def add_window(request: HttpRequest, name: str) -> HttpResponse:
+    pair = selectors.get_pair_for_user(request.user, name)
+    form = WindowForm(request.POST, instance=MaintenanceWindow(pair=pair,
+                                                               created_by=request.user))
+    try:
+        if not form.is_valid():
+            raise ValidationError(form.errors.as_text())
+        window = form.save()
+    except ValidationError as exc:
+        messages.error(request, f"Maintenance window not saved: {' '.join(exc.messages)}")
+        return redirect("monitor:pair", name=pair.name)
+    audit.record(obj=window, before={}, after=audit.snapshot(window), source="pair page",
+                 user=request.user)
+    messages.success(request, f"Maintenance window saved: {window}")
+    return redirect("monitor:pair", name=pair.name)

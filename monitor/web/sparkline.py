@@ -1,0 +1,97 @@
+"""Small inline SVG trend lines for the overview: TTFT P50 of the fast and base tiers over a
+pair's newest comparable runs (``Run.objects.trend()``), from the stored summaries.
+
+Inline SVG rather than plotly: a row needs no script, prints, and dozens of rows cost nothing.
+Both tiers share one y scale (from 0), so the gap between the lines reads as the speed-up;
+a run whose P50 is below its minimum n is a gap in its line, not a point.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from django.db.models import F, Window
+from django.db.models.functions import RowNumber
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
+
+from monitor.models import Run
+from monitor.run_summary import RunSummary
+
+RUNS = 48
+WIDTH, HEIGHT, PAD = 160, 36, 2
+
+
+@dataclass(frozen=True)
+class Trend:
+    fast: list[float | None]
+    base: list[float | None]
+
+    @property
+    def n_runs(self) -> int:
+        return sum(1 for f, b in zip(self.fast, self.base, strict=True)
+                   if f is not None or b is not None)
+
+    def last(self, tier: str) -> float | None:
+        return next((v for v in reversed(getattr(self, tier)) if v is not None), None)
+
+
+def ttft_trends(pair_ids: Sequence[int], runs: int = RUNS) -> dict[int, Trend]:
+    """TTFT P50 per tier over each pair's newest comparable runs, oldest first: one query
+    for all pairs (a row number per pair, newest first, kept up to ``runs``)."""
+    ranked = (Run.objects.trend().filter(pair_id__in=pair_ids)
+              .annotate(rank=Window(RowNumber(), partition_by=[F("pair_id")],
+                                    order_by=[F("created_at").desc(), F("id").desc()]))
+              .filter(rank__lte=runs).order_by("pair_id", "created_at", "id")
+              .values_list("pair_id", "summary"))
+    out: dict[int, Trend] = {pid: Trend([], []) for pid in pair_ids}
+    for pair_id, data in ranked:
+        summary = RunSummary.from_json(data)
+        for tier in ("fast", "base"):
+            stat = summary.tier(tier).ttft_ms if tier in summary.tiers else None
+            getattr(out[pair_id], tier).append(
+                stat.p50 if stat and stat.n >= summary.min_n else None)
+    return out
+
+
+def _paths(values: Sequence[float | None], top: float, count: int) -> list[str]:
+    """SVG path data, one sub-path per run of consecutive values (gaps stay gaps)."""
+    step = (WIDTH - 2 * PAD) / max(count - 1, 1)
+    parts, current = [], []
+    for i, v in enumerate(values):
+        if v is None:
+            if current:
+                parts.append(current)
+            current = []
+            continue
+        x = PAD + i * step
+        y = HEIGHT - PAD - (HEIGHT - 2 * PAD) * (v / top if top else 0)
+        current.append(f"{x:.1f},{y:.1f}")
+    if current:
+        parts.append(current)
+    return ["M" + " L".join(p) if len(p) > 1 else f"M{p[0]} l0.1,0" for p in parts]
+
+
+def svg(trend: Trend) -> SafeString:
+    values = [v for v in trend.fast + trend.base if v is not None]
+    if not values:
+        return mark_safe('<span class="muted">no trend yet</span>')  # a constant
+    top = max(values) * 1.05
+    count = len(trend.fast)
+    lines = []
+    for tier in ("base", "fast"):
+        for d in _paths(getattr(trend, tier), top, count):
+            lines.append((tier, d))
+    title = (f"TTFT P50 over the last {trend.n_runs} comparable runs: fast (orange) "
+             f"{ms(trend.last('fast'))}, base (blue) {ms(trend.last('base'))}; scale 0–"
+             f"{top:,.0f} ms")
+    body = format_html_join("", '<path class="spark {}" d="{}"/>', lines)
+    return format_html(
+        '<svg class="sparkline" width="{}" height="{}" viewBox="0 0 {} {}" role="img" '
+        'aria-label="{}"><title>{}</title>{}</svg>', WIDTH, HEIGHT, WIDTH, HEIGHT, title, title,
+        body)
+
+
+def ms(value: float | None) -> str:
+    return "—" if value is None else f"{value:,.0f} ms"
