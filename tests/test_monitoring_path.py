@@ -81,6 +81,7 @@ def test_the_real_engine_s_q4_pair_gets_a_verdict(admin_client, tmp_path):
                      log=lambda _: None)
     try:
         [pair] = register(urls=urls, ctx=4096, suite_name="smoke")
+        sync_builtin_suite(name="audit")  # as ``demo --engine llama.cpp`` does
         assert pair.name == "smollm2-q4-vs-f16" and pair.repeat == 1
         probe = execute_run(run_id=probe_pair_task.run(pair.name, "probe"), cases_limit=2)
         assert probe.status == "done", probe.error
@@ -89,7 +90,8 @@ def test_the_real_engine_s_q4_pair_gets_a_verdict(admin_client, tmp_path):
         vendor.down(state=tmp_path / "vendor.json")
     v = run.summary.get("verdict")
     assert v is not None, run.verdict
-    assert v["label"] != "inconclusive" or "n too small" not in v["sentence"], v["sentence"]
+    assert v["label"] in ("outputs_differ", "no_detectable_difference"), v["sentence"]
+    assert v["n_prompts"] >= 25 and v["monitor"]["audits"] == 1
     html = admin_client.get(f"/pairs/{pair.name}/verdict/").content.decode()
     assert escape(v["sentence"]) in html
 
