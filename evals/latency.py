@@ -57,8 +57,7 @@ def percentiles(
     """{"n": n, "too_small": bool, "p50": …, "p90": …}; missing values are skipped and every
     percentile is None when fewer than ``min_n`` values remain. With ``per_quantile`` each
     one is also None below its own :func:`min_n_for` (P95 below 59 values, P99 below 299);
-    off by default until the pages and reports that format every percentile handle a None
-    P95 beside a P50."""
+    the product's run summaries, speed page, load probes and reports turn it on."""
     arr = _finite(values)
     too_small = arr.size < min_n
     out: dict[str, Any] = {"n": int(arr.size), "too_small": too_small}
@@ -175,13 +174,16 @@ def downgrades(served: Iterable[str], expected: str) -> dict[str, Any]:
     }
 
 
-def summarise_tier(samples: Sequence[Any], min_n: int = MIN_N) -> dict[str, Any]:
+def summarise_tier(
+    samples: Sequence[Any], min_n: int = MIN_N, per_quantile: bool = False
+) -> dict[str, Any]:
     """One tier's summary from its samples (dicts or objects with ok, error_class, ttft_ms,
     e2e_ms, tpot_ms, completion_tokens, estimated_tokens).
 
     Timings come from successful samples only; decode speed is 1000/TPOT tok/s per sample
     (docs/measures.md: decode speed = 1/TPOT). ``token_count_flags`` counts samples whose server
     token count and tokenizer estimate differ by more than 10% of the server count.
+    ``per_quantile`` withholds each percentile below its own minimum n (:func:`min_n_for`).
     """
     ok = [s for s in samples if _get(s, "ok")]
     errors = Counter(str(_get(s, "error_class") or "unknown") for s in samples if not _get(s, "ok"))
@@ -200,9 +202,12 @@ def summarise_tier(samples: Sequence[Any], min_n: int = MIN_N) -> dict[str, Any]
         "errors": dict(errors),
         "rate_limited": rate_limited,
         **availability(len(ok), n, rate_limited),
-        "ttft_ms": percentiles((_get(s, "ttft_ms") for s in ok), min_n=min_n),
-        "e2e_ms": percentiles((_get(s, "e2e_ms") for s in ok), min_n=min_n),
-        "tpot_ms": percentiles((_get(s, "tpot_ms") for s in ok), min_n=min_n),
+        "ttft_ms": percentiles((_get(s, "ttft_ms") for s in ok), min_n=min_n,
+                           per_quantile=per_quantile),
+        "e2e_ms": percentiles((_get(s, "e2e_ms") for s in ok), min_n=min_n,
+                           per_quantile=per_quantile),
+        "tpot_ms": percentiles((_get(s, "tpot_ms") for s in ok), min_n=min_n,
+                           per_quantile=per_quantile),
         "decode_tok_s_p50": decode["p50"],
         "token_count_flags": flags,
     }

@@ -248,8 +248,8 @@ def smaller_model_hint(pass_rates: Mapping[str, tuple[float, int]],
         return _hint("smaller model", "cannot tell", "Run an audit for the verdict.", evidence)
     evidence.append(f"audit run #{audit.run_id}: {audit.sentence}")
     link = {"run": audit.run_id, "text": f"verdict of audit run #{audit.run_id}"}
-    if audit.label == "different_model":
-        return _hint("smaller model", "suggested", "The audit finds a different model: part of "
-                     "the speed-up may come from a smaller one.", evidence, link)
+    if audit.label in ("outputs_differ", "capability_difference"):
+        return _hint("smaller model", "suggested", "The audit finds the outputs differ: part of "
+                     "the speed-up may come from a smaller model.", evidence, link)
     return _hint("smaller model", "no sign" if audit.label else "cannot tell",
-                 "The audit does not find a different model.", evidence, link)
+                 "The audit does not find the outputs differ.", evidence, link)

@@ -22,6 +22,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from evals.latency import min_n_for
+
 ALPHA = 0.01
 GAMMA = (1 + ALPHA) / (1 - ALPHA)
 _LOG_GAMMA = math.log(GAMMA)
@@ -73,15 +75,18 @@ def _order_statistic(ordered: Sequence[tuple[float, int]], rank: int) -> float:
     return ordered[-1][0]
 
 
-def quantiles(s: Mapping[str, int], qs: Sequence[float], min_n: int) -> dict[str, Any]:
+def quantiles(
+    s: Mapping[str, int], qs: Sequence[float], min_n: int, per_quantile: bool = False
+) -> dict[str, Any]:
     """The same shape as ``evals.latency.percentiles``: {"n", "too_small", "p50", …}, each
     percentile interpolated between order statistics at h = (n − 1)·q/100 as numpy's
-    "linear" method does; None below ``min_n``."""
+    "linear" method does; None below ``min_n``, and with ``per_quantile`` below its own
+    minimum n too (``evals.latency.min_n_for``: P95 59, P99 299)."""
     n = count(s)
     out: dict[str, Any] = {"n": n, "too_small": n < min_n}
     ordered = sorted((value_of(k), c) for k, c in s.items() if c)
     for q in qs:
-        if n < min_n or n == 0:
+        if n < min_n or n == 0 or (per_quantile and n < min_n_for(q)):
             out[f"p{q:g}"] = None
             continue
         h = (n - 1) * q / 100

@@ -33,8 +33,9 @@ PAIR_METRICS = {
     "similarity": Metric("similarity", None, "similarity fast vs base (mean Indel ratio)", ""),
     "speedup_ttft": Metric("ttft", None, "TTFT speed-up (base / fast)", "x"),
     "speedup_e2e": Metric("e2e", None, "E2E speed-up (base / fast)", "x"),
-    "verdict_different": Metric("verdict", None, "audit verdict: different model (1 = yes)", ""),
-    "drift": Metric("drift", None, "drift of a tracked statistic (1 = yes)", ""),
+    "verdict_different": Metric("verdict", None,
+                                "outputs differ across audits (1 = e-detector alarmed)", ""),
+    "drift": Metric("drift", None, "drift against the frozen baseline (1 = CUSUM alarmed)", ""),
 }
 # Raised by the watchdog (monitor.services.watchdog), not by a threshold: never evaluated after
 # a run. A rule on one of them routes those alerts; with no channels it goes to every channel.

@@ -642,3 +642,36 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.user})"
+
+
+class Baseline(models.Model):
+    """A pair's frozen drift baseline: the runs it was computed from and their statistics
+    (``evals.stats.cusum.Baseline`` as JSON), who set it and when. It never slides: a new one
+    replaces it only when a person acknowledges a change (``monitor.services.monitoring``)."""
+
+    pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="baselines")
+    run_ids = models.JSONField(default=list)
+    statistics = models.JSONField(default=dict)
+    set_by = models.CharField(max_length=150, help_text='"automatic" or the user who set it')
+    set_at = models.DateTimeField(auto_now_add=True)
+    active = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["-set_at", "-id"]
+        constraints = [models.UniqueConstraint(fields=["pair"], condition=models.Q(active=True),
+                                               name="one_active_baseline_per_pair")]
+
+
+class PairMonitorState(models.Model):
+    """A pair's evidence across runs, updated run by run and never recomputed: the e-process
+    of its audits and the CUSUM sums of its probes against the active baseline (JSON of
+    ``evals.stats.eprocess.EProcessState`` and ``evals.stats.cusum.CusumState``)."""
+
+    pair = models.OneToOneField(Pair, on_delete=models.CASCADE, related_name="monitor_state")
+    eprocess = models.JSONField(default=dict, blank=True)
+    cusum = models.JSONField(default=dict, blank=True)
+    last_audit = models.ForeignKey(Run, null=True, on_delete=models.SET_NULL, related_name="+")
+    last_probe = models.ForeignKey(Run, null=True, on_delete=models.SET_NULL, related_name="+")
+    since = models.DateTimeField(null=True, blank=True, help_text="last acknowledgement")
+    acknowledged_by = models.CharField(max_length=150, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)

@@ -19,9 +19,13 @@ Blocks (every one may be missing: a run still running, an older row; readers get
 - ``skipped`` — cases left out because they do not fit an endpoint's context window (written
   when the run starts).
 - ``load`` — load probes only: per concurrency level ("1", "4", …) and tier a ``LoadLevel``.
-- ``verdict`` — audits only: the verdict (label, sentence, MMD blocks, temperature-0 and
-  capability evidence); the page tables read the stored mapping (``Verdict.data``).
-- ``drift`` — the CUSUM state of each tracked series as of this run.
+- ``verdict`` — audits only: the verdict (label, sentence, p and its Holm-adjusted value, n
+  per tier, MMD² with its interval, the 80%-power effect, empty/failed rate tests,
+  temperature-0 and capability evidence, and ``monitor``: the pair's e-detector decision after
+  this audit with its error budget); the page tables read the stored mapping
+  (``Verdict.data``).
+- ``drift`` — probes only: the pair's CUSUM state after this run against its frozen baseline
+  (state, per-series z and sum, h, the error budget).
 - ``budget`` — probes of a pair with a daily budget: the cases the run took of those it could
   have, the day's limit, what was spent before it, its cost bound, and the reason when the
   budget limited it (``monitor.services.budget``; written when the run starts).
@@ -209,39 +213,56 @@ class LoadLevel:
 
 @dataclass(frozen=True)
 class DriftSeries:
-    state: str = "calibrating"
-    z: float | None = None
-    runs: int = 0
+    z: float | None = None  # this run's standardised value (None: no value this run)
+    s: float = 0.0  # the one-sided CUSUM sum after this run
 
 
 @dataclass(frozen=True)
 class Drift:
+    """The pair's CUSUM state after this probe (``monitor.services.monitoring``): calibrating
+    (collecting its baseline), ok, or drift (alarmed, until a person acknowledges)."""
+
+    state: str = "calibrating"
     series: Mapping[str, DriftSeries] = field(default_factory=dict)
     drifting: tuple[str, ...] = ()
-    runs: int = 0
+    h: float | None = None
+    baseline_id: int | None = None
+    baseline_runs: int = 0
+    runs: int = 0  # probes folded in since the baseline was frozen
+    new_alarm: bool = False
+    reason: str = ""
+    budget: str = ""
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> Drift | None:
-        if not data:
+        if not data or "state" not in data:  # an older snapshot: no stored state to read
             return None
-        return cls(series={k: _flat(DriftSeries, v) for k, v in (data.get("series") or {}).items()},
-                   drifting=tuple(data.get("drifting") or ()), runs=int(data.get("runs") or 0))
+        plain = _flat(cls, {k: v for k, v in data.items() if k != "series"})
+        return dataclasses.replace(
+            plain, drifting=tuple(plain.drifting),
+            series={k: _flat(DriftSeries, v) for k, v in (data.get("series") or {}).items()})
 
     @property
     def past_calibration(self) -> bool:
-        return any(s.state != "calibrating" for s in self.series.values())
+        return self.state != "calibrating"
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """The fields code reads; ``data`` is the whole stored block the verdict page lays out."""
+    """The fields code reads; ``data`` is the whole stored block the verdict page lays out.
+
+    ``p_value`` is the MMD test's own p, ``p_adjusted`` its Holm-adjusted p in the family
+    {MMD, McNemar} (the one the label is decided on and the page shows); ``detectable_80`` the
+    MMD² this run would catch with 80% power; ``monitor`` the pair's evidence across audits
+    as of this run (``monitor.services.monitoring``)."""
 
     label: str = ""
     sentence: str = ""
     statistic: float | None = None
-    noise_floor: float | None = None
     p_value: float | None = None
-    min_detectable_effect: float | None = None
+    p_adjusted: float | None = None
+    detectable_80: float | None = None
+    min_detectable_effect: float | None = None  # the critical value: caught half the time
     alpha: float = 0.05
     data: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -253,8 +274,7 @@ class Verdict:
         return dataclasses.replace(plain, data=dict(data))
 
     def mmd(self, comparison: str) -> Mapping[str, Any]:
-        """The stored MMD block of "fast_vs_base", "base_vs_base" or "fast_vs_fast" ({} if
-        absent)."""
+        """The stored MMD block of "fast_vs_base" ({} if absent)."""
         return (self.data.get("mmd") or {}).get(comparison) or {}
 
     @property
@@ -269,6 +289,11 @@ class Verdict:
     @property
     def capability(self) -> Mapping[str, Any] | None:
         return self.data.get("capability")
+
+    @property
+    def monitor(self) -> Mapping[str, Any]:
+        """The e-detector's decision after this audit ({} before it was folded in)."""
+        return self.data.get("monitor") or {}
 
     @property
     def conclusive(self) -> bool:
@@ -340,9 +365,7 @@ class RunSummary:
         if self.verdict is not None:
             out["verdict"] = dict(self.verdict.data)
         if self.drift is not None:
-            out["drift"] = {"series": {k: _plain(v)
-                                       for k, v in self.drift.series.items()},
-                            "drifting": list(self.drift.drifting), "runs": self.drift.runs}
+            out["drift"] = _plain(self.drift)
         if self.budget is not None:
             out["budget"] = _plain(self.budget)
         return out

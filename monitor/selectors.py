@@ -171,10 +171,9 @@ def verdict_history(runs: Sequence[Run]) -> list[dict[str, Any]]:
             continue
         when: datetime = r.finished_at or r.created_at
         rows.append({"run_id": r.id, "at": when.isoformat(), "label": v.label,
-                     "statistic": v.statistic,
-                     "noise_floor": v.mmd("base_vs_base").get("statistic"),
-                     "mde": v.min_detectable_effect, "p_value": v.p_value,
-                     "sentence": v.sentence})
+                     "statistic": v.statistic, "detectable_80": v.detectable_80,
+                     "p_value": v.p_adjusted if v.p_adjusted is not None else v.p_value,
+                     "alarm": bool(v.monitor.get("alarm")), "sentence": v.sentence})
     return rows
 
 

@@ -25,6 +25,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q, QuerySet
 
+from evals.latency import min_n_for
 from monitor import metrics_catalogue as catalogue
 from monitor.models import Alert, AlertRule, Channel, Notification, Pair, Run, RunKind, RunStatus
 from monitor.run_summary import RunSummary
@@ -63,7 +64,11 @@ def read_metric(summary: RunSummary, metric: str, tier: str) -> Reading | None:
     key, pct, _, _ = catalogue.TIER_METRICS[metric]
     if pct:
         timing = block.metric(key)
-        return Reading(timing.get(pct), timing.n)
+        value = timing.get(pct)
+        if value is None and timing.n >= summary.min_n:  # withheld below its own minimum n
+            logger.info("%s %s skipped: withheld at n = %d, it needs %d values", metric, pct,
+                        timing.n, min_n_for(float(pct[1:])))
+        return Reading(value, timing.n)
     if key == "error_rate":
         return Reading(block.error_rate, block.n)
     if key == "pass_rate":
@@ -74,21 +79,31 @@ def read_metric(summary: RunSummary, metric: str, tier: str) -> Reading | None:
 
 
 def verdict_reading(summary: RunSummary) -> Reading | None:
-    """1.0 when the audit found a different model, else 0.0, with the smaller tier's n; None
-    without a verdict (probe runs) or with an inconclusive one."""
+    """1.0 while the pair's e-detector is alarmed as of this audit, else 0.0, with the smaller
+    tier's n; None before the audit was folded into the pair's evidence. A single audit's
+    p-value never alerts on its own (``monitor.services.monitoring``)."""
     v = summary.verdict
-    if v is None or not v.conclusive:
+    if v is None or "alarm" not in v.monitor:
         return None
-    return Reading(1.0 if v.label == "different_model" else 0.0, v.n_per_tier)
+    return Reading(1.0 if v.monitor["alarm"] else 0.0, v.n_per_tier)
 
 
 def drift_reading(summary: RunSummary) -> Reading | None:
-    """1.0 when a tracked series drifts, else 0.0, with the runs behind it; None until a series
-    is past calibration."""
+    """1.0 while the pair's CUSUM is alarmed as of this probe, else 0.0, with the runs behind
+    it (the baseline's and those since); None while the baseline is being collected."""
     d = summary.drift
     if d is None or not d.past_calibration:
         return None
-    return Reading(1.0 if d.drifting else 0.0, d.runs)
+    return Reading(1.0 if d.state == "drift" else 0.0, d.baseline_runs + d.runs)
+
+
+def budget_of(summary: RunSummary, metric: str) -> str:
+    """The error budget the verdict or drift alarm was set for (empty for other metrics)."""
+    if metric == "verdict_different" and summary.verdict:
+        return summary.verdict.monitor.get("budget", "")
+    if metric == "drift" and summary.drift:
+        return summary.drift.budget
+    return ""
 
 
 def label(rule: AlertRule) -> str:
@@ -103,13 +118,15 @@ def pair_link(pair: Pair) -> str:
     return f"{settings.SITE_URL.rstrip('/')}/pairs/{pair.name}/"
 
 
-def _describe(rule: AlertRule, pair: Pair, value: float, n: int, runs: int) -> str:
+def _describe(rule: AlertRule, pair: Pair, value: float, n: int, runs: int,
+              budget: str = "") -> str:
     word = "above" if rule.op == "gt" else "below"
     where = f"pair {pair.name}" + (" (simulated)" if pair.simulated else "")
     return (
         f"{label(rule)} is {fmt(rule, value)} (mean of {runs} run{'s' * (runs != 1)}, "
         f"n = {n}), {word} the threshold of {fmt(rule, rule.threshold)}, on {where}. "
-        f"{pair_link(pair)}"
+        + (f"This alarm is set for an error budget: {budget}. " if budget else "")
+        + pair_link(pair)
     )
 
 
@@ -148,7 +165,8 @@ def _evaluate_rule(rule: AlertRule, run: Run) -> Outcome | None:
         AlertRule.objects.select_for_update().filter(pk=rule.pk).exists()
         current = Alert.objects.filter(rule=rule, pair=pair, resolved_at__isnull=True).first()
         if breached and current is None:
-            message = _describe(rule, pair, value, n, used)
+            budget = budget_of(runs[0].summary_obj, rule.metric) if runs else ""
+            message = _describe(rule, pair, value, n, used, budget)
             alert = Alert.objects.create(rule=rule, pair=pair, run=run, message=message,
                                          value=value)
             return Outcome(alert, opened=True)

@@ -52,8 +52,10 @@ def load_block(records: Sequence[TimingRecord], wall_s: float, slo: dict[str, fl
                min_n: int) -> dict[str, Any]:
     return {
         "n": len(records), "n_ok": sum(1 for r in records if r.ok),
-        "ttft_ms": percentiles([r.ttft_ms for r in records if r.ok], min_n=min_n),
-        "e2e_ms": percentiles([r.e2e_ms for r in records if r.ok], min_n=min_n),
+        "ttft_ms": percentiles([r.ttft_ms for r in records if r.ok], min_n=min_n,
+                               per_quantile=True),
+        "e2e_ms": percentiles([r.e2e_ms for r in records if r.ok], min_n=min_n,
+                              per_quantile=True),
         "goodput": goodput(records, slo) if slo else None,
         "wall_s": wall_s,
         "throughput_rps": len(records) / wall_s if wall_s > 0 else None,

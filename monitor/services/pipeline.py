@@ -4,7 +4,7 @@ The Celery task calls this; so do the ``probe`` command and the tests.
 
 Measuring and summarising either succeed or mark the run failed with the reason. The judging
 steps after "done" read the finished run and never fail it: a verdict that cannot be computed
-is stored as its error, a drift snapshot that fails is logged. Alerts are evaluated only on a
+is stored as its error, a monitoring step that fails is logged. Alerts are evaluated only on a
 done run; an alert whose condition cleared is resolved by ``alert_lifecycle.resolve`` (user
 None), and ``notify`` (the task passes ``notify_task.delay``) announces each alert opened or
 resolved now (``alert_lifecycle.announce``: held during maintenance, silences, flapping).
@@ -18,7 +18,15 @@ from typing import Any
 
 from monitor import rollups
 from monitor.models import Alert, Run, RunKind, RunStatus
-from monitor.services import alert_lifecycle, alerts, drift, heartbeat, maintenance, runs, verdict
+from monitor.services import (
+    alert_lifecycle,
+    alerts,
+    heartbeat,
+    maintenance,
+    monitoring,
+    runs,
+    verdict,
+)
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +64,8 @@ def execute_run(
 
 
 def judge(*, run_id: int) -> None:
-    """The verdict of an audit and the drift snapshot of any run, both kept in its summary."""
+    """The verdict of an audit, then the run folded into its pair's stored evidence
+    (``monitor.services.monitoring``: e-detector for audits, CUSUM for probes)."""
     run = Run.objects.select_related("pair").get(id=run_id)
     if run.kind == RunKind.AUDIT:
         try:
@@ -66,10 +75,10 @@ def judge(*, run_id: int) -> None:
             Run.objects.filter(id=run_id).update(
                 verdict=f"verdict not computed ({type(exc).__name__}: {exc})"
             )
-    try:
-        drift.store_snapshot(run=run)
-    except Exception:  # drift is a view over past runs; it must not fail this one
-        log.exception("drift snapshot of run %s failed", run_id)
+    try:  # the pair's e-detector (audits) and CUSUM (probes), folded in once
+        monitoring.after_run(run_id=run_id)
+    except Exception:  # the run stands; its pair's state is left as it was
+        log.exception("monitoring state after run %s failed", run_id)
 
 
 def evaluate_alerts(*, run_id: int) -> list[Alert]:

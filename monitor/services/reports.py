@@ -29,7 +29,7 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 
 from evals import sketch
-from evals.latency import availability, downgrades, error_budget
+from evals.latency import availability, downgrades, error_budget, min_n_for
 from monitor.env import env_list
 from monitor.models import Endpoint, Pair, Run, RunKind, RunRollup
 from monitor.transports import render_email
@@ -171,8 +171,10 @@ def _endpoint_rows(start: datetime, end: datetime, min_n: int) -> list[EndpointR
         rows.append(EndpointRow(
             name=endpoint.name, model=endpoint.model, simulated=endpoint.simulated,
             requests=c["requests"], successes=c["ok"], rate_limited=limited,
-            ttft=sketch.quantiles(sketch.merge(ttft[endpoint.pk]), qs=QS, min_n=min_n),
-            e2e=sketch.quantiles(sketch.merge(e2e[endpoint.pk]), qs=QS, min_n=min_n),
+            ttft=sketch.quantiles(sketch.merge(ttft[endpoint.pk]), qs=QS, min_n=min_n,
+                                  per_quantile=True),
+            e2e=sketch.quantiles(sketch.merge(e2e[endpoint.pk]), qs=QS, min_n=min_n,
+                                 per_quantile=True),
             errors=errors, retried=c["retried"],
             served=downgrades(served[endpoint.pk].elements(), endpoint.expected_tier),
             budget=error_budget(c["ok"], c["requests"] - limited, target),
@@ -188,7 +190,7 @@ def _daily(days: dict[date, list], expected: str, min_n: int) -> list[dict[str, 
     for day, items in sorted(days.items()):
         n, ok, limited = (sum(x[i] for x in items) for i in range(3))
         ttft = sketch.quantiles(sketch.merge([x[3] for x in items if x[3] is not None]),
-                                qs=(95,), min_n=min_n)
+                                qs=(95,), min_n=min_n, per_quantile=True)
         tiers: Counter = Counter()
         for x in items:
             tiers.update(x[4])
@@ -263,9 +265,11 @@ def _pct(value: float | None) -> str:
 
 
 def _ms(block: dict[str, Any]) -> str:
-    if block.get("p50") is None:
+    """"412 / 980 / n<299": a percentile withheld below its own minimum n says so."""
+    if block.get("too_small", block.get("p50") is None):
         return TOO_SMALL
-    return " / ".join(f"{block[f'p{q}']:.0f}" for q in QS)
+    return " / ".join(f"{v:.0f}" if (v := block.get(f"p{q}")) is not None
+                      else f"n<{min_n_for(q)}" for q in QS)
 
 
 def _errors(errors: dict[str, int]) -> str:

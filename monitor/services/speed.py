@@ -6,8 +6,12 @@ A vendor's "6x" is usually measured where it looks best (long cached context, sh
 (batch 0), which were sent interleaved and so share the vendor's load at that moment.
 
 - Speed-up = base/fast of TTFT, of decode speed (fast tok/s ÷ base tok/s = base TPOT ÷ fast
-  TPOT, since decode speed = 1/TPOT) and of E2E, with a BCa bootstrap interval over pairs
-  (``evals.stats.speedup.paired_ratio_ci``), each against the pair's claimed factor.
+  TPOT, since decode speed = 1/TPOT) and of E2E, with a cluster-bootstrap interval that
+  resamples whole runs (``evals.stats.speedup_runs.cluster_ratio_ci``: probes of one run share
+  its load), no interval below 20 pairs, and failed probes counted as the slowest rather than
+  dropped; each against the pair's claimed factor (``assess_claim``: confirmed when the lower
+  bound reaches the claim, contradicted when the upper bound is below it, else not
+  contradicted). The status is the plain string value, so the report serialises as is.
 - Output tokens per second, fast ÷ base, in both definitions vendors use
   (``evals.latency.output_tps``): tokens / (E2E − TTFT) and tokens / E2E. A vendor that sells
   a fast tier on output speed (Anthropic's fast mode) is checked on its own measure.
@@ -33,7 +37,8 @@ from django.conf import settings
 from evals.comparable import comparable_pairs
 from evals.latency import goodput, output_tps, percentiles
 from evals.mechanism import AuditRef, mechanism_hints
-from evals.stats.speedup import ClaimStatus, RatioCI, claim_check, claim_status, paired_ratio_ci
+from evals.stats.speedup import RatioCI
+from evals.stats.speedup_runs import MIN_PAIRS, assess_claim, cluster_ratio_ci
 from evals.suites import SCENARIOS
 from monitor.models import Case, Pair, Run, RunKind, RunStatus, Sample
 from monitor.services.load import latest_load
@@ -71,33 +76,28 @@ def scenario_order(names: Iterable[str]) -> list[str]:
 
 
 def fmt_ci(ci: RatioCI | dict[str, Any]) -> str:
-    """"5.8x [5.1, 6.4]", the same wording as ``claim_check``; the estimate alone below min n."""
+    """"5.8x [5.1, 6.4]", the same wording as ``assess_claim``; the estimate alone, "5.0x (n =
+    12 < 20 pairs)", below the minimum number of pairs."""
     d = ci if isinstance(ci, dict) else ci.__dict__
     if d.get("estimate") is None:
-        return "no pairs"
+        return d.get("note") or "no pairs"
     if d.get("low") is None:
-        return f"{d['estimate']:.1f}x (n too small: n={d['n']})"
+        return f"{d['estimate']:.1f}x (n = {d['n']} < {MIN_PAIRS} pairs)"
     return f"{d['estimate']:.1f}x [{d['low']:.1f}, {d['high']:.1f}]"
 
 
 def claim_line(cis: dict[str, RatioCI], claimed: float | None) -> str | None:
-    """One line over all scenarios, e.g. "claimed 6x: holds for long_cached (5.8x [5.1, 6.4]);
-    1.9x [1.7, 2.1] for short_long_out"."""
+    """One line over all scenarios, e.g. "claimed 6x: confirmed for long_cached (6.8x [6.1,
+    7.4]); contradicted for short_long_out (1.9x [1.7, 2.1]); cannot tell for mid"."""
     if not claimed or not cis:
         return None
-    holds, fails, unknown = [], [], []
+    by: dict[str, list[str]] = defaultdict(list)
     for scenario, ci in cis.items():
-        status = claim_status(ci, claimed)
-        if status is ClaimStatus.HOLDS:
-            holds.append(f"{scenario} ({fmt_ci(ci)})")
-        elif status is ClaimStatus.DOES_NOT_HOLD:
-            fails.append(f"{fmt_ci(ci)} for {scenario}")
-        else:
-            unknown.append(scenario)
-    parts = [f"holds for {', '.join(holds)}" if holds else "holds for no scenario", *fails]
-    if unknown:
-        parts.append(f"n too small for {', '.join(unknown)}")
-    return f"claimed {claimed:g}x: " + "; ".join(parts)
+        status = assess_claim(ci, claimed).status
+        by[status].append(scenario if status == "cannot tell" else f"{scenario} ({fmt_ci(ci)})")
+    order = ("confirmed", "contradicted", "not contradicted", "cannot tell")
+    return f"claimed {claimed:g}x: " + "; ".join(
+        f"{status} for {', '.join(by[status])}" for status in order if by[status])
 
 
 def paired_samples(samples: Iterable[Sample]) -> dict[str, list[dict[str, Sample]]]:
@@ -117,40 +117,65 @@ def paired_samples(samples: Iterable[Sample]) -> dict[str, list[dict[str, Sample
 
 
 def _ci_dict(ci: RatioCI, claimed: float | None) -> dict[str, Any]:
+    claim = assess_claim(ci, claimed) if claimed else None
     return {"estimate": ci.estimate, "low": ci.low, "high": ci.high, "n": ci.n,
             "method": ci.method, "note": ci.note, "text": fmt_ci(ci),
-            "claim": claim_check(ci, claimed) if claimed else None,
-            "status": claim_status(ci, claimed) if claimed else None}
+            "claim": claim.line if claim else None, "status": claim.status if claim else None}
+
+
+def _duration(s: Sample, field: str) -> float | None:
+    """A failed probe is None (counted as the slowest); a success without the value (one
+    output token has no TPOT) is NaN and leaves the pair out."""
+    if not s.ok:
+        return None
+    value = getattr(s, field)
+    return float("nan") if value is None else value
+
+
+def _ratio_ci(base: list[float | None], fast: list[float | None], runs: list[int],
+              kind: str) -> RatioCI:
+    keep = [i for i in range(len(base)) if not _is_nan(base[i]) and not _is_nan(fast[i])]
+    return cluster_ratio_ci([base[i] for i in keep], [fast[i] for i in keep],
+                            [runs[i] for i in keep], kind=kind, min_n=MIN_PAIRS)  # type: ignore[arg-type]
+
+
+def _is_nan(x: float | None) -> bool:
+    return x is not None and x != x
 
 
 def speedups(pairs: dict[str, list[dict[str, Sample]]], claimed: float | None,
-             min_n: int) -> tuple[dict[str, Any], dict[str, str | None]]:
+             min_n: int = MIN_PAIRS) -> tuple[dict[str, Any], dict[str, str | None]]:
     """Per scenario and metric the CI, and per metric the claim line over the scenarios."""
     table: dict[str, Any] = {}
     by_metric: dict[str, dict[str, RatioCI]] = {m: {} for m, _, _ in METRICS}
     for scenario in scenario_order(pairs):
         table[scenario] = {}
+        runs = [p["base"].run_id for p in pairs[scenario]]
         for key, field, _label in METRICS:
-            def value(s: Sample, field: str = field) -> float | None:
-                return getattr(s, field) if s.ok else None
-            ci = paired_ratio_ci([value(p["base"]) for p in pairs[scenario]],
-                                 [value(p["fast"]) for p in pairs[scenario]],
-                                 kind="duration", min_n=min_n)
+            ci = _ratio_ci([_duration(p["base"], field) for p in pairs[scenario]],
+                           [_duration(p["fast"], field) for p in pairs[scenario]], runs,
+                           "duration")
             table[scenario][key] = _ci_dict(ci, claimed)
             by_metric[key][scenario] = ci
     return table, {m: claim_line(by_metric[m], claimed) for m in by_metric}
 
 
 def otps_speedups(pairs: dict[str, list[dict[str, Sample]]], claimed: float | None,
-                  min_n: int) -> dict[str, Any]:
-    """Per scenario and OTPS definition: fast tok/s ÷ base tok/s with its paired CI."""
+                  min_n: int = MIN_PAIRS) -> dict[str, Any]:
+    """Per scenario and OTPS definition: fast tok/s ÷ base tok/s with its cluster CI (a failed
+    probe's rate counts as 0)."""
     table: dict[str, Any] = {}
     for scenario in scenario_order(pairs):
         table[scenario] = {}
+        runs = [p["base"].run_id for p in pairs[scenario]]
         for key, _label in OTPS:
-            ci = paired_ratio_ci([output_tps(p["base"], definition=key) for p in pairs[scenario]],
-                                 [output_tps(p["fast"], definition=key) for p in pairs[scenario]],
-                                 kind="rate", min_n=min_n)
+            def rate(s: Sample, key: str = key) -> float | None:
+                if not s.ok:
+                    return None
+                value = output_tps(s, definition=key)
+                return float("nan") if value is None else value
+            ci = _ratio_ci([rate(p["base"]) for p in pairs[scenario]],
+                           [rate(p["fast"]) for p in pairs[scenario]], runs, "rate")
             table[scenario][key] = _ci_dict(ci, claimed)
     return table
 
@@ -190,7 +215,7 @@ def speed_report(*, pair: Pair, runs: Sequence[Run] | None = None) -> dict[str, 
         by[(s.case.scenario, s.tier)].append(s)
     scenarios = scenario_order(s.case.scenario for s in samples)
     pairs = paired_samples(samples)
-    table, claims = speedups(pairs, pair.claimed_speedup, min_n)
+    table, claims = speedups(pairs, pair.claimed_speedup)
     slo = pair.slo
     return {
         "pair": pair.name,
@@ -203,10 +228,12 @@ def speed_report(*, pair: Pair, runs: Sequence[Run] | None = None) -> dict[str, 
         "descriptions": {s: SCENARIOS[s].description for s in scenarios if s in SCENARIOS},
         "n_pairs": {s: len(pairs.get(s, [])) for s in scenarios},
         "speedup": table,
-        "otps": otps_speedups(pairs, pair.claimed_speedup, min_n),
+        "otps": otps_speedups(pairs, pair.claimed_speedup),
+        "min_pairs": MIN_PAIRS,
         "claim": claims,
         "percentiles": {
-            scn: {t: {m: percentiles([getattr(s, m) for s in by[(scn, t)] if s.ok], min_n=min_n)
+            scn: {t: {m: percentiles([getattr(s, m) for s in by[(scn, t)] if s.ok], min_n=min_n,
+                                     per_quantile=True)
                       for m in TIMINGS} for t in TIERS}
             for scn in scenarios
         },

@@ -1,5 +1,6 @@
 """The blocks of a run's summary that its samples give (the spec: ``monitor.run_summary``):
-per tier counts, errors, availability, timing percentiles with n, tokens, pass rate, model
+per tier counts, errors, availability, timing percentiles with n (each withheld below its own
+minimum n: ``evals.latency.min_n_for``), tokens, pass rate, model
 ids; similarity fast-vs-base beside base-vs-base; speed-ups; the same per scenario.
 """
 
@@ -23,7 +24,7 @@ def _values(samples: Iterable[Any], field: str) -> list[float]:
 
 def timing_block(samples: Sequence[Any], min_n: int) -> dict[str, Any]:
     return {
-        name: percentiles(_values(samples, name), min_n=min_n)
+        name: percentiles(_values(samples, name), min_n=min_n, per_quantile=True)
         for name in ("ttft_ms", "e2e_ms", "tpot_ms")
     }
 
@@ -31,7 +32,7 @@ def timing_block(samples: Sequence[Any], min_n: int) -> dict[str, Any]:
 def tier_block(samples: Sequence[Any], min_n: int) -> dict[str, Any]:
     """``evals.latency.summarise_tier`` in the summary contract's names, plus what only the
     product stores: token totals, unit-test pass rate, model ids and fingerprints."""
-    tier = summarise_tier(samples, min_n=min_n)
+    tier = summarise_tier(samples, min_n=min_n, per_quantile=True)
     tested = [s.tests_passed for s in samples if s.tests_passed is not None]
     tpot_p50 = tier["tpot_ms"].get("p50")
     return {

@@ -1,12 +1,18 @@
 """The verdict of an audit run, with the temperature-0 and unit-test evidence beside it.
 
-An audit run holds temperature-1 samples of three independent batches: fast, base and base
-again. ``compute_verdict`` hands their texts to ``evals.stats.verdict.assess`` (fast against
-base with the MMD test, calibrated by base against base and fast against fast), with the
-temperature-0 diagnostics and the unit-test evidence of the pair's latest probe runs. The
-result is stored as the run summary's ``verdict`` block (JSON, reduced for plotting:
-histograms, never thousands of floats) and the sentence in ``Run.verdict``, so pages never
-recompute it.
+An audit run holds temperature-1 samples of fast and base, one batch each
+(``evals.plan.AUDIT_TIERS``: an in-plan second base batch is exchangeable with the first by
+construction, so it could detect nothing). ``compute_verdict`` tests fast against base
+(``evals.stats.mmd.mmd_test``, texts normalised, empties apart) and labels the run with
+``evals.stats.labels.judge``: outputs differ / no detectable difference (with the MMD² an
+80%-powered run would catch) / capability difference / inconclusive (why). Unit-test results
+count only when they come from this run's own samples; an earlier probe's are context
+(``capability_from_run=False``): counted at every audit, one chance rejection would label
+them all. The base tier's stability is its batch now against the base batch of an audit at
+least ``STABILITY_GAP`` earlier (a different time window, so the test can fail). The result is
+stored as the run summary's ``verdict`` block (histograms, never thousands of floats) and the
+sentence in ``Run.verdict``; the per-pair evidence across audits is
+``monitor.services.monitoring``'s.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 from collections import defaultdict
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
 import numpy as np
@@ -22,22 +29,19 @@ from django.utils import timezone
 from evals.comparable import comparable_pairs
 from evals.logprobs import logprob_gap
 from evals.similarity import compare_pairs, first_divergence
-from evals.stats.capability import paired_table, pass_at_k
-from evals.stats.mmd import MMDResult
+from evals.stats.capability import PairedTable, paired_table, pass_at_k
+from evals.stats.labels import LABEL_WORDS, judge, ladder_context
+from evals.stats.mmd import MMDResult, mmd_test
 from evals.stats.sequential import sequential_test
-from evals.stats.verdict import REFERENCE_LADDER, TierCounts, assess
-from monitor.models import Pair, Run, Sample
+from evals.stats.stability import base_stability
+from evals.stats.verdict import REFERENCE_LADDER, TierCounts, fmt_p
+from monitor.models import Pair, Run, RunKind, RunStatus, Sample
 
 ALPHA = 0.05
 NULL_BINS = 40
 MAX_DIVERGENCE_ROWS = 200
 RECENT_PROBES = 20  # how far back to look for a probe run with unit tests
-LABEL_WORDS = {
-    "no_detectable_difference": "no detectable difference",
-    "numerics_scale_difference": "numerics-scale difference",
-    "different_model": "different model",
-    "inconclusive": "inconclusive",
-}
+STABILITY_GAP = timedelta(hours=24)  # base now vs base at least this long ago
 
 
 # --- the verdict ------------------------------------------------------------------------------
@@ -45,46 +49,81 @@ LABEL_WORDS = {
 
 def compute_verdict(*, run_id: int) -> dict[str, Any]:
     """Compute, store and return the verdict of a finished audit run (see module docstring)."""
-    run = Run.objects.select_related("pair__fast", "pair__base").get(id=run_id)
+    run = Run.objects.select_related("pair__fast", "pair__base", "suite").get(id=run_id)
     samples = list(
         run.samples.select_related("case").only(
-            "tier", "batch", "repetition", "seq", "ok", "text", "case__key"
+            "tier", "batch", "repetition", "seq", "ok", "text", "tests_passed", "case__key",
+            "case__difficulty",
         ).order_by("seq")
     )
     groups = _audit_groups(samples)
+    fast, base = groups[("fast", 0)], groups[("base", 0)]
+    fvb = mmd_test(fast, base, seed=run.seed)
     t0 = temperature0_diagnostics(pair=run.pair)
-    capability = capability_evidence(pair=run.pair)
-    tests = assess(
-        groups[("fast", 0)], groups[("base", 0)], groups[("base", 1)],
-        seed=run.seed,
-        alpha=ALPHA,
+    own = capability_of_samples(samples, run_id=run.id)
+    capability = own or capability_evidence(pair=run.pair)
+    earlier = stability_reference(run)
+    stability = (base_stability(base, _audit_groups(list(
+        earlier.samples.filter(tier="base", batch=0).select_related("case")
+        .only("tier", "batch", "repetition", "ok", "text", "case__key")))[("base", 0)],
+        seed=run.seed + 1) if earlier else None)  # fmt: skip
+    suite = run.suite.name if run.suite_id else None
+    j = judge(
+        fast_vs_base=fvb, tiers=_tier_counts(samples),
+        capability=capability["table"] if capability else None,
+        capability_from_run=own is not None,
         t0_fast_vs_base=(t0 or {}).get("fast_vs_base_full"),
         t0_base_vs_base=(t0 or {}).get("base_vs_base_full"),
-        capability=capability["table"] if capability else None,
-        tiers=_tier_counts(samples),
+        base_stability=stability, suite=suite, alpha=ALPHA,
     )
-    fvb, bvb, fvf, verdict = (tests.fast_vs_base, tests.base_vs_base, tests.fast_vs_fast,
-                              tests.verdict)
+    effect = j.effect
     result = {
-        **dataclasses.asdict(verdict),
-        "label_words": LABEL_WORDS[verdict.label],
+        "label": j.label,
+        "label_words": LABEL_WORDS[j.label],
+        "sentence": j.sentence,
+        "p_value": j.p_value,
+        "p_adjusted": j.adjusted_p_values.get("mmd_fast_vs_base"),
+        "adjusted_p_values": j.adjusted_p_values,
+        # the sentence's own formatting, so the headline and the table agree digit for digit
+        "p_words": {k: fmt_p(p) for k, p in j.adjusted_p_values.items()}
+        | {"raw": fmt_p(j.p_value) if j.p_value is not None else "—"},
+        "statistic": fvb.statistic,
+        "effect": dataclasses.asdict(effect) if effect else None,
+        "detectable_80": effect.detectable_80 if effect else None,
+        "min_detectable_effect": effect.critical_value if effect else None,
+        "n_per_tier": list(fvb.n_per_tier),
+        "n_prompts": fvb.n_prompts,
+        "rates": [dataclasses.asdict(r) | {"words": r.words()} for r in j.rates],
+        "reasons": j.reasons,
+        "context": j.context,
         "alpha": ALPHA,
         "run_id": run.id,
         "computed_at": timezone.now().isoformat(),
         "simulated": run.pair.simulated,
-        "mmd": {
-            "fast_vs_base": _mmd_block(fvb),
-            "base_vs_base": _mmd_block(bvb) if bvb else None,
-            "fast_vs_fast": _mmd_block(fvf) if fvf else None,
-        },
+        "mmd": {"fast_vs_base": _mmd_block(fvb)},
+        "base_stability": ({**_mmd_block(stability), "earlier_run_id": earlier.id}
+                           if stability is not None and stability.statistic is not None
+                           else None),
         "sequential": _sequential(samples),
         "t0": _public_t0(t0),
         "capability": _public_capability(capability),
-        "ladder": {k: REFERENCE_LADDER.get(k) for k in ("placeholder", "note", "L", "rungs")},
+        "capability_from_run": own is not None,
+        "ladder": ({k: REFERENCE_LADDER.get(k) for k in ("placeholder", "note", "L", "rungs")}
+                   if ladder_context(REFERENCE_LADDER, suite=suite, L=fvb.L, alpha=ALPHA)
+                   else None),
     }
     Run.objects.merge_summary(run.id, verdict=result)
-    Run.objects.filter(id=run.id).update(verdict=verdict.sentence)
+    Run.objects.filter(id=run.id).update(verdict=j.sentence)
     return result
+
+
+def stability_reference(run: Run) -> Run | None:
+    """The newest finished audit of the pair on the same suite at least ``STABILITY_GAP``
+    older than ``run``: another time window for the base tier."""
+    return (Run.objects.filter(pair=run.pair_id, kind=RunKind.AUDIT, status=RunStatus.DONE,
+                               suite=run.suite_id,
+                               created_at__lte=run.created_at - STABILITY_GAP)
+            .exclude(id=run.id).order_by("-created_at", "-id").first())  # fmt: skip
 
 
 def _audit_groups(samples: Sequence[Sample]) -> dict[tuple[str, int], dict[str, list[str]]]:
@@ -204,29 +243,39 @@ def _public_t0(t0: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def capability_evidence(*, pair: Pair) -> dict[str, Any] | None:
-    """Unit-test evidence from the pair's latest probe run with tested cases.
-
-    McNemar needs one pass/fail per case and tier: a case passes on a tier when at least half
-    of its samples there passed (pass@1 ≥ 0.5). pass@1 per tier is the mean over cases of
-    the unbiased per-case estimate (Chen et al. 2021; with k = 1 it is c / n).
-    """
+    """Unit-test evidence from the pair's latest probe run with tested cases (context for an
+    audit: another run's evidence, never counted in its label)."""
     runs = Run.objects.trend().filter(pair=pair).order_by("-created_at", "-id")
     run = next((r for r in runs.only("id", "summary")[:RECENT_PROBES]
                 if r.summary_obj.tier("fast").n_tested), None)
     if run is None:
         return None
-    counts: dict[str, dict[str, list[int]]] = {"fast": {}, "base": {}}
-    difficulty: dict[str, str] = {}
     rows = (Sample.objects.filter(run=run, tests_passed__isnull=False)
             .values_list("tier", "case__key", "case__difficulty", "tests_passed"))
+    return _capability(list(rows), run_id=run.id)
+
+
+def capability_of_samples(samples: Sequence[Sample], *, run_id: int) -> dict[str, Any] | None:
+    """Unit-test evidence of a run's own samples (None when none was tested)."""
+    rows = [(s.tier, s.case.key, s.case.difficulty, s.tests_passed) for s in samples
+            if s.tests_passed is not None and s.batch == 0]  # fmt: skip
+    return _capability(rows, run_id=run_id) if rows else None
+
+
+def _capability(rows: Sequence[tuple[str, str, str, bool]], *, run_id: int) -> dict[str, Any]:
+    """McNemar needs one pass/fail per case and tier: a case passes on a tier when at least
+    half of its samples there passed (pass@1 ≥ 0.5). pass@1 per tier is the mean over cases of
+    the unbiased per-case estimate (Chen et al. 2021; with k = 1 it is c / n)."""
+    counts: dict[str, dict[str, list[int]]] = {"fast": {}, "base": {}}
+    difficulty: dict[str, str] = {}
     for tier, key, diff, passed in rows:
         n_c = counts[tier].setdefault(key, [0, 0])
         n_c[0] += 1
         n_c[1] += int(passed)
         difficulty[key] = diff
     rate = {t: {k: pass_at_k(n, c, 1) for k, (n, c) in counts[t].items()} for t in counts}
-    table = paired_table({k: v >= 0.5 for k, v in rate["fast"].items()},
-                         {k: v >= 0.5 for k, v in rate["base"].items()})
+    table: PairedTable = paired_table({k: v >= 0.5 for k, v in rate["fast"].items()},
+                                      {k: v >= 0.5 for k, v in rate["base"].items()})
     pass1: dict[str, dict[str, float | None]] = {}
     for tier in ("fast", "base"):
         groups: dict[str, list[float]] = defaultdict(list)
@@ -239,7 +288,7 @@ def capability_evidence(*, pair: Pair) -> dict[str, Any] | None:
          "fast": counts["fast"].get(key), "base": counts["base"].get(key)}
         for key in sorted(difficulty)
     ]
-    return {"run_id": run.id, "table": table, "pass_at_1": pass1, "cases": cases}
+    return {"run_id": run_id, "table": table, "pass_at_1": pass1, "cases": cases}
 
 
 def _public_capability(cap: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from evals.latency import min_n_for
 from monitor.run_summary import Percentiles, Similarity
 
 
@@ -27,16 +28,19 @@ NO_DATA = Cell("—", muted=True)
 def percentile(
     stat: Percentiles | Mapping[str, Any] | None, key: str, min_n: int, unit: str = "ms"
 ) -> Cell:
-    """A percentile with its n, or "n too small (n=3)"."""
+    """A percentile with its n, "n too small (n=3)" below the run's minimum n, or "n = 20 <
+    59" when this percentile is withheld below its own minimum n (``evals.latency.min_n_for``:
+    P95 needs 59 values, P99 299)."""
     if not stat:
         return NO_DATA
     stat = stat if isinstance(stat, Percentiles) else Percentiles.from_json(stat)
     if stat.n < min_n:
         return Cell(f"n too small (n={stat.n})", muted=True)
     value = stat.get(key)
-    if value is None:
-        return NO_DATA
     n = stat.n
+    if value is None:
+        need = min_n_for(float(key[1:]))
+        return Cell(f"n = {n} < {need}", muted=True) if n < need else NO_DATA
     return Cell(f"{value:,.0f} {unit} (n={n})" if value >= 10 else f"{value:.1f} {unit} (n={n})")
 
 

@@ -1,6 +1,7 @@
 """The overview page: every pair with its status, newest verdict, TTFT trend, newest run and
 the numbers of its newest comparable finished run (TTFT P95, speed-ups, similarity beside its
-noise floor, pass rates).
+noise floor, pass rates), and the "outputs differ" flag from e-BH over every pair's evidence
+across audits (false discovery rate ≤ 5% over the flags shown).
 
 A pair's status, the first that applies in this order:
 
@@ -9,9 +10,9 @@ A pair's status, the first that applies in this order:
 - **alerting** — it has an open alert (firing, acknowledged or silenced).
 - **stale** — it has a probe schedule but no finished run within twice the schedule's
   interval (or none at all): the monitor itself is not measuring.
-- **degraded** — no alert, but its newest comparable run shows a problem: a tracked drift
-  series is drifting, either tier's availability is below ``DEGRADED_AVAILABILITY``, or its
-  newest audit verdict is "different model".
+- **degraded** — no alert, but its newest comparable run shows a problem: its CUSUM is in
+  drift against the frozen baseline, either tier's availability is below
+  ``DEGRADED_AVAILABILITY``, or e-BH across pairs flags its outputs as differing.
 - **ok** — none of these; **no data** — no finished run and no schedule (a new pair).
 """
 
@@ -32,7 +33,7 @@ from django_celery_beat.models import PeriodicTask
 from monitor import selectors
 from monitor.models import MaintenanceWindow, Run, RunKind, RunStatus
 from monitor.run_summary import RunSummary
-from monitor.services import maintenance
+from monitor.services import maintenance, monitoring
 from monitor.web import sparkline
 from monitor.web.access import VIEW_PAIR, requires
 from monitor.web.cells import NO_DATA, fraction, percentile, similarity, speedup
@@ -74,6 +75,7 @@ class Context:
     intervals: dict[str, timedelta]
     verdicts: dict[int, tuple[str, str, int]]
     trends: dict[int, sparkline.Trend]
+    differs: dict[int, bool]  # e-BH across the pairs shown
 
     @classmethod
     def read(cls, items: Sequence[selectors.PairOverview]) -> Context:
@@ -82,7 +84,8 @@ class Context:
         ids = [p.pk for p in pairs]
         return cls(now=now, windows=maintenance.active_by_pair(pairs, now),
                    intervals=probe_intervals([p.name for p in pairs]),
-                   verdicts=latest_verdicts(ids), trends=sparkline.ttft_trends(ids))
+                   verdicts=latest_verdicts(ids), trends=sparkline.ttft_trends(ids),
+                   differs=monitoring.differs_across_pairs(pairs))
 
 
 def status(item: selectors.PairOverview, ctx: Context) -> tuple[str, str]:
@@ -101,14 +104,15 @@ def status(item: selectors.PairOverview, ctx: Context) -> tuple[str, str]:
     if done is None:
         return "no data", "no finished probe run and no schedule"
     summary = done.summary_obj
-    if summary.drift and summary.drift.drifting:
-        return "degraded", "drifting: " + ", ".join(summary.drift.drifting)
+    if summary.drift and summary.drift.state == "drift":
+        return "degraded", "drift against the frozen baseline: " + ", ".join(
+            summary.drift.drifting)
     low = [t for t in TIERS if t in summary.tiers and summary.tier(t).availability is not None
            and summary.tier(t).availability < DEGRADED_AVAILABILITY]
     if low:
         return "degraded", f"availability below {DEGRADED_AVAILABILITY:.0%}: {', '.join(low)}"
-    if ctx.verdicts.get(item.pair.pk, ("",))[0] == "different_model":
-        return "degraded", "newest audit: different model"
+    if ctx.differs.get(item.pair.pk):
+        return "degraded", "outputs differ across audits (e-BH over the pairs)"
     return "ok", ""
 
 
@@ -120,6 +124,7 @@ def overview_row(item: selectors.PairOverview, ctx: Context) -> dict[str, Any]:
     trend = ctx.trends[item.pair.pk]
     return {
         "item": item,
+        "differs": ctx.differs.get(item.pair.pk, False),
         "status": state,
         "status_why": why,
         "verdict_label": label.replace("_", " "),

@@ -13,12 +13,13 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from evals.latency import min_n_for
 from monitor import selectors
 from monitor.run_summary import LoadLevel
 from monitor.services.speed import BREAKDOWN, METRICS, OTPS, TIERS, default_runs, speed_report
 from monitor.web.access import VIEW_RUN, requires
 from monitor.web.cells import NO_DATA, Cell, fraction, percentile
-from monitor.web.speed_charts import speed_charts
+from monitor.web.speed_charts import speed_charts, thin_scenarios
 
 QUANTILES = ("p50", "p90", "p95", "p99")
 TIMINGS = (("ttft_ms", "TTFT"), ("e2e_ms", "E2E"), ("tpot_ms", "TPOT"))
@@ -40,14 +41,30 @@ def speedup_rows(report: dict[str, Any], table: str = "speedup",
     return rows
 
 
+def _short(stat: dict[str, Any], q: str, min_n: int) -> Cell:
+    """A percentile in ms without its n (the row has an n column per timing, which keeps the
+    table narrow); "n<59" when withheld below its own minimum n."""
+    n, value = stat.get("n", 0), stat.get(q)
+    if n < min_n:
+        return Cell("—", muted=True)
+    if value is None:
+        need = min_n_for(float(q[1:]))
+        return Cell(f"n<{need}", muted=True) if n < need else NO_DATA
+    return Cell(f"{value:,.0f}" if value >= 10 else f"{value:.1f}")
+
+
 def percentile_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
-    """Scenario × tier rows; P50/P90/P95/P99 of TTFT, E2E and TPOT, none below min n."""
+    """Scenario × tier rows; per timing n, then P50/P90/P95/P99 in ms, none below min n and
+    each withheld below its own minimum n (``evals.latency.min_n_for``)."""
     min_n = report["min_n"]
     rows = []
     for scn in report["scenarios"]:
         for tier in TIERS:
             stats = report["percentiles"][scn][tier]
-            cells = [percentile(stats[m], q, min_n) for m, _ in TIMINGS for q in QUANTILES]
+            cells = []
+            for m, _ in TIMINGS:
+                cells.append(Cell(str(stats[m].get("n", 0))))
+                cells += [_short(stats[m], q, min_n) for q in QUANTILES]
             rows.append({"scenario": scn, "tier": tier, "cells": cells})
     return rows
 
@@ -108,6 +125,8 @@ def speed_page(request: HttpRequest, name: str) -> HttpResponse:
         "simulated": report["simulated"],
         "runs": runs,
         "charts": speed_charts(report, runs),
+        "thin": {label: thin_scenarios(runs, report["scenarios"], metric)
+                 for metric, label in (("ttft_ms", "TTFT"), ("e2e_ms", "E2E"))},
         "metric_labels": [label for _, _, label in METRICS],
         "claim_lines": [(label, report["claim"][key]) for key, _, label in METRICS
                         if report["claim"].get(key)],

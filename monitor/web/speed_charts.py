@@ -40,7 +40,8 @@ def _layout(fig: go.Figure, title: str, subtitle: str, x_title: str, y_title: st
 
 
 def speedup_figure(report: dict[str, Any], note: str) -> go.Figure:
-    """Times faster per scenario and metric, with its bootstrap interval, beside the claim."""
+    """Times faster per scenario and metric, with its interval where it has one (20 pairs or
+    more), beside the claim; an estimate without an interval is drawn hollow."""
     fig = go.Figure()
     scenarios = report["scenarios"]
     for key, _field, label in METRICS:
@@ -48,13 +49,15 @@ def speedup_figure(report: dict[str, Any], note: str) -> go.Figure:
         for scn in scenarios:
             ci = report["speedup"].get(scn, {}).get(key) or {}
             shown = ci.get("low") is not None
-            ys.append(ci.get("estimate") if shown else None)
+            ys.append(ci.get("estimate"))
             lo.append(ci["estimate"] - ci["low"] if shown else None)
             hi.append(ci["high"] - ci["estimate"] if shown else None)
             ns.append(ci.get("n", 0))
+        hollow = [lo_ is None for lo_ in lo]
         fig.add_trace(go.Scatter(
             x=scenarios, y=ys, name=label, mode="markers",
-            marker={"color": METRIC_COLOURS[key], "size": 10},
+            marker={"color": METRIC_COLOURS[key], "size": 10,
+                    "symbol": ["circle-open" if h else "circle" for h in hollow]},
             error_y={"type": "data", "symmetric": False, "array": hi, "arrayminus": lo},
             customdata=ns,
             hovertemplate=f"{label} %{{y:.2f}}x (n=%{{customdata}} pairs)<extra></extra>",
@@ -70,8 +73,9 @@ def speedup_figure(report: dict[str, Any], note: str) -> go.Figure:
             fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=line, name=name))
     n = sum(report["n_pairs"].values())
     _layout(fig, f"Speed-up of the fast tier per scenario{note}",
-            f"base/fast, 95% BCa bootstrap interval over paired probes · n = {n} pairs in "
-            "all · no interval below min n", "scenario", "times faster (×, log scale)",
+            f"base/fast, 95% cluster-bootstrap interval over runs · n = {n} pairs in all · "
+            f"hollow: no interval below {report.get('min_pairs', 20)} pairs · failed probes "
+            "count as slowest", "scenario", "times faster (×, log scale)",
             type="log", dtick="D2")
     fig.update_layout(scattermode="group")
     return fig
@@ -82,10 +86,33 @@ def _runs_with_scenarios(runs: Sequence[Run]) -> list[Run]:
     return sorted(done, key=lambda r: r.finished_at or r.created_at)
 
 
+def thin_scenarios(runs: Sequence[Run], scenarios: Sequence[str], metric: str) -> dict[str, str]:
+    """Scenarios where no run has the minimum n of ``metric`` on both tiers, with why
+    ("n = 3 < 5: not enough samples"): a panel of them would be an empty 0–4 ms axis."""
+    runs = _runs_with_scenarios(runs)
+    out = {}
+    for scn in scenarios:
+        best, need = 0, None
+        for run in runs:
+            summary = run.summary_obj
+            scenario = summary.by_scenario.get(scn)
+            n = min(scenario.tier(t).metric(metric).n for t in TIERS) if scenario else 0
+            if n >= summary.min_n:
+                break
+            best, need = max(best, n), summary.min_n
+        else:
+            out[scn] = f"n = {best} < {need or '?'}: not enough samples"
+    return out
+
+
 def bands_figure(runs: Sequence[Run], scenarios: Sequence[str], metric: str, label: str,
                  note: str) -> go.Figure | None:
     """Per scenario (one panel each) and tier: P50 line and P50–P95 band per run, read from
-    each run's summary (its ``by_scenario`` block)."""
+    each run's summary (its ``by_scenario`` block). Scenarios without a run at the minimum n
+    get no panel (:func:`thin_scenarios`; the page says why); a P95 withheld below its own
+    minimum n leaves the band out."""
+    thin = thin_scenarios(runs, scenarios, metric)
+    scenarios = [s for s in scenarios if s not in thin]
     runs = _runs_with_scenarios(runs)
     if not runs or not scenarios:
         return None
@@ -123,7 +150,7 @@ def bands_figure(runs: Sequence[Run], scenarios: Sequence[str], metric: str, lab
     n_text = f"n = {min(ns)}–{max(ns)}" if ns else "no tier-run reached min n"
     _layout(fig, f"{label} per scenario over time: P50 and P95 per tier{note}",
             f"one point per probe run · {n_text} successes per tier, scenario and run · "
-            "below min n left out", "run time (UTC)", f"{label} (ms)",
+            "below min n left out · P95 band only from n ≥ 59", "run time (UTC)", f"{label} (ms)",
             height=140 + 190 * len(scenarios))
     fig.update_layout(xaxis={"title": None})
     return fig

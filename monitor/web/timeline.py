@@ -3,9 +3,9 @@ changes, baseline and drift changes, model-id and fingerprint changes and mainte
 and the acknowledge / silence / resolve actions on its open alerts (htmx, for users with
 ``monitor.change_alert``).
 
-"Baseline changes": a drift track's baseline is frozen from the pair's own first runs
-(``monitor.services.drift``), so the events are a track leaving calibration (its baseline is
-set) and a track starting or stopping to drift, read from the stored drift snapshots.
+"Baseline changes": a pair's drift baseline is frozen from its first probe runs and replaced
+only on acknowledgement (``monitor.services.monitoring``), so the events are a baseline set,
+drift detected and a new baseline being collected, read from the probes' stored drift state.
 """
 
 from __future__ import annotations
@@ -67,26 +67,28 @@ def verdict_events(runs: list[Run]) -> list[dict[str, Any]]:
 
 
 def drift_events(runs: list[Run]) -> list[dict[str, Any]]:
-    """Each drift track's state change between consecutive runs that carry it."""
-    out, last = [], {}
+    """Each change of the pair's stored drift state between consecutive probes: a baseline
+    frozen (calibration done), drift detected, or a new baseline being collected after an
+    acknowledgement (``monitor.services.monitoring``)."""
+    out, before, baseline = [], None, None
     for run in runs:
         d = run.summary_obj.drift
         if d is None:
             continue
-        for name, series in d.series.items():
-            before = last.get(name)
-            last[name] = series.state
-            if before is None or before == series.state:
-                continue
-            if before == "calibrating":
-                title = f"Baseline set for {name} (calibration done)"
-            elif series.state == "drifting":
-                title = f"Drift detected in {name}"
+        when = run.finished_at or run.created_at
+        if d.baseline_id is not None and d.baseline_id != baseline:
+            out.append(_event(when, "baseline", f"Baseline #{d.baseline_id} set",
+                              f"frozen from {d.baseline_runs} probe runs, h = {d.h:.3g}",
+                              run_id=run.pk))
+        elif before is not None and d.state != before:
+            if d.state == "drift":
+                title = "Drift detected in " + ", ".join(d.drifting)
+            elif d.state == "calibrating":
+                title = "Collecting a new baseline (change acknowledged)"
             else:
-                title = f"{name}: {before} → {series.state}"
-            z = f"z = {series.z:.2f}, " if series.z is not None else ""
-            out.append(_event(run.finished_at or run.created_at, "baseline", title,
-                              f"{z}after {series.runs} runs", run_id=run.pk))
+                title = f"drift state: {before} → {d.state}"
+            out.append(_event(when, "baseline", title, d.reason or d.budget, run_id=run.pk))
+        before, baseline = d.state, d.baseline_id if d.baseline_id is not None else baseline
     return out
 
 

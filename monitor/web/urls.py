@@ -44,6 +44,7 @@ speed_pages = [
 verdict_pages = [
     path("pairs/<slug:name>/verdict/", verdict.verdict_page, name="page"),
     path("pairs/<slug:name>/verdict/audit/", verdict.run_audit, name="run_audit"),
+    path("pairs/<slug:name>/verdict/acknowledge/", verdict.acknowledge, name="acknowledge"),
     path("runs/<int:run_id>/diff/<slug:case_key>/", verdict.diff_view, name="diff"),
 ]
 

@@ -1,8 +1,9 @@
 """The verdict page of a pair and the per-case diff viewer.
 
 The verdict page reads the stored verdicts of the pair's audit runs (their summaries' verdict
-block) and the drift tracks; it never recomputes a test. The diff viewer reads one run's samples of
-one case: base and fast side by side, the first divergence marked, the top logprobs there.
+block) and the pair's stored evidence and CUSUM state; it never recomputes a test. The diff
+viewer reads one run's samples of one case: base and fast side by side, the first divergence
+marked, the top logprobs there.
 """
 
 from __future__ import annotations
@@ -15,50 +16,32 @@ from django.views.decorators.http import require_GET, require_POST
 
 from evals.logprobs import logprob_gap
 from evals.similarity import DEFAULT_PREFIX_K, first_divergence, indel_ratio
+from evals.stats.labels import LABEL_WORDS
 from monitor import selectors
 from monitor.models import Run, RunKind, RunStatus, Sample
-from monitor.services.drift import DRIFT_SERIES, drift_tracks
-from monitor.services.verdict import LABEL_WORDS
+from monitor.services import monitoring
 from monitor.tasks import enqueue_run
-from monitor.web.access import ADD_RUN, VIEW_RUN, VIEW_SAMPLE, requires
+from monitor.web.access import ADD_RUN, CHANGE_ALERT, VIEW_RUN, VIEW_SAMPLE, requires
 from monitor.web.htmx import render_page, wants_fragment
 from monitor.web.verdict_charts import fmt_stat, verdict_charts
 
 MAX_DIVERGENCES_SHOWN = 40
 LABEL_MEANING = {
     "no_detectable_difference": (
-        "No difference above the noise floor was found. That is not proof of the same model: "
-        "differences smaller than this run's detection threshold go unseen."),
-    "numerics_scale_difference": (
-        "A real difference, of the size that numeric changes to the same weights make "
-        "(quantization, kernels, batching)."),
-    "different_model": (
-        "A difference of the size of a different model, or unit-test results that differ "
-        "beyond chance."),
+        "This run found no difference between the tiers' outputs. That is not proof of the "
+        "same model: the run had 80% power only for differences above the MMD² named."),
+    "outputs_differ": (
+        "The two tiers' output distributions differ on these prompts. The test does not say "
+        "why (another model, quantization, kernels, a system prompt): the evidence is below."),
+    "capability_difference": (
+        "This run's own unit tests pass at different rates on the two tiers, beyond chance."),
     "inconclusive": "This run cannot support a statement; the reasons are below.",
 }
 SERIES_LABELS = {
-    "mmd:fast_vs_base": "MMD² fast vs base (audits)",
-    "mmd:base_vs_base": "MMD² base vs base (audits)",
-    "ttft_p50:fast": "TTFT P50, fast (probes)",
-    "ttft_p50:base": "TTFT P50, base (probes)",
-    "similarity:fast_vs_base": "similarity fast vs base (probes)",
-    "similarity:base_vs_base": "similarity base vs base (probes)",
+    "ttft_p50:fast": "TTFT P50, fast (log ms)",
+    "ttft_p50:base": "TTFT P50, base (log ms)",
+    "similarity:fast_vs_base": "similarity fast vs base (temperature 0)",
 }
-
-
-def _drift_rows(tracks: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    rows = []
-    for key, track in tracks.items():
-        last = track["points"][-1] if track["points"] else {}
-        s = max(last["s_pos"], last["s_neg"]) if last else None
-        rows.append({
-            "label": SERIES_LABELS.get(key, key), "state": track["state"],
-            "runs": len(track["points"]), "value": fmt_stat(last.get("value")),
-            "z": fmt_stat(last.get("z")), "s": fmt_stat(s),
-            "change_points": track["change_points"],
-        })
-    return rows
 
 
 def _pct(value: float | None, digits: int = 1) -> str:
@@ -90,6 +73,22 @@ def _t0_rows(t0: dict[str, Any] | None) -> list[tuple[str, list[str], bool]]:
     return rows
 
 
+def _drift(pair) -> dict[str, Any]:
+    """The pair's stored CUSUM state as of its latest probe, and its frozen baseline."""
+    probe = (Run.objects.trend().filter(pair=pair).order_by("-created_at", "-id")
+             .only("id", "summary").first())  # fmt: skip
+    block = probe.summary_obj.drift if probe else None
+    baseline = monitoring.active_baseline(pair)
+    rows = []
+    if block is not None:
+        for key, s in block.series.items():
+            rows.append({"label": SERIES_LABELS.get(key, key), "z": fmt_stat(s.z),
+                         "s": fmt_stat(s.s), "alarm": key in block.drifting})
+    return {"block": block, "rows": rows, "baseline": baseline, "probe": probe,
+            "h": fmt_stat(block.h) if block and block.h is not None else None,
+            "budget": monitoring.budget_words(pair, RunKind.PROBE)}
+
+
 def _context(pair) -> dict[str, Any]:
     runs = selectors.audit_runs(pair)
     latest = next((r for r in runs if r.status == RunStatus.DONE and r.summary_obj.verdict),
@@ -101,10 +100,9 @@ def _context(pair) -> dict[str, Any]:
     t0 = verdict.t0 if verdict else None
     divergences = [{**d, "ratio_pct": _pct(d.get("ratio"))}
                    for d in ((t0 or {}).get("divergences") or [])[:MAX_DIVERGENCES_SHOWN]]
-    series = [s for kind in (RunKind.AUDIT, RunKind.PROBE) for s in DRIFT_SERIES[kind]]
-    tracks = drift_tracks(pair=pair, series=series)
     events = selectors.endpoint_events(endpoints=[pair.fast, pair.base])
     simulated = pair.simulated
+    state = monitoring.state_of(pair)
     return {
         "pair": pair,
         "simulated": simulated,
@@ -116,10 +114,13 @@ def _context(pair) -> dict[str, Any]:
         "divergences": divergences,
         "prefix_k": DEFAULT_PREFIX_K,
         "reject_wealth": f"{1 / (verdict.alpha if verdict else 0.05):g}",
-        "charts": verdict_charts(verdict, history, tracks.get("mmd:fast_vs_base"), events,
-                                 simulated=simulated),
+        "charts": verdict_charts(verdict, history, None, events, simulated=simulated),
         "history": list(reversed(history)),
-        "drift_rows": _drift_rows(tracks),
+        "drift": _drift(pair),
+        "evidence": monitoring.eprocess_state(state),
+        "evidence_threshold": monitoring.eprocess_threshold(pair),
+        "audit_budget": monitoring.budget_words(pair, RunKind.AUDIT),
+        "monitor_state": state,
         "events": events,
         "audits": runs[:10],
         "polling": selectors.has_active_run(runs),
@@ -145,6 +146,16 @@ def run_audit(request: HttpRequest, name: str) -> HttpResponse:
     if not wants_fragment(request):
         return redirect("verdict:page", name=pair.name)
     return render(request, "monitor/verdict.html#live", {**_context(pair), "queued": run})
+
+
+@requires(CHANGE_ALERT)
+@require_POST
+def acknowledge(request: HttpRequest, name: str) -> HttpResponse:
+    """Acknowledge a change and re-baseline: the pair's evidence and CUSUM restart, and a new
+    baseline is frozen from the probes after now."""
+    pair = selectors.get_pair_for_user(request.user, name)
+    monitoring.acknowledge(pair=pair, user=request.user.get_username())
+    return redirect("verdict:page", name=pair.name)
 
 
 # --- the diff viewer --------------------------------------------------------------------------

@@ -20,8 +20,8 @@ from monitor.web.chart_kit import HEIGHT_PX, SIM_COLOURS, Chart, charts_of, titl
 
 LABEL_COLOURS = {  # Okabe–Ito, as on the pair page
     "no_detectable_difference": "#009E73",
-    "numerics_scale_difference": "#E69F00",
-    "different_model": "#D55E00",
+    "outputs_differ": "#E69F00",
+    "capability_difference": "#D55E00",
     "inconclusive": "#999999",
 }
 FLOOR, OBSERVED, THRESHOLD, EVENT = "#009E73", "#D55E00", "#555555", "#56B4E9"
@@ -44,8 +44,8 @@ def _vline(fig: go.Figure, x: float, top: float, name: str, colour: str, dash: s
 
 
 def null_figure(verdict: Verdict, *, note: str = "") -> go.Figure:
-    """The fast-vs-base MMD² against its permutation null, with the base-vs-base floor and
-    the run's detection threshold (the null's 1 − α quantile)."""
+    """The fast-vs-base MMD² against its permutation null, with the run's critical value (the
+    null's 1 − α quantile: caught half the time) and the MMD² it catches with 80% power."""
     fvb = verdict.mmd("fast_vs_base")
     hist = fvb.get("null_hist") or {"edges": [], "counts": []}
     edges, counts = hist["edges"], hist["counts"]
@@ -62,9 +62,8 @@ def null_figure(verdict: Verdict, *, note: str = "") -> go.Figure:
         alpha = verdict.alpha
         _vline(fig, fvb["critical_value"], top, f"detection threshold (1 − {alpha:g} quantile)",
                THRESHOLD, "dot")
-    floor = verdict.mmd("base_vs_base").get("statistic")
-    if floor is not None:
-        _vline(fig, floor, top, "base vs base (A-vs-A floor)", FLOOR, "dash")
+    if verdict.detectable_80 is not None:
+        _vline(fig, verdict.detectable_80, top, "caught with 80% power", FLOOR, "dash")
     if fvb.get("statistic") is not None:
         _vline(fig, fvb["statistic"], top, "fast vs base (observed)", OBSERVED, "solid")
     n_fast, n_base = fvb.get("n_per_tier") or (0, 0)
@@ -77,10 +76,12 @@ def null_figure(verdict: Verdict, *, note: str = "") -> go.Figure:
 
 
 def ladder_figure(verdict: Verdict, *, note: str = "") -> go.Figure:
-    """The reference ladder on a log scale, with this run's statistic, floor and threshold.
+    """The reference ladder's significant rungs on a log scale (context, as in
+    ``evals.stats.labels.ladder_context``), with this run's statistic and 80%-power effect.
     Values ≤ 0 cannot sit on a log axis and are named in the subtitle instead."""
     ladder = verdict.data.get("ladder") or {}
-    rungs = [r for r in ladder.get("rungs") or () if (r.get("mmd2") or 0) > 0]
+    rungs = [r for r in ladder.get("rungs") or () if (r.get("mmd2") or 0) > 0
+             and r["key"] != "a_vs_a" and r.get("p_value", 1.0) < verdict.alpha]  # fmt: skip
     fig = go.Figure()
     fig.add_trace(go.Scatter(
         x=[r["mmd2"] for r in rungs], y=["reference ladder"] * len(rungs), mode="markers+text",
@@ -89,10 +90,8 @@ def ladder_figure(verdict: Verdict, *, note: str = "") -> go.Figure:
         customdata=[r["label"] for r in rungs],
         hovertemplate="%{customdata}: MMD² %{x:.3g}<extra></extra>",
     ))
-    floor = verdict.mmd("base_vs_base").get("statistic")
     marks = [("fast vs base", verdict.statistic, OBSERVED),
-             ("base vs base floor", floor, FLOOR),
-             ("detection threshold", verdict.min_detectable_effect, THRESHOLD)]
+             ("caught with 80% power", verdict.detectable_80, FLOOR)]
     hidden = []
     for name, value, colour in marks:
         if value is None or value <= 0:
@@ -103,11 +102,11 @@ def ladder_figure(verdict: Verdict, *, note: str = "") -> go.Figure:
             marker={"size": 13, "color": colour},
             hovertemplate=f"{name}: %{{x:.3g}}<extra></extra>",
         ))
-    sub = "PLACEHOLDER rungs, not measured" if ladder.get("placeholder") else "measured rungs"
+    sub = "context only, measured on this suite and L: never a label"
     sub += f", L = {ladder.get('L')}"
     if hidden:
         sub += "<br>not on the log axis (≤ 0): " + ", ".join(hidden)
-    _layout(fig, "Where the difference falls on the reference ladder", sub + note,
+    _layout(fig, "For context: MMD² of known differences", sub + note,
             f"{MMD_AXIS}, log scale", "")
     shown = [r["mmd2"] for r in rungs] + [v for _, v, _ in marks if v is not None and v > 0]
     if shown:  # log10 range with half a decade of room, so labels at the ends fit
@@ -164,18 +163,15 @@ def history_figure(
     history: Sequence[dict[str, Any]], track: dict[str, Any] | None,
     events: Sequence[dict[str, Any]], *, note: str = "",
 ) -> go.Figure:
-    """Each audit's MMD² fast vs base (coloured by its verdict), its base-vs-base floor, the
-    CUSUM change points of the statistic and the model id / fingerprint changes."""
+    """Each audit's MMD² fast vs base (coloured by its label), the MMD² each audit would catch
+    with 80% power, the audits where the pair's e-detector was alarmed and the model id /
+    fingerprint changes."""
     fig = go.Figure()
     xs = [h["at"] for h in history]
     fig.add_trace(go.Scatter(
-        x=xs, y=[h["noise_floor"] for h in history], name="base vs base (floor)",
-        mode="lines+markers", line={"color": FLOOR, "dash": "dash"},
-        hovertemplate="floor MMD² %{y:.3g}<extra></extra>",
-    ))
-    fig.add_trace(go.Scatter(
-        x=xs, y=[h["mde"] for h in history], name="detection threshold", mode="lines",
-        line={"color": THRESHOLD, "dash": "dot"}, hovertemplate="threshold %{y:.3g}<extra></extra>",
+        x=xs, y=[h["detectable_80"] for h in history], name="caught with 80% power",
+        mode="lines", line={"color": THRESHOLD, "dash": "dot"},
+        hovertemplate="80% power above MMD² %{y:.3g}<extra></extra>",
     ))
     for label, colour in LABEL_COLOURS.items():
         rows = [h for h in history if h["label"] == label]
@@ -186,17 +182,15 @@ def history_figure(
                 customdata=[[h["run_id"], h["sentence"]] for h in rows],
                 hovertemplate="run #%{customdata[0]}: %{customdata[1]}<extra></extra>",
             ))
-    values = [v for h in history for v in (h["statistic"], h["noise_floor"]) if v is not None]
+    values = [v for h in history for v in (h["statistic"], h["detectable_80"]) if v is not None]
     top = max(values, default=1.0)
     top = top * 1.1 if top > 0 else 1.0
-    by_run = {p["run_id"]: p for p in (track or {}).get("points", ())}
-    changes = [by_run[r] for r in (track or {}).get("change_points", ()) if r in by_run]
-    if changes:
+    alarmed = [h for h in history if h.get("alarm")]
+    if alarmed:
         fig.add_trace(go.Scatter(
-            x=[c["at"] for c in changes], y=[top] * len(changes), mode="markers",
-            name="drift change point (CUSUM)", marker={"symbol": "x", "size": 14,
-                                                       "color": "#CC0000"},
-            hovertemplate="drift starts here<extra></extra>",
+            x=[h["at"] for h in alarmed], y=[top] * len(alarmed), mode="markers",
+            name="e-detector alarmed", marker={"symbol": "x", "size": 14, "color": "#CC0000"},
+            hovertemplate="evidence across audits: alarmed<extra></extra>",
         ))
     changed = [e for e in events if e["change"]]
     if changed:
@@ -208,7 +202,7 @@ def history_figure(
             hovertemplate="%{customdata}<extra></extra>",
         ))
     _layout(fig, "Verdict history: MMD² fast vs base per audit run",
-            f"{len(history)} audit runs · markers coloured by verdict · ✕ drift begins, "
+            f"{len(history)} audit runs · markers coloured by label · ✕ e-detector alarmed, "
             f"◆ new model id / fingerprint{note}",
             "audit time (UTC)", MMD_AXIS, hovermode="closest")
     return fig
@@ -224,7 +218,9 @@ def verdict_charts(
     if verdict and verdict.mmd("fast_vs_base").get("statistic") is not None:
         figures.append(("chart-null", "MMD² against its permutation null",
                         null_figure(verdict, note=note)))
-        figures.append(("chart-ladder", "Reference ladder", ladder_figure(verdict, note=note)))
+        if verdict.data.get("ladder"):  # context only on the suite and L it was measured on
+            figures.append(("chart-ladder", "Reference ladder",
+                            ladder_figure(verdict, note=note)))
     t0 = verdict.t0 if verdict else None
     if t0:
         figures.append(("chart-similarity", "Temperature-0 similarity",

@@ -63,9 +63,11 @@ def test_the_timeline_lists_alert_changes_verdicts_drift_models_and_maintenance(
         verdict={"label": "same_model", "sentence": "Indistinguishable at n = 40."}))
     make_run(pair, minutes_ago=40, kind="audit", summary=factories.summary(
         verdict={"label": "different_model", "sentence": "Fast differs from base."}))
-    for minutes, state in ((30, "calibrating"), (20, "in_control"), (10, "drifting")):
+    for minutes, state, baseline in ((30, "calibrating", None), (20, "ok", 7), (10, "drift", 7)):
         make_run(pair, minutes_ago=minutes, summary=factories.summary(drift=Drift(
-            series={"ttft_p50:fast": DriftSeries(state=state, z=4.2, runs=12)})))
+            state=state, baseline_id=baseline, baseline_runs=48, h=20.1,
+            drifting=("ttft_p50:fast",) if state == "drift" else (),
+            series={"ttft_p50:fast": DriftSeries(z=4.2, s=25.0)})))
     for i, model_id in enumerate(("demo-v1", "demo-v2")):
         Sample.objects.create(run=audit, case=pair.suite.cases.first(), endpoint=pair.fast,
                               tier="fast", ok=True, model_id=model_id,
@@ -78,7 +80,7 @@ def test_the_timeline_lists_alert_changes_verdicts_drift_models_and_maintenance(
     for text in ("fast-ttft) opened", "fast-ttft) acknowledged", "by op", "on it",
                  "Verdict: same model (first verdict)",
                  "Verdict: different model (was same model)",
-                 "Baseline set for ttft_p50:fast", "Drift detected in ttft_p50:fast",
+                 "Baseline #7 set", "Drift detected in ttft_p50:fast",
                  "model id changed to demo-v2", "Maintenance (this pair): vendor upgrade"):
         assert text in html, text
     # Newest first: the maintenance tomorrow above the alert today above the verdicts.

@@ -48,7 +48,7 @@ def test_an_old_or_empty_row_reads_as_empty_blocks():
 
 def test_the_writer_replaces_one_block_and_keeps_the_others(summarised):
     Run.objects.merge_summary(summarised.id, skipped=[{"case": "long", "reason": "too long"}])
-    Run.objects.merge_summary(summarised.id, drift={"series": {}, "drifting": [], "runs": 0})
+    Run.objects.merge_summary(summarised.id, drift={"state": "ok", "series": {}, "runs": 0})
     summarise_run(run_id=summarised.id)  # a re-summarise keeps skipped and drift
     summarised.refresh_from_db()
     typed = summarised.summary_obj

@@ -2,7 +2,8 @@
 
 The demo vendor's distilled tier is another (simulated) model; its fast tier serves the base
 weights on another stack. Small audits (25 prompts × 5 samples per tier, the minimum the
-verdict accepts) keep the file fast at the fixture's time scale.
+verdict accepts) keep the file fast at the fixture's time scale. Pairs are saved with
+``repeat = 2`` here; ``tests/test_monitoring_path.py`` runs the same path with ``repeat = 1``.
 """
 
 from __future__ import annotations
@@ -15,12 +16,11 @@ from django.core.management import CommandError, call_command
 from evals.logprobs import logprob_gap, token_at
 from evals.stats.verdict import load_reference_ladder
 from evals.suites import NONCE
-from monitor.models import AlertRule, Endpoint, Pair, Run, RunRollup, Sample
+from monitor.models import AlertRule, Endpoint, Pair, PairMonitorState, Run, RunRollup, Sample
 from monitor.rollups import record_run
 from monitor.run_summary import RunSummary
 from monitor.selectors import endpoint_events
 from monitor.services.alerts import Reading, read_metric
-from monitor.services.drift import drift_track
 from monitor.services.pipeline import evaluate_alerts, execute_run
 from monitor.services.runs import create_run
 from monitor.services.suites import sync_builtin_suite
@@ -53,37 +53,44 @@ def audit(pair: Pair, *, cases: int = 25, repeat: int = 5, seed: int = 3) -> Run
     return run
 
 
-def test_it_audits_on_the_audit_suite_with_two_base_batches(endpoints):
+def test_it_audits_on_the_audit_suite_with_one_batch_per_tier(endpoints):
     pair = make_pair(endpoints, "demo-fast")
     run = audit(pair, cases=3, repeat=2)
     assert run.suite.name == "audit" and run.temperature == 1.0
     batches = set(Sample.objects.filter(run=run).values_list("tier", "batch"))
-    assert batches == {("fast", 0), ("base", 0), ("base", 1)}
+    assert batches == {("fast", 0), ("base", 0)}  # no in-plan A-vs-A batch
 
 
-def test_it_calls_a_distilled_model_a_different_model(endpoints):
+def test_a_distilled_model_s_outputs_differ_but_one_audit_raises_no_alarm(endpoints):
     run = audit(make_pair(endpoints, "demo-distilled"))
     v = run.summary["verdict"]
-    assert v["label"] == "different_model", v["sentence"]
-    assert run.verdict == v["sentence"] and run.verdict.startswith("different model")
-    assert v["p_value"] < 0.05
-    fvb, bvb = v["mmd"]["fast_vs_base"], v["mmd"]["base_vs_base"]
-    assert fvb["n_prompts"] == 25 and fvb["n_per_tier"] == [125, 125]
-    assert fvb["statistic"] > bvb["statistic"], "the difference must stand above the floor"
+    assert v["label"] == "outputs_differ", v["sentence"]
+    assert run.verdict == v["sentence"] and run.verdict.startswith("outputs differ (")
+    assert v["p_adjusted"] < 0.05 and v["p_words"]["mmd_fast_vs_base"] in v["sentence"]
+    fvb = v["mmd"]["fast_vs_base"]
+    assert fvb["n_prompts"] == 25 and fvb["n_per_tier"] == [125, 125] == v["n_per_tier"]
+    assert v["effect"]["low"] <= fvb["statistic"] <= v["effect"]["high"]
     assert sum(fvb["null_hist"]["counts"]) == fvb["B"]
     assert len(fvb["null_hist"]["edges"]) == len(fvb["null_hist"]["counts"]) + 1
-    rule = AlertRule.objects.create(name="verdict", metric="verdict_different", tier="pair",
-                                    op="gt", threshold=0.5, last_k=1, min_n=50)
-    [alert] = evaluate_alerts(run_id=run.id)
-    assert alert.rule == rule and alert.value == 1.0 and "different model" in alert.message
+    assert {r["what"] for r in v["rates"]} == {"failed requests", "empty answers"}
+    # one audit's p is evidence, not an alarm: the e-detector needs the audits together
+    monitor = v["monitor"]
+    assert monitor["alarm"] is False and 1 < monitor["e_value"] < monitor["threshold"]
+    assert monitor["budget"].startswith("expected false alarms: ≤ 0.17 per month at hourly")
+    AlertRule.objects.create(name="verdict", metric="verdict_different", tier="pair",
+                             op="gt", threshold=0.5, last_k=1, min_n=50)
+    assert evaluate_alerts(run_id=run.id) == []
 
 
-def test_it_does_not_call_the_same_weights_a_different_model(endpoints):
+def test_it_does_not_say_the_same_weights_differ_or_are_the_same(endpoints):
     run = audit(make_pair(endpoints, "demo-fast"))
     v = run.summary["verdict"]
-    assert v["label"] != "different_model", v["sentence"]
+    assert v["label"] != "capability_difference", v["sentence"]
     assert not v["sentence"].startswith("same model")  # never claimed as proven
-    assert v["noise_floor"] is not None and v["min_detectable_effect"] is not None
+    assert v["detectable_80"] is not None and v["min_detectable_effect"] is not None
+    assert v["detectable_80"] > v["min_detectable_effect"]  # 80% power sits above 50%
+    if v["label"] == "no_detectable_difference":
+        assert "80% power only above MMD²" in v["sentence"]
 
 
 def test_it_is_inconclusive_on_thin_data_and_says_why(endpoints):
@@ -106,19 +113,19 @@ def test_it_uses_the_latest_probe_for_temperature0_and_unit_tests(endpoints):
     cap = v["capability"]
     assert cap["table"]["n"] == 4 and 0.0 <= cap["table"]["p_value"] <= 1.0
     assert set(cap["pass_at_1"]) == {"fast", "base"} and "all" in cap["pass_at_1"]["base"]
-    assert any("unit tests on 4 cases" in r for r in v["reasons"])
+    # another run's unit tests are context, never counted in this audit's label
+    assert v["capability_from_run"] is False
+    assert any("unit tests of an earlier run (not counted)" in c for c in v["context"])
 
 
-def test_it_tracks_drift_and_endpoint_events(endpoints):
+def test_probes_collect_a_baseline_and_endpoint_events(endpoints):
     pair = make_pair(endpoints, "demo-fast")
     runs = [execute_run(run_id=create_run(pair=pair, seed=i).id, cases_limit=3)
             for i in range(6)]
-    track = drift_track(pair=pair, tier="fast", statistic="ttft_p50")
-    assert [p["run_id"] for p in track["points"]] == [r.id for r in runs]
-    assert track["points"][0]["state"] == "calibrating"
-    assert track["points"][-1]["state"] in ("ok", "drift") and track["points"][-1]["z"] is not None
-    last = Run.objects.get(id=runs[-1].id)
-    assert last.summary["drift"]["series"]["ttft_p50:fast"]["runs"] == 6
+    drift = [Run.objects.get(id=r.id).summary["drift"] for r in runs]
+    assert [d["state"] for d in drift] == ["calibrating"] * 6
+    assert drift[-1]["reason"] == "collecting the baseline: 6 of 48 probe runs"
+    assert PairMonitorState.objects.get(pair=pair).last_probe_id == runs[-1].id
     events = endpoint_events(endpoints=[pair.fast, pair.base])
     models = {(e["endpoint"], e["value"]) for e in events if e["what"] == "model id"}
     assert models == {("demo-fast", "demo-fast"), ("demo-base", "demo-base")}
@@ -176,23 +183,24 @@ def test_measure_ladder_writes_a_ladder_the_verdict_can_load(demo_vendor_url, tm
     assert rungs["a_vs_a"]["n_per_tier"] == [12, 12]
 
 
-def test_verdict_and_drift_metrics_read_one_summary():
-    def verdict(label: str) -> RunSummary:
-        return RunSummary.from_json(
-            {"verdict": {"label": label, "mmd": {"fast_vs_base": {"n_per_tier": [250, 240]}}}})
+def test_verdict_and_drift_metrics_read_the_pair_s_decision_not_one_p_value():
+    def verdict(label: str, monitor: dict | None) -> RunSummary:
+        return RunSummary.from_json({"verdict": {
+            "label": label, "p_value": 0.0001, "mmd": {"fast_vs_base": {"n_per_tier": [250, 240]}},
+            **({"monitor": monitor} if monitor is not None else {})}})
 
-    assert read_metric(verdict("different_model"), "verdict_different", "pair") == Reading(1.0, 240)
-    assert read_metric(verdict("numerics_scale_difference"), "verdict_different", "pair").value == 0
-    assert read_metric(verdict("inconclusive"), "verdict_different", "pair") is None
+    alarmed, quiet = {"alarm": True}, {"alarm": False}
+    assert read_metric(verdict("outputs_differ", alarmed), "verdict_different",
+                       "pair") == Reading(1.0, 240)
+    assert read_metric(verdict("outputs_differ", quiet), "verdict_different", "pair").value == 0
+    assert read_metric(verdict("outputs_differ", None), "verdict_different", "pair") is None
     assert read_metric(RunSummary(), "verdict_different", "pair") is None
-    calibrating = {"series": {"ttft_p50:fast": {"state": "calibrating", "runs": 3}},
-                   "drifting": [], "runs": 3}
+    calibrating = {"state": "calibrating", "runs": 3}
     assert read_metric(RunSummary.from_json({"drift": calibrating}), "drift", "pair") is None
-    drifting = {"series": {"ttft_p50:fast": {"state": "drift", "runs": 9},
-                           "ttft_p50:base": {"state": "ok", "runs": 9}},
-                "drifting": ["ttft_p50:fast"], "runs": 9}
-    assert read_metric(RunSummary.from_json({"drift": drifting}), "drift", "pair") == Reading(1.0,
-                                                                                            9)
+    drifting = {"state": "drift", "series": {"ttft_p50:fast": {"z": 4.0, "s": 30.0}},
+                "drifting": ["ttft_p50:fast"], "runs": 2, "baseline_runs": 48, "h": 12.0}
+    assert read_metric(RunSummary.from_json({"drift": drifting}), "drift",
+                       "pair") == Reading(1.0, 50)  # an alarm two runs in passes min_n
 
 
 def test_the_temperature_0_table_leaves_out_prompts_that_carried_a_nonce(db):

@@ -65,14 +65,17 @@ def test_it_handles_an_unknown_pair_with_404(admin_client):
 
 
 def test_it_shows_the_speedup_table_and_charts_against_the_claim(admin_client, pair):
-    make_run(pair, repeat=4)
+    make_run(pair, repeat=10)  # 20 pairs per scenario: the fewest an interval is given for
     html = admin_client.get("/pairs/demo/speed/").content.decode()
     assert 'id="speedup-table"' in html and 'id="percentile-table"' in html
     assert "simulated" in html
     table = html.split('id="speedup-table"')[1].split("</table>")[0]
     assert "long_cached" in table and "short_long_out" in table
-    assert "claimed 4x: holds for long_cached" in html
-    assert "for short_long_out" in html
+    assert "claimed 4x: confirmed for long_cached (5.0x [5.0, 5.0])" in html
+    assert "contradicted for short_long_out (2.0x [2.0, 2.0])" in html
+    assert "claim confirmed" in table and "claim contradicted" in table
+    percentiles = html.split('id="percentile-table"')[1].split("</table>")[0]
+    assert "n&lt;59" in percentiles and "n&lt;299" in percentiles  # 20 values: P95, P99 withheld
     otps = html.split('id="otps-table"')[1].split("</table>")[0]
     assert "tokens / (E2E − TTFT)" in otps and "tokens / E2E" in otps and "short_long_out" in otps
     charts = dict(re.findall(r'<script type="application/json" id="([\w-]+)-data">(.*?)</script>',
@@ -88,8 +91,10 @@ def test_it_shows_the_speedup_table_and_charts_against_the_claim(admin_client, p
 def test_it_says_n_too_small_when_thin(admin_client, pair):
     make_run(pair, repeat=1)  # two pairs per scenario: below the minimum n of 5
     html = admin_client.get("/pairs/demo/speed/").content.decode()
-    assert "n too small (n=2)" in html
-    assert "5.0x (n too small: n=2)" in html  # the estimate, but no interval
+    assert "5.0x (n = 2 &lt; 20 pairs)" in html  # the estimate, but no interval
+    # no empty 0–4 ms panel: the page says why instead of drawing one
+    assert 'data-plotly-figure="speed-ttft-bands-data"' not in html
+    assert "TTFT over time, not drawn for: long_cached (n = 2 &lt; 5: not enough samples)" in html
 
 
 def test_it_shows_skipped_cases_with_their_reason(admin_client, pair):

@@ -13,8 +13,7 @@ import pytest
 from django.utils.html import escape
 
 from evals.similarity import first_divergence
-from evals.stats.verdict import REFERENCE_LADDER
-from monitor.models import Endpoint, Pair, Run, Sample
+from monitor.models import Endpoint, Pair, PairMonitorState, Run, Sample
 from monitor.services.pipeline import execute_run
 from monitor.services.runs import create_run
 from monitor.services.suites import sync_builtin_suite
@@ -60,17 +59,19 @@ def test_it_shows_the_sentence_the_reason_and_the_figures(admin_client, pair, ru
     assert 'class="label inconclusive"' in html and "simulated" in html
     assert "same model" not in verdict["sentence"]
     ids = re.findall(r'data-plotly-figure="([\w-]+)-data"', html)
-    assert ids == ["chart-null", "chart-ladder", "chart-similarity", "chart-divergence",
-                   "chart-history"]
+    ladder = bool(verdict["ladder"])  # context only when measured on this suite and L
+    assert ids == ["chart-null"] + ["chart-ladder"] * ladder + [
+        "chart-similarity", "chart-divergence", "chart-history"]
     null = json.loads(re.search(r'id="chart-null-data">(.*?)</script>', html, re.S).group(1))
     assert "MMD² fast vs base against chance" in null["layout"]["title"]["text"]
     assert "n = 15 fast / 15 base samples, 5 prompts" in null["layout"]["title"]["text"]
     assert null["layout"]["xaxis"]["title"]["text"].startswith("MMD² (unitless")
     assert null["layout"]["yaxis"]["title"]["text"] == "permutations (count)"
     names = [t["name"] for t in null["data"]]
-    assert "fast vs base (observed)" in names and "base vs base (A-vs-A floor)" in names
-    assert 'id="drift"' in html and 'id="events"' in html and "fp_demo_distilled" in html
-    assert ("placeholder values" in html) == bool(REFERENCE_LADDER.get("placeholder"))
+    assert "fast vs base (observed)" in names and "caught with 80% power" in names
+    assert 'id="baseline"' in html and "collecting the baseline: 1 of 48 probe runs" in html
+    assert 'id="events"' in html and "fp_demo_distilled" in html
+    assert "expected false alarms: ≤ 0.17 per month at hourly audits" in html
     assert 'src="http' not in html
 
 
@@ -136,3 +137,30 @@ def test_the_diff_shows_top_logprobs_at_the_divergence(admin_client, pair, runs)
 def test_the_diff_404s_on_an_unknown_case(admin_client, pair, runs):
     probe, _ = runs
     assert admin_client.get(f"/runs/{probe.id}/diff/no-such-case/").status_code == 404
+
+
+def test_the_headline_and_the_table_show_the_same_holm_adjusted_p(admin_client, pair, runs):
+    _, audit = runs
+    verdict = Run.objects.get(id=audit.id).summary["verdict"]
+    html = admin_client.get(f"/pairs/{pair.name}/verdict/").content.decode()
+    shown = escape(verdict["p_words"]["mmd_fast_vs_base"])
+    assert f'id="p-adjusted">{shown}</td>' in html
+    assert f"mmd_fast_vs_base {shown}" in html
+
+
+def test_acknowledging_needs_the_permission_and_restarts_the_evidence(client, admin_client,
+                                                                      django_user_model, pair,
+                                                                      runs):
+    viewer = django_user_model.objects.create_user("viewer", password="pw")
+    client.force_login(viewer)
+    assert client.post(f"/pairs/{pair.name}/verdict/acknowledge/").status_code == 403
+    assert "Acknowledge change" not in client.get(f"/pairs/{pair.name}/verdict/").content.decode()
+    state = PairMonitorState.objects.get(pair=pair)
+    assert state.eprocess["audits"] == 1 and state.since is None
+    response = admin_client.post(f"/pairs/{pair.name}/verdict/acknowledge/")
+    assert response.status_code == 302
+    state.refresh_from_db()
+    assert state.eprocess["audits"] == 0 and state.eprocess["detector"] == 1.0
+    assert state.since is not None and state.acknowledged_by == "admin" and state.cusum == {}
+    html = admin_client.get(f"/pairs/{pair.name}/verdict/").content.decode()
+    assert "Last acknowledged" in html and 'id="acknowledge"' in html

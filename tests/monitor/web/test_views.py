@@ -231,8 +231,9 @@ def test_it_reads_pages_in_a_bounded_number_of_queries(
         other = Pair.objects.create(name=f"other-{i}", fast=pair.fast, base=pair.base,
                                     suite=pair.suite)
         make_run(other, minutes_ago=i)
-    # session, user, pairs, runs; statuses: maintenance windows, schedules, verdicts, trends
-    with django_assert_max_num_queries(8):
+    # session, user, pairs, runs; statuses: maintenance windows, schedules, verdicts, trends;
+    # the pairs' monitoring states (e-BH)
+    with django_assert_max_num_queries(9):
         admin_client.get("/")
     with django_assert_max_num_queries(7):
         admin_client.get("/pairs/demo/")
