@@ -43,6 +43,8 @@ SYSTEM_METRICS = {
     "worker_lost": Metric("worker_lost", None, "run failed: worker lost", ""),
     "schedule_overdue": Metric("schedule_overdue", None,
                                "scheduled run overdue (beat, worker or broker down)", ""),
+    "sandbox_unavailable": Metric("sandbox_unavailable", None,
+                                  "generated code not run: no working sandbox", ""),
 }
 
 

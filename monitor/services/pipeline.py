@@ -26,6 +26,7 @@ from monitor.services import (
     monitoring,
     runs,
     verdict,
+    watchdog,
 )
 
 log = logging.getLogger(__name__)
@@ -94,4 +95,4 @@ def evaluate_alerts(*, run_id: int) -> list[Alert]:
                                                    send=False))
         except alert_lifecycle.LifecycleError:  # resolved meanwhile (by hand, a retry)
             log.info("alert %s was already resolved", outcome.alert.id)
-    return changed
+    return changed + watchdog.sandbox_unavailable(run=Run.objects.get(id=run_id))

@@ -120,6 +120,29 @@ def reap_stale_runs(now: datetime | None = None) -> list[Alert]:
     return opened
 
 
+def sandbox_unavailable(*, run: Run) -> list[Alert]:
+    """One alert per pair while the sandbox is unavailable: a run whose generated code was not
+    run (no working bubblewrap and no explicit unsafe opt-in, ``evals.sandbox``) opens it unless
+    one is still open, so a worker without isolation says so once instead of every run, and
+    never reports a pass rate it did not measure. Resolved by hand once isolation works."""
+    blocked = run.samples.filter(tests_detail__error_class="sandbox_unavailable").count()
+    if not blocked or Alert.objects.filter(
+        pair=run.pair, rule__metric="sandbox_unavailable", resolved_at__isnull=True
+    ).exists():
+        return []
+    message = (
+        f"Run {run.id} of {_where(run.pair)}: {blocked} generated answer(s) were not run because "
+        "the worker has no working sandbox (bubblewrap missing or unable to create namespaces; "
+        "see README, 'The code sandbox'). Unit-test pass rates are missing until it works. "
+        f"{pair_link(run.pair)}"
+    )
+    opened = []
+    for rule in system_rules("sandbox_unavailable", run.pair):
+        alert = Alert.objects.create(rule=rule, pair=run.pair, run=run, message=message)
+        opened.append(alert_lifecycle.opened(alert_id=alert.pk))
+    return opened
+
+
 def _probe_schedules() -> list[tuple[PeriodicTask, Pair, str, float]]:
     """(schedule, pair, kind, interval in seconds) of every enabled interval probe schedule."""
     found = []

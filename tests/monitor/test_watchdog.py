@@ -159,3 +159,19 @@ def test_a_rule_naming_a_watchdog_metric_routes_its_alerts(demo_vendor_url):
     assert [r.name for r in watchdog.system_rules("schedule_overdue", pair)] == [
         "system-schedule-overdue"
     ]
+
+
+def test_a_worker_without_a_sandbox_says_so_once_and_never_passes_code(
+        demo_vendor_url, monkeypatch):
+    monkeypatch.setenv("TIERWATCH_BWRAP", "/nonexistent/bwrap")  # no isolation, no opt-in
+    monkeypatch.delenv("TIERWATCH_SANDBOX", raising=False)
+    pair = vendor_pair(demo_vendor_url, suite="coding", repeat=1)
+    first = execute_run(run_id=create_run(pair=pair).id, cases_limit=2)
+    tested = first.samples.exclude(tests_detail=None)
+    assert tested.exists() and all(
+        s.tests_detail["error_class"] == "sandbox_unavailable" and s.tests_passed is False
+        for s in tested)
+    (alert,) = Alert.objects.filter(rule__metric="sandbox_unavailable")
+    assert alert.pair == pair and alert.run == first and "no working sandbox" in alert.message
+    execute_run(run_id=create_run(pair=pair).id, cases_limit=2)  # still no sandbox
+    assert Alert.objects.filter(rule__metric="sandbox_unavailable").count() == 1  # said once
