@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
+from django.conf import settings
 from django.utils import timezone
 
 from monitor.models import Case, Pair, Run, Sample, Suite
@@ -12,6 +13,20 @@ from monitor.run_summary import Similarity, SpeedUp, TierStats
 from tests import factories
 
 CHROMIUM = Path("/usr/bin/chromium")
+# Playwright's own browser download cannot work here; Debian's chromium runs headless as root.
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+
+
+def launch(playwright):
+    """Debian's chromium, headless, through Playwright."""
+    return playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+
+
+def screenshots_dir() -> Path:
+    """Where the browser tests leave their screenshots, to be looked at."""
+    shots = Path(settings.BASE_DIR) / "var" / "screenshots"
+    shots.mkdir(parents=True, exist_ok=True)
+    return shots
 
 
 def run_summary(i: int) -> dict:

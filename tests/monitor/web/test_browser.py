@@ -7,14 +7,12 @@ It logs in through the form, opens a pair page and waits until plotly.js (served
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django.contrib.auth import get_user_model
 
 from monitor import roles
-from tests.monitor.web.browser import CHROMIUM, make_pair
+from tests.monitor.web.browser import CHROMIUM, launch, make_pair, screenshots_dir
 
 CHART_TITLES = ("TTFT per run", "E2E per run", "Text similarity per run",
                 "Unit-test pass rate per run")
@@ -37,14 +35,10 @@ def test_it_logs_in_and_draws_the_pair_charts(live_server, monkeypatch):
     roles.grant(get_user_model().objects.create_user("alice", password="pw-alice-123"),
                 roles.VIEWER)
     last_run_id = make_pair().runs.order_by("-created_at").values_list("id", flat=True)[0]
-    shots = Path(settings.BASE_DIR) / "var" / "screenshots"
-    shots.mkdir(parents=True, exist_ok=True)
+    shots = screenshots_dir()
 
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=str(CHROMIUM),
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
+        browser = launch(p)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             remote: list[str] = []

@@ -7,11 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from django.conf import settings
 
 from monitor import roles
 from tests import factories
-from tests.monitor.web.browser import CHROMIUM
+from tests.monitor.web.browser import CHROMIUM, launch, screenshots_dir
 
 pytestmark = [
     pytest.mark.browser,
@@ -29,12 +28,10 @@ def test_a_viewer_exports_and_reads_the_api_docs(live_server, monkeypatch):
     case = pair.suite.cases.get()
     factories.sample(run, case, "fast", ttft_ms=90.0, e2e_ms=600.0, seq=0)
     factories.sample(run, case, "base", ttft_ms=400.0, e2e_ms=2500.0, seq=1)
-    shots = Path(settings.BASE_DIR) / "var" / "screenshots"
-    shots.mkdir(parents=True, exist_ok=True)
+    shots = screenshots_dir()
 
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM),
-                                    args=["--no-sandbox", "--disable-gpu"])
+        browser = launch(p)
         try:
             page = browser.new_page(viewport={"width": 1300, "height": 900},
                                     accept_downloads=True)

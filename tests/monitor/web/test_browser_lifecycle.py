@@ -5,17 +5,15 @@ pair page's form; screenshots of the overview and the timeline go to ``var/scree
 from __future__ import annotations
 
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django.contrib.auth.models import Permission, User
 from django.utils import timezone
 
 from monitor import roles
 from monitor.models import Alert, AlertRule, MaintenanceWindow
 from monitor.services import alert_lifecycle as lifecycle
-from tests.monitor.web.browser import CHROMIUM
+from tests.monitor.web.browser import CHROMIUM, launch, screenshots_dir
 from tests.monitor.web.browser import make_pair as _make_pair
 
 pytestmark = [
@@ -54,12 +52,9 @@ def test_an_operator_acknowledges_silences_and_plans_maintenance(live_server, mo
     _operator()
     pair = _make_pair()
     alert = _alerts(pair)
-    shots = Path(settings.BASE_DIR) / "var" / "screenshots"
-    shots.mkdir(parents=True, exist_ok=True)
+    shots = screenshots_dir()
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM),
-                                    args=["--no-sandbox", "--disable-gpu",
-                                          "--disable-background-networking"])
+        browser = launch(p)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 900})
             page.goto(f"{live_server.url}/accounts/login/?next=/")

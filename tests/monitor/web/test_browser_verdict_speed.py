@@ -6,17 +6,14 @@ Screenshots go to ``var/screenshots/verdict.png`` and ``speed.png``.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from django.conf import settings
 from django.contrib.auth import get_user_model
 
 from monitor.models import Endpoint, Pair
 from monitor.services.pipeline import execute_run
 from monitor.services.runs import create_run
 from monitor.services.suites import sync_builtin_suite
-from tests.monitor.web.browser import CHROMIUM
+from tests.monitor.web.browser import CHROMIUM, launch, screenshots_dir
 
 pytestmark = [
     pytest.mark.browser,
@@ -48,11 +45,9 @@ def test_the_verdict_and_speed_pages_draw_and_fit_the_window(live_server, demo_v
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     get_user_model().objects.create_superuser("root", password="pw-root-123")
     pair = _pair(demo_vendor_url)
-    shots = Path(settings.BASE_DIR) / "var" / "screenshots"
-    shots.mkdir(parents=True, exist_ok=True)
+    shots = screenshots_dir()
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM),
-                                    args=["--no-sandbox", "--disable-gpu"])
+        browser = launch(p)
         try:
             page = browser.new_page(viewport={"width": WIDTH, "height": 1000})
             page.goto(f"{live_server.url}/pairs/{pair.name}/verdict/")

@@ -5,10 +5,8 @@ their titles and axis titles, and a screenshot goes to ``var/screenshots/worse.p
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django.contrib.auth import get_user_model
 
 from evals.benchmarks import bfcl, importer
@@ -18,7 +16,7 @@ from monitor.models import Endpoint, Pair
 from monitor.services.pipeline import execute_run
 from monitor.services.runs import create_run
 from monitor.services.suite_import import save_versioned
-from tests.monitor.web.browser import CHROMIUM
+from tests.monitor.web.browser import CHROMIUM, launch, screenshots_dir
 
 pytestmark = [
     pytest.mark.browser,
@@ -50,12 +48,9 @@ def test_the_worse_page_draws_its_charts(live_server, monkeypatch, benchmark_whe
                 roles.VIEWER)
     with serve_in_thread(time_scale=0.0) as url:
         _probed_pair(url)
-    shots = Path(settings.BASE_DIR) / "var" / "screenshots"
-    shots.mkdir(parents=True, exist_ok=True)
+    shots = screenshots_dir()
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM),
-                                    args=["--no-sandbox", "--disable-gpu",
-                                          "--disable-background-networking"])
+        browser = launch(p)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.goto(f"{live_server.url}/pairs/demo/worse/")
