@@ -13,6 +13,7 @@ from monitor.services.schedules import (
     ensure_retention_schedule,
     ensure_weekly_report_schedule,
 )
+from monitor.services.suite_import import sync_benchmark_suite
 from monitor.services.suites import sync_builtin_suite
 
 DEMO_USER = "demo"
@@ -82,6 +83,21 @@ def ensure_demo(
     )
     ensure_probe_schedule(pair_name=scenarios.name, every_s=max(60, probe_every_s))
     pairs.append(scenarios)
+    capability, _ = Pair.objects.update_or_create(  # the "Is it worse?" page: checkable cases
+        name="demo-distilled-long-tail",  # in the article's four long-tail categories
+        defaults={
+            "fast": distilled,
+            "base": base,
+            "suite": sync_benchmark_suite(name="long_tail_bench"),
+            "claimed_speedup": 6.0,
+            "repeat": 1,
+            "slo_ttft_ms": 1500,
+            "slo_e2e_ms": 8000,
+            "active": True,
+        },
+    )
+    ensure_probe_schedule(pair_name=capability.name, every_s=max(60, probe_every_s))
+    pairs.append(capability)
     ensure_weekly_report_schedule()
     ensure_retention_schedule()
     channel, _ = Channel.objects.update_or_create(
