@@ -185,10 +185,7 @@ def _execute(run: Run, cases: dict[str, Case], plan: list[PlannedRequest]) -> No
     async def plan_task() -> None:
         """With Redis, a per-vendor limit shared by all workers (monitor.ratelimit)."""
         running.append((asyncio.get_running_loop(), asyncio.current_task()))  # type: ignore[arg-type]
-        gate = None
-        if settings.REDIS_URL:
-            gate = RunGate(settings.REDIS_URL, {t: ep.base_url for t, ep in tier_endpoint.items()},
-                           limit=settings.TIERWATCH_VENDOR_CONCURRENCY)
+        gate = RunGate.from_settings({t: ep.base_url for t, ep in tier_endpoint.items()})
 
         async def on_gated_record(item: PlannedRequest, record: TimingRecord) -> None:
             await on_record(item, record)
