@@ -138,7 +138,7 @@ def measure(*, run_id: int, cases_limit: int | None = None) -> None:
 def _mine(run_id: int, attempt: int | None):
     """The run while it is still running under this attempt (a reaped or taken-over run is not
     marked by the worker that lost it)."""
-    rows = Run.objects.filter(id=run_id, status=RunStatus.RUNNING)
+    rows = Run.objects.filter(id=run_id, status__in=(RunStatus.RUNNING, RunStatus.EVALUATING))
     return rows if attempt is None else rows.filter(attempt=attempt)
 
 
@@ -228,6 +228,7 @@ def _execute(run: Run, cases: dict[str, Case], plan: list[PlannedRequest]) -> No
                     endpoint=tier_endpoint[item.tier],
                     item=item,
                     record=record,
+                    defer_sandbox=True,
                 ),
                 partial(stored_sample, run, item),
             )
@@ -296,10 +297,49 @@ def task_check(*, case: Case, record: TimingRecord) -> tuple[bool | None, dict |
     }
 
 
+PENDING = "sandbox_pending"  # key of ``tests_detail`` while a sample's code waits for the sandbox
+
+
+def needs_sandbox(case: Case, record: TimingRecord) -> bool:
+    """The sample's check runs its generated code against unit tests (``task_check``, and
+    ``evals.benchmarks.score`` for benchmark cases): what ``evaluate`` defers until the run's
+    timed requests are over, so a burst of sandboxes never competes with them."""
+    return bool(record.ok and case.unit_tests and case.tool_answers is None
+                and case.response_format is None)
+
+
+def evaluate(*, run_id: int, attempt: int | None = None) -> int:
+    """The sandbox step: run the pending samples' generated code against their unit tests,
+    one sample at a time, beating after each (a killed sandbox worker is noticed like a killed
+    measuring one). Resumable: a sample is pending until its result is stored. Returns how
+    many were evaluated."""
+    run = Run.objects.get(id=run_id)
+    if attempt is not None:
+        run.attempt = attempt
+    pending = Sample.objects.filter(run_id=run_id, tests_detail__has_key=PENDING)
+    done = 0
+    for sample in pending.select_related("case").order_by("seq"):
+        record = TimingRecord(ok=sample.ok, error_class=sample.error_class or None,
+                              text=sample.text,
+                              tool_calls=sample.tests_detail.get("tool_calls") or [])
+        passed, detail = task_check(case=sample.case, record=record)
+        Sample.objects.filter(id=sample.id, tests_detail__has_key=PENDING).update(
+            tests_passed=passed, tests_detail=storable(detail))
+        heartbeat.beat(run)
+        done += 1
+    return done
+
+
+def has_pending(run_id: int) -> bool:
+    return Sample.objects.filter(run_id=run_id, tests_detail__has_key=PENDING).exists()
+
+
 def save_sample(
-    *, run: Run, case: Case, endpoint: Endpoint, item: PlannedRequest, record: TimingRecord
+    *, run: Run, case: Case, endpoint: Endpoint, item: PlannedRequest, record: TimingRecord,
+    defer_sandbox: bool = False,
 ) -> Sample:
-    """One row per request, failed or not; unit tests run here, inside the sandbox.
+    """One row per request, failed or not; its task check runs here, except generated code
+    with ``defer_sandbox`` (``measure`` sets it): that is marked pending for ``evaluate``.
 
     Every text and JSON value is made storable first (``evals.records.storable``). Should the
     row still not save, the sample is kept as a failed one of class ``store_error`` (its
@@ -308,7 +348,9 @@ def save_sample(
     tests_passed, tests_detail = None, None
     # storable before the sandbox too: code with a lone surrogate cannot even be written out
     record = replace(record, text=storable(record.text))
-    if run.kind == RunKind.PROBE:
+    if run.kind == RunKind.PROBE and defer_sandbox and needs_sandbox(case, record):
+        tests_detail = {PENDING: True, "tool_calls": record.tool_calls}
+    elif run.kind == RunKind.PROBE:
         tests_passed, tests_detail = task_check(case=case, record=record)
     measured = {f.name: getattr(record, f.name) for f in fields(record) if f.name in RECORD_COLUMNS}
     row = dict(

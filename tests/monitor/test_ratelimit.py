@@ -149,6 +149,7 @@ def test_a_load_probe_takes_its_leases_from_the_shared_vendor_limit(demo_vendor_
     ("monitor.tasks.probe_pair_task", ["p", "audit"], {}, "audits"),
     ("monitor.tasks.execute_run_task", [1], {"kind": "probe"}, "probes"),
     ("monitor.tasks.execute_run_task", [1], {"kind": "audit"}, "audits"),
+    ("monitor.tasks.evaluate_run_task", [1], {}, "sandbox"),
     ("monitor.tasks.notify_task", [1], {}, "reports"),
     ("monitor.tasks.weekly_report_task", [], {}, "reports"),
     ("monitor.tasks.prune_payloads_task", [], {}, "reports"),
