@@ -22,7 +22,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from evals.latency import goodput, percentiles
-from evals.plan import PlannedRequest, execute_plan
+from evals.plan import STREAMS, PlannedRequest, execute_plan
 from evals.records import ChatRequest, EndpointSpec, TimingRecord
 from evals.suites import fill_nonce
 from monitor.models import Case, Pair, Run, RunKind, RunStatus
@@ -105,8 +105,10 @@ def run_load_probe(
                                         tier=tier, repetition=i // len(cases))
                          for i in range(counts[level])]
                 seq += len(items)
-                records, wall_s, peak = asyncio.run(
-                    _send(run, items, cases, endpoints[tier].spec(), level))
+                with STREAMS.reserve(level, settings.TIERWATCH_MAX_STREAMS,
+                                     what=f" (load level {level})"):
+                    records, wall_s, peak = asyncio.run(
+                        _send(run, items, cases, endpoints[tier].spec(), level))
                 for item, record in records:
                     save_sample(run=run, case=next(c for c in cases if c.key == item.case_key),
                                 endpoint=endpoints[tier], item=item, record=record)

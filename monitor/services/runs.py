@@ -22,7 +22,7 @@ from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from evals.constraints import check_all
-from evals.plan import AUDIT_TIERS, PlannedRequest, execute_plan, plan_run
+from evals.plan import AUDIT_TIERS, STREAMS, PlannedRequest, execute_plan, plan_run
 from evals.records import ChatRequest, TimingRecord, storable
 from evals.sandbox import extract_code, run_unit_tests
 from evals.suites import context_needed, fill_nonce, prompt_estimate
@@ -131,7 +131,10 @@ def measure(*, run_id: int, cases_limit: int | None = None) -> None:
     plan = plan_run([c.key for c in cases], repeat=run.repeat, seed=run.seed, tiers=run_tiers(run))
     mine = Run.objects.filter(id=run.id, attempt=run.attempt)  # writes only while it is ours
     mine.update(planned=len(plan))
-    _execute(run, {c.key: c for c in cases}, not_yet_stored(run, plan))
+    fast, base = run.pair.fast.max_concurrency, run.pair.base.max_concurrency
+    with STREAMS.reserve(fast + base, settings.TIERWATCH_MAX_STREAMS, on_wait=partial(
+            heartbeat.beat, run), what=f" (max_concurrency: fast {fast} + base {base})"):
+        _execute(run, {c.key: c for c in cases}, not_yet_stored(run, plan))
     mine.update(completed=run.samples.count())  # exact even after a save was retried
 
 
