@@ -52,8 +52,13 @@ def execute_run(
     if not _steps(run_id, attempt, partial(runs.measure, run_id=run_id, cases_limit=cases_limit)):
         return Run.objects.get(id=run_id)
     if evaluate is not None and runs.has_pending(run_id):
-        if heartbeat.hand_off(run_id, attempt):
+        if not heartbeat.hand_off(run_id, attempt):
+            return Run.objects.get(id=run_id)
+        try:
             evaluate(run_id)  # → evaluate_run, in a sandbox worker
+        except Exception:  # no broker: evaluate here rather than wait for the watchdog
+            log.exception("run %s: not handed to the sandbox queue; evaluating here", run_id)
+            return evaluate_run(run_id=run_id, notify=notify)
         return Run.objects.get(id=run_id)
     return finish(run_id=run_id, attempt=attempt, notify=notify)
 

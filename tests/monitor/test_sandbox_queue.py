@@ -42,6 +42,17 @@ def test_a_run_is_handed_to_the_sandbox_after_its_timed_requests_and_evaluated_o
     assert evaluate_run(run_id=run.id).attempt == done.attempt  # a second delivery: nothing
 
 
+@pytest.mark.django_db
+def test_a_hand_off_that_cannot_be_sent_is_evaluated_where_it_was_measured(demo_vendor_url):
+    def broker_down(run_id: int) -> None:
+        raise ConnectionError("broker unreachable")
+
+    pair = vendor_pair(demo_vendor_url, suite="coding", repeat=1)
+    run = execute_run(run_id=create_run(pair=pair, seed=4).id, cases_limit=1,
+                      evaluate=broker_down)
+    assert run.status == "done" and run.measured_at and not pending(run).exists()
+
+
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.timeout(150)
 def test_real_workers_measure_on_probes_and_test_the_code_on_sandbox(demo_vendor_url, tmp_path):
