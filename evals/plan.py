@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager, nullcontext
+import threading
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 
 import httpx
@@ -62,6 +63,50 @@ def plan_run(
         PlannedRequest(seq=i, case_key=c, tier=t, repetition=r, batch=b)
         for i, (c, t, r, b) in enumerate(items)
     ]
+
+
+class TooManyStreams(ValueError):
+    """A run asks for more concurrent streams than one process times faithfully."""
+
+
+class StreamBudget:
+    """The concurrent streams of one process, shared by all its runs: a Celery worker's thread
+    pool runs several at once, each on its own event loop, under one GIL and one garbage
+    collector. Up to ``limit`` streams the client's TTFT P99 error stays near the raw-socket
+    floor; at 200 it is 5-22x the floor (docs/benchmarks.md, "Timing fidelity": connection
+    opening in the first wave and collection pauses). So a run asking for more than ``limit``
+    alone is refused, and one that would take the process past it waits for others to end."""
+
+    def __init__(self) -> None:
+        self.in_use = 0
+        self._cond = threading.Condition()
+
+    @contextmanager
+    def reserve(self, n: int, limit: int, *, what: str = "",
+                on_wait: Callable[[], None] = lambda: None, poll_s: float = 1.0) -> Iterator[None]:
+        """Hold ``n`` streams while the block runs; ``on_wait`` is called (outside the lock)
+        every ``poll_s`` while waiting, e.g. a run's heartbeat."""
+        if n > limit:
+            raise TooManyStreams(
+                f"{n} concurrent streams asked{what}, but one worker process keeps its timing "
+                f"close to the socket floor only up to {limit} (TIERWATCH_MAX_STREAMS; "
+                "docs/benchmarks.md, 'Timing fidelity'): lower the endpoints' max_concurrency")
+        while True:
+            with self._cond:
+                if self.in_use + n <= limit:
+                    self.in_use += n
+                    break
+                self._cond.wait(poll_s)
+            on_wait()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self.in_use -= n
+                self._cond.notify_all()
+
+
+STREAMS = StreamBudget()  # this process's
 
 
 OnRecord = Callable[[PlannedRequest, TimingRecord], Awaitable[None]]

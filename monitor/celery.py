@@ -11,16 +11,19 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 
-def worker_argv(*, concurrency: int, schedule_file: str, loglevel: str = "WARNING") -> list[str]:
+def worker_argv(*, concurrency: int, schedule_file: str, loglevel: str = "WARNING",
+                queues: tuple[str, ...] | None = None) -> list[str]:
     """A worker with embedded beat, as the demo and the scheduling test start it. Threads, not
     processes: runs wait on the network, and one process keeps the SQLite demo simple. It
-    serves every queue (monitor.routing) and Celery's default one."""
+    serves every queue (monitor.routing) and Celery's default one; given ``queues``, only
+    those, without beat (a second worker beside one that has it)."""
     import sys
 
     from monitor.routing import QUEUES
 
+    beat = ["--beat", "--schedule", schedule_file] if queues is None else []
     return [
-        sys.executable, "-m", "celery", "-A", "monitor", "worker", "--beat", "--pool=threads",
-        f"--concurrency={concurrency}", f"--loglevel={loglevel}", "--schedule", schedule_file,
-        "-Q", ",".join(("celery", *QUEUES)),
+        sys.executable, "-m", "celery", "-A", "monitor", "worker", *beat, "--pool=threads",
+        f"--concurrency={concurrency}", f"--loglevel={loglevel}",
+        "-Q", ",".join(queues or ("celery", *QUEUES)),
     ]  # fmt: skip

@@ -179,6 +179,8 @@ class Pair(models.Model):
 class RunStatus(models.TextChoices):
     QUEUED = "queued"
     RUNNING = "running"
+    # measured; its generated code waits for (or is in) the sandbox queue (pipeline.evaluate_run)
+    EVALUATING = "evaluating"
     DONE = "done"
     FAILED = "failed"
 
@@ -235,6 +237,8 @@ class Run(models.Model):
     # Liveness (monitor.services.heartbeat): the owner beats while it measures; a claim bumps
     # ``attempt`` so a worker whose stale run was taken over or reaped stops on its next beat.
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # when its timed requests ended and the run was handed to the sandbox queue (EVALUATING)
+    measured_at = models.DateTimeField(null=True, blank=True)
     attempt = models.PositiveSmallIntegerField(default=0)
     summary = models.JSONField(default=dict, blank=True)
     verdict = models.TextField(blank=True)
@@ -261,7 +265,7 @@ class Run(models.Model):
 
     @property
     def active(self) -> bool:
-        return self.status in (RunStatus.QUEUED, RunStatus.RUNNING)
+        return self.status in (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.EVALUATING)
 
 
 class Sample(models.Model):

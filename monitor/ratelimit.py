@@ -123,7 +123,19 @@ DEFAULT_PAUSE_S = 5.0  # a 429 without Retry-After
 
 class RunGate:
     """The limiters of one run's endpoints, made inside the run's event loop: ``gate(tier)``
-    for ``evals.plan.execute_plan`` and ``after(tier, record)`` to honour a 429."""
+    for ``evals.plan.execute_plan`` and ``after(tier, record)`` to honour a 429. Every kind of
+    run takes its leases here (probes, audits and load probes alike), so the vendor limit is
+    one budget for all of them."""
+
+    @classmethod
+    def from_settings(cls, base_urls: dict[str, str]) -> RunGate | None:
+        """The gate with ``REDIS_URL`` set, limited to ``TIERWATCH_VENDOR_CONCURRENCY``;
+        None without Redis (one process, nothing to share)."""
+        from django.conf import settings  # here: plain processes import this module too
+
+        if not settings.REDIS_URL:
+            return None
+        return cls(settings.REDIS_URL, base_urls, limit=settings.TIERWATCH_VENDOR_CONCURRENCY)
 
     def __init__(self, redis_url: str, base_urls: dict[str, str], *, limit: int) -> None:
         self.redis = Redis.from_url(redis_url)

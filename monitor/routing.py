@@ -1,19 +1,22 @@
 """Which Celery queue each task goes to, so a slow report or audit never delays a probe.
 
-Queues: ``probes`` (scheduled and manual temperature-0 runs, which also run their unit tests in
-the sandbox), ``audits`` (temperature-1 audit runs: hundreds of requests and the verdict's
-statistics), ``reports`` (alert notifications, the weekly report, retention). Workers subscribe
-with ``-Q``; one worker may serve several queues, and every machine's workers share one
-PostgreSQL and one Redis. Configured as ``CELERY_TASK_ROUTES`` in settings.
+Queues: ``probes`` (scheduled and manual temperature-0 runs: their timed requests), ``sandbox``
+(a probe's generated code against its unit tests, after its timed requests, then the rest of its
+pipeline: ``monitor.services.pipeline.evaluate_run``), ``audits`` (temperature-1 audit runs:
+hundreds of requests and the verdict's statistics), ``reports`` (alert notifications, the weekly
+report, retention). Workers subscribe with ``-Q``; one worker may serve several queues, and
+every machine's workers share one PostgreSQL and one Redis. Configured as ``CELERY_TASK_ROUTES``
+in settings.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-PROBES, AUDITS, REPORTS = "probes", "audits", "reports"
-QUEUES = (PROBES, AUDITS, REPORTS)
+PROBES, SANDBOX, AUDITS, REPORTS = "probes", "sandbox", "audits", "reports"
+QUEUES = (PROBES, SANDBOX, AUDITS, REPORTS)
 BY_NAME = {
+    "monitor.tasks.evaluate_run_task": SANDBOX,
     "monitor.tasks.notify_task": REPORTS,
     "monitor.tasks.weekly_report_task": REPORTS,
     "monitor.tasks.prune_payloads_task": REPORTS,

@@ -202,6 +202,9 @@ class LoadLevel:
     goodput: float | None = None
     wall_s: float | None = None
     throughput_rps: float | None = None
+    # the most requests in flight at once: below the level when the shared vendor limit
+    # (monitor.ratelimit) held some back; None in load probes stored before it was counted
+    in_flight_max: int | None = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> LoadLevel:

@@ -172,6 +172,9 @@ TIERWATCH_DB_RETRY_S = env_float("TIERWATCH_DB_RETRY_S", 60.0)  # a sample save 
 CELERY_TASK_ROUTES = ("monitor.routing.route_task",)
 # Requests in flight per vendor (API host) across all workers, with REDIS_URL (monitor.ratelimit).
 TIERWATCH_VENDOR_CONCURRENCY = env_int("TIERWATCH_VENDOR_CONCURRENCY", 16)
+# Concurrent streams per worker process, all its runs together (evals.plan.StreamBudget): up to
+# 100 the TTFT P99 error stays near the socket floor; at 200 it does not (docs/benchmarks.md).
+TIERWATCH_MAX_STREAMS = env_int("TIERWATCH_MAX_STREAMS", 100)
 
 # Mail: Django's SMTP backend; EMAIL_BACKEND may point to the file backend for the demo.
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")

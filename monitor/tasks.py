@@ -45,7 +45,23 @@ def enqueue_run(
 )
 def execute_run_task(run_id: int, kind: str | None = None) -> int | None:
     """``kind`` only routes the task (monitor.routing); the run row says what it is."""
-    run = pipeline.execute_run(run_id=run_id, notify=notify_task.delay)
+    run = pipeline.execute_run(run_id=run_id, notify=notify_task.delay,
+                               evaluate=evaluate_run_task.delay)
+    return run.id if run is not None else None
+
+
+@shared_task(
+    acks_late=True,
+    soft_time_limit=3300,
+    time_limit=3600,
+    autoretry_for=TRANSIENT,
+    retry_backoff=True,
+    max_retries=3,
+)
+def evaluate_run_task(run_id: int) -> int | None:
+    """The sandbox queue: a measured run's generated code against its unit tests, then the
+    rest of its pipeline (``pipeline.evaluate_run``), apart from the timed probes."""
+    run = pipeline.evaluate_run(run_id=run_id, notify=notify_task.delay)
     return run.id if run is not None else None
 
 

@@ -1,13 +1,16 @@
 """Plain helpers the test folders share (no fixtures: those live in the conftests): the repo
 root, starting a process and waiting for its health URL, the SMTP inbox and Slack-like receiver
-behind the ``smtp``/``slack`` fixtures, the worker's database URL and the canary API key."""
+behind the ``smtp``/``slack`` fixtures, the worker's database URL, starting, waiting for and
+stopping Celery workers, and the canary API key."""
 
 from __future__ import annotations
 
 import base64
 import json
 import os
+import signal
 import subprocess
+import sys
 import time
 import urllib.parse
 from collections.abc import Callable
@@ -21,6 +24,7 @@ import pytest
 from django.conf import settings
 
 from evals.vendors.llamacpp import build
+from monitor.celery import worker_argv
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CANARY = "sk-canary-Zq8xW2vLm5Rt9Yp3Kd7N"
@@ -58,6 +62,52 @@ def worker_database_url() -> str:
     return (
         f"postgres://{user}@{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
     )
+
+
+def wait_for(condition: Callable[[], object], seconds: float, what: str,
+             proc: subprocess.Popen | None = None) -> object:
+    """Poll until ``condition`` is truthy; fail naming ``what``, with the log of ``proc``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if (value := condition()):
+            return value
+        if proc is not None and proc.poll() is not None:
+            break
+        time.sleep(0.2)
+    log = getattr(proc, "log_path", None)
+    tail = open(log).read()[-6000:] if log else ""
+    raise AssertionError(f"not within {seconds} s: {what}\n{tail}")
+
+
+def worker_env(**extra: str) -> dict[str, str]:
+    return {**os.environ, "DATABASE_URL": worker_database_url(),
+            "DJANGO_SETTINGS_MODULE": "monitor.settings", **extra}
+
+
+def start_worker(env: dict[str, str], folder, name: str,
+                 queues: tuple[str, ...] | None = None) -> subprocess.Popen:
+    """A worker with embedded beat (or, given ``queues``, serving only those), its log in a
+    file (a pipe nobody drains would block it)."""
+    log_path = folder / f"{name}.log"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            worker_argv(concurrency=2, schedule_file=str(folder / f"{name}-beat"),
+                        loglevel="INFO", queues=queues),
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    proc.log_path = log_path  # type: ignore[attr-defined]
+    return proc
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=20)
+
+
+def purge(env: dict[str, str]) -> None:
+    subprocess.run([sys.executable, "-m", "celery", "-A", "monitor", "purge", "-f"], cwd=ROOT,
+                   env=env, check=True, capture_output=True)
 
 
 def canary_forms(key: str) -> list[str]:

@@ -7,6 +7,12 @@ deliveries of one task never both run it. A ``running`` run whose heartbeat is o
 again, and the claim bumps ``Run.attempt``. Each beat of the owner is conditional on its attempt,
 so a worker that was only slow, not dead, learns on its next beat that the run is no longer its
 own and stops (``RunLost``) instead of writing beside the new owner.
+
+A run whose generated code must run in the sandbox is handed off after its timed requests
+(``hand_off``: status ``evaluating``, no heartbeat) and claimed again by a sandbox worker
+(``claim_evaluation``), which then beats like the measuring worker did. ``evaluation_lost``
+says when such a run is stuck: claimed and silent past the stale limit, or never claimed
+within ``TIERWATCH_QUEUED_STALE_S`` (no worker consumes the sandbox queue).
 """
 
 from __future__ import annotations
@@ -46,6 +52,15 @@ def abandoned(now: datetime | None = None) -> Q:
     )
 
 
+def evaluation_lost(now: datetime | None = None) -> Q:
+    """Evaluating, but its sandbox worker went silent, or none took it in time."""
+    now = now or timezone.now()
+    waited = now - timedelta(seconds=settings.TIERWATCH_QUEUED_STALE_S)
+    return Q(status="evaluating") & (
+        Q(heartbeat_at__lt=stale_before(now)) | Q(heartbeat_at__isnull=True, measured_at__lt=waited)
+    )
+
+
 def claim(run_id: int) -> int | None:
     """Take a queued run, or an abandoned running one; the new attempt number, or None when
     the run is done, failed, gone, or alive in another worker."""
@@ -59,11 +74,35 @@ def claim(run_id: int) -> int | None:
     return Run.objects.filter(id=run_id).values_list("attempt", flat=True).first()
 
 
+def hand_off(run_id: int, attempt: int) -> bool:
+    """Measured: the run waits for a sandbox worker (``evaluating``, no heartbeat until one
+    claims it). False when the run was no longer this attempt's to hand off."""
+    return bool(Run.objects.filter(id=run_id, status="running", attempt=attempt).update(
+        status="evaluating", measured_at=timezone.now(), heartbeat_at=None))
+
+
+def claim_evaluation(run_id: int) -> int | None:
+    """Take a handed-off run for its sandbox step: not claimed yet, or abandoned by the sandbox
+    worker that claimed it (a redelivered task). The new attempt number, or None."""
+    now = timezone.now()
+    claimable = Q(status="evaluating") & (
+        Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=stale_before(now))
+    )
+    taken = Run.objects.filter(claimable, id=run_id).update(
+        heartbeat_at=now, attempt=F("attempt") + 1
+    )
+    if not taken:
+        return None
+    return Run.objects.filter(id=run_id).values_list("attempt", flat=True).first()
+
+
 def beat(run: Run) -> None:
     """Record that the owner of ``run`` is alive. Raises ``RunLost`` when the run is no longer
     this attempt's; a database that is down is logged and left to the next beat."""
     try:
-        alive = Run.objects.filter(id=run.id, status="running", attempt=run.attempt).update(
+        alive = Run.objects.filter(
+            id=run.id, status__in=("running", "evaluating"), attempt=run.attempt
+        ).update(
             heartbeat_at=timezone.now()
         )
     except DB_LOST as exc:

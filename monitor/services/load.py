@@ -2,6 +2,12 @@
 of kind "load" whose summary's ``load`` block holds, per level and tier, latency percentiles,
 goodput against the pair's SLOs and throughput. A second kind of run: never in a trend, never
 in an alert's mean (``Run.objects.trend``).
+
+Its requests take leases from the same per-vendor limit as every other run
+(``monitor.ratelimit``, with Redis): a load probe never pushes a vendor past
+``TIERWATCH_VENDOR_CONCURRENCY`` and waits out a 429's ``Retry-After`` like the others. A level
+above what the limit leaves free is therefore not reached; each block says the concurrency it
+reached (``in_flight_max``) next to the level asked for.
 """
 
 from __future__ import annotations
@@ -9,16 +15,18 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
+from contextlib import asynccontextmanager, nullcontext
 from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
 
 from evals.latency import goodput, percentiles
-from evals.plan import PlannedRequest, execute_plan
+from evals.plan import STREAMS, PlannedRequest, execute_plan
 from evals.records import ChatRequest, EndpointSpec, TimingRecord
 from evals.suites import fill_nonce
 from monitor.models import Case, Pair, Run, RunKind, RunStatus
+from monitor.ratelimit import RunGate
 from monitor.services.runs import create_run, mark_failed, save_sample, summarise_run
 
 log = logging.getLogger(__name__)
@@ -49,9 +57,10 @@ def load_cases(cases: Sequence[Case]) -> list[Case]:
 
 
 def load_block(records: Sequence[TimingRecord], wall_s: float, slo: dict[str, float],
-               min_n: int) -> dict[str, Any]:
+               min_n: int, in_flight_max: int | None = None) -> dict[str, Any]:
     return {
         "n": len(records), "n_ok": sum(1 for r in records if r.ok),
+        "in_flight_max": in_flight_max,
         "ttft_ms": percentiles([r.ttft_ms for r in records if r.ok], min_n=min_n,
                                per_quantile=True),
         "e2e_ms": percentiles([r.e2e_ms for r in records if r.ok], min_n=min_n,
@@ -96,12 +105,15 @@ def run_load_probe(
                                         tier=tier, repetition=i // len(cases))
                          for i in range(counts[level])]
                 seq += len(items)
-                records, wall_s = asyncio.run(
-                    _send(run, items, cases, endpoints[tier].spec(), level))
+                with STREAMS.reserve(level, settings.TIERWATCH_MAX_STREAMS,
+                                     what=f" (load level {level})"):
+                    records, wall_s, peak = asyncio.run(
+                        _send(run, items, cases, endpoints[tier].spec(), level))
                 for item, record in records:
                     save_sample(run=run, case=next(c for c in cases if c.key == item.case_key),
                                 endpoint=endpoints[tier], item=item, record=record)
-                load[str(level)][tier] = load_block([r for _, r in records], wall_s, slo, min_n)
+                load[str(level)][tier] = load_block([r for _, r in records], wall_s, slo, min_n,
+                                                    in_flight_max=peak)
         summarise_run(run_id=run.id)
         Run.objects.merge_summary(run.id, load=load)
         Run.objects.filter(id=run.id).update(status=RunStatus.DONE, finished_at=timezone.now())
@@ -111,21 +123,44 @@ def run_load_probe(
     return Run.objects.get(id=run.id)
 
 
-async def _send(run: Run, items: list[PlannedRequest], cases: Sequence[Case], spec: EndpointSpec,
-                level: int) -> tuple[list[tuple[PlannedRequest, TimingRecord]], float]:
+async def _send(
+    run: Run, items: list[PlannedRequest], cases: Sequence[Case], spec: EndpointSpec, level: int
+) -> tuple[list[tuple[PlannedRequest, TimingRecord]], float, int]:
+    """The level's records, its wall time and the most requests in flight at once (each
+    request holds a vendor lease while it is counted)."""
     by_key = {c.key: c for c in cases}
     out: list[tuple[PlannedRequest, TimingRecord]] = []
+    tier = items[0].tier
+    vendor = RunGate.from_settings({tier: spec.base_url})
+    in_flight = peak = 0
 
     def build(item: PlannedRequest) -> ChatRequest:
         case = by_key[item.case_key]
         return ChatRequest(messages=fill_nonce(case.messages, f"{run.id}-{item.seq}"),
                            max_tokens=case.max_tokens, temperature=0.0, seed=0)
 
+    @asynccontextmanager
+    async def gate(tier: str):
+        nonlocal in_flight, peak
+        async with vendor.gate(tier) if vendor else nullcontext():
+            in_flight += 1
+            peak = max(peak, in_flight)
+            try:
+                yield
+            finally:
+                in_flight -= 1
+
     async def keep(item: PlannedRequest, record: TimingRecord) -> None:
         out.append((item, record))
+        if vendor:
+            await vendor.after(item.tier, record)
 
     loop = asyncio.get_running_loop()
     start = loop.time()
-    await execute_plan(items, endpoints={items[0].tier: spec}, build_request=build,
-                       concurrency={items[0].tier: level}, on_record=keep)
-    return out, loop.time() - start
+    try:
+        await execute_plan(items, endpoints={tier: spec}, build_request=build,
+                           concurrency={tier: level}, on_record=keep, gate=gate)
+    finally:
+        if vendor:
+            await vendor.close()
+    return out, loop.time() - start, peak

@@ -1,6 +1,12 @@
-"""What happens to a run, in order: measure → summarise (and its rollups) → maintenance mark →
-done → verdict and drift → alerts (opened, or resolved when their condition cleared) → notify.
-The Celery task calls this; so do the ``probe`` command and the tests.
+"""What happens to a run, in order: measure → evaluate (generated code in the sandbox) →
+summarise (and its rollups) → maintenance mark → done → verdict and drift → alerts (opened, or
+resolved when their condition cleared) → notify. The Celery task calls this; so do the
+``probe`` command and the tests.
+
+Evaluate comes after the timed requests, never among them. Given ``evaluate`` (the task passes
+``evaluate_run_task.delay``), a run with generated code to test is handed off after measuring
+(status ``evaluating``) and ``evaluate_run`` carries on from there in a worker of the
+``sandbox`` queue (``monitor.routing``); without it, the same steps follow here.
 
 Measuring and summarising either succeed or mark the run failed with the reason. The judging
 steps after "done" read the finished run and never fail it: a verdict that cannot be computed
@@ -14,6 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from monitor import rollups
@@ -33,7 +40,8 @@ log = logging.getLogger(__name__)
 
 
 def execute_run(
-    *, run_id: int, cases_limit: int | None = None, notify: Callable[[int], Any] | None = None
+    *, run_id: int, cases_limit: int | None = None, notify: Callable[[int], Any] | None = None,
+    evaluate: Callable[[int], Any] | None = None,
 ) -> Run | None:
     """Execute a queued run (or take over an abandoned one); a run another worker owns (a
     redelivered task) is left alone and returned as it is, ``None`` when it no longer exists."""
@@ -41,18 +49,36 @@ def execute_run(
     if attempt is None:
         log.info("run %s is not queued (or gone, or alive elsewhere); skipping", run_id)
         return Run.objects.filter(id=run_id).first()
-    try:
-        runs.measure(run_id=run_id, cases_limit=cases_limit)
-        runs.summarise_run(run_id=run_id)
-        rollups.record_run(run=Run.objects.get(id=run_id))  # kept when payloads expire
-        maintenance.mark_run(run_id=run_id)
-    except heartbeat.RunLost as exc:  # reaped or taken over: the run is no longer ours
-        log.warning("%s; stopping", exc)
+    if not _steps(run_id, attempt, partial(runs.measure, run_id=run_id, cases_limit=cases_limit)):
         return Run.objects.get(id=run_id)
-    except Exception as exc:  # the run is marked failed with its reason; samples stay
-        log.exception("run %s failed", run_id)
-        runs.mark_failed(run_id=run_id, exc=exc, attempt=attempt)
-        rollups.record_run_safely(run_id=run_id)  # its requests still count in availability
+    if evaluate is not None and runs.has_pending(run_id):
+        if not heartbeat.hand_off(run_id, attempt):
+            return Run.objects.get(id=run_id)
+        try:
+            evaluate(run_id)  # → evaluate_run, in a sandbox worker
+        except Exception:  # no broker: evaluate here rather than wait for the watchdog
+            log.exception("run %s: not handed to the sandbox queue; evaluating here", run_id)
+            return evaluate_run(run_id=run_id, notify=notify)
+        return Run.objects.get(id=run_id)
+    return finish(run_id=run_id, attempt=attempt, notify=notify)
+
+
+def evaluate_run(*, run_id: int, notify: Callable[[int], Any] | None = None) -> Run | None:
+    """The sandbox queue's part of a handed-off run: claim it (once, or again when its sandbox
+    worker died), then evaluate and the rest of the sequence."""
+    attempt = heartbeat.claim_evaluation(run_id)
+    if attempt is None:
+        log.info("run %s is not waiting for the sandbox (or is evaluated elsewhere)", run_id)
+        return Run.objects.filter(id=run_id).first()
+    return finish(run_id=run_id, attempt=attempt, notify=notify)
+
+
+def finish(*, run_id: int, attempt: int, notify: Callable[[int], Any] | None = None) -> Run:
+    """Evaluate → summarise → rollups → maintenance mark → done, then judge and alert."""
+    if not _steps(run_id, attempt, partial(runs.evaluate, run_id=run_id, attempt=attempt),
+                  partial(runs.summarise_run, run_id=run_id),
+                  lambda: rollups.record_run(run=Run.objects.get(id=run_id)),  # kept past payloads
+                  partial(maintenance.mark_run, run_id=run_id)):
         return Run.objects.get(id=run_id)
     runs.mark_done(run_id=run_id, attempt=attempt)
     if Run.objects.filter(id=run_id).values_list("status", flat=True).first() != RunStatus.DONE:
@@ -62,6 +88,23 @@ def execute_run(
         if notify is not None:
             notify(alert.id)
     return Run.objects.get(id=run_id)
+
+
+def _steps(run_id: int, attempt: int, *steps: Callable[[], Any]) -> bool:
+    """Run the steps in order; False when one failed (the run is marked failed with its
+    reason, its samples stay) or the run was lost to the watchdog or another worker."""
+    try:
+        for step in steps:
+            step()
+    except heartbeat.RunLost as exc:  # reaped or taken over: the run is no longer ours
+        log.warning("%s; stopping", exc)
+        return False
+    except Exception as exc:
+        log.exception("run %s failed", run_id)
+        runs.mark_failed(run_id=run_id, exc=exc, attempt=attempt)
+        rollups.record_run_safely(run_id=run_id)  # its requests still count in availability
+        return False
+    return True
 
 
 def judge(*, run_id: int) -> None:

@@ -22,7 +22,7 @@ from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from evals.constraints import check_all
-from evals.plan import AUDIT_TIERS, PlannedRequest, execute_plan, plan_run
+from evals.plan import AUDIT_TIERS, STREAMS, PlannedRequest, execute_plan, plan_run
 from evals.records import ChatRequest, TimingRecord, storable
 from evals.sandbox import extract_code, run_unit_tests
 from evals.suites import context_needed, fill_nonce, prompt_estimate
@@ -131,14 +131,17 @@ def measure(*, run_id: int, cases_limit: int | None = None) -> None:
     plan = plan_run([c.key for c in cases], repeat=run.repeat, seed=run.seed, tiers=run_tiers(run))
     mine = Run.objects.filter(id=run.id, attempt=run.attempt)  # writes only while it is ours
     mine.update(planned=len(plan))
-    _execute(run, {c.key: c for c in cases}, not_yet_stored(run, plan))
+    fast, base = run.pair.fast.max_concurrency, run.pair.base.max_concurrency
+    with STREAMS.reserve(fast + base, settings.TIERWATCH_MAX_STREAMS, on_wait=partial(
+            heartbeat.beat, run), what=f" (max_concurrency: fast {fast} + base {base})"):
+        _execute(run, {c.key: c for c in cases}, not_yet_stored(run, plan))
     mine.update(completed=run.samples.count())  # exact even after a save was retried
 
 
 def _mine(run_id: int, attempt: int | None):
     """The run while it is still running under this attempt (a reaped or taken-over run is not
     marked by the worker that lost it)."""
-    rows = Run.objects.filter(id=run_id, status=RunStatus.RUNNING)
+    rows = Run.objects.filter(id=run_id, status__in=(RunStatus.RUNNING, RunStatus.EVALUATING))
     return rows if attempt is None else rows.filter(attempt=attempt)
 
 
@@ -185,10 +188,7 @@ def _execute(run: Run, cases: dict[str, Case], plan: list[PlannedRequest]) -> No
     async def plan_task() -> None:
         """With Redis, a per-vendor limit shared by all workers (monitor.ratelimit)."""
         running.append((asyncio.get_running_loop(), asyncio.current_task()))  # type: ignore[arg-type]
-        gate = None
-        if settings.REDIS_URL:
-            gate = RunGate(settings.REDIS_URL, {t: ep.base_url for t, ep in tier_endpoint.items()},
-                           limit=settings.TIERWATCH_VENDOR_CONCURRENCY)
+        gate = RunGate.from_settings({t: ep.base_url for t, ep in tier_endpoint.items()})
 
         async def on_gated_record(item: PlannedRequest, record: TimingRecord) -> None:
             await on_record(item, record)
@@ -231,6 +231,7 @@ def _execute(run: Run, cases: dict[str, Case], plan: list[PlannedRequest]) -> No
                     endpoint=tier_endpoint[item.tier],
                     item=item,
                     record=record,
+                    defer_sandbox=True,
                 ),
                 partial(stored_sample, run, item),
             )
@@ -299,10 +300,49 @@ def task_check(*, case: Case, record: TimingRecord) -> tuple[bool | None, dict |
     }
 
 
+PENDING = "sandbox_pending"  # key of ``tests_detail`` while a sample's code waits for the sandbox
+
+
+def needs_sandbox(case: Case, record: TimingRecord) -> bool:
+    """The sample's check runs its generated code against unit tests (``task_check``, and
+    ``evals.benchmarks.score`` for benchmark cases): what ``evaluate`` defers until the run's
+    timed requests are over, so a burst of sandboxes never competes with them."""
+    return bool(record.ok and case.unit_tests and case.tool_answers is None
+                and case.response_format is None)
+
+
+def evaluate(*, run_id: int, attempt: int | None = None) -> int:
+    """The sandbox step: run the pending samples' generated code against their unit tests,
+    one sample at a time, beating after each (a killed sandbox worker is noticed like a killed
+    measuring one). Resumable: a sample is pending until its result is stored. Returns how
+    many were evaluated."""
+    run = Run.objects.get(id=run_id)
+    if attempt is not None:
+        run.attempt = attempt
+    pending = Sample.objects.filter(run_id=run_id, tests_detail__has_key=PENDING)
+    done = 0
+    for sample in pending.select_related("case").order_by("seq"):
+        record = TimingRecord(ok=sample.ok, error_class=sample.error_class or None,
+                              text=sample.text,
+                              tool_calls=sample.tests_detail.get("tool_calls") or [])
+        passed, detail = task_check(case=sample.case, record=record)
+        Sample.objects.filter(id=sample.id, tests_detail__has_key=PENDING).update(
+            tests_passed=passed, tests_detail=storable(detail))
+        heartbeat.beat(run)
+        done += 1
+    return done
+
+
+def has_pending(run_id: int) -> bool:
+    return Sample.objects.filter(run_id=run_id, tests_detail__has_key=PENDING).exists()
+
+
 def save_sample(
-    *, run: Run, case: Case, endpoint: Endpoint, item: PlannedRequest, record: TimingRecord
+    *, run: Run, case: Case, endpoint: Endpoint, item: PlannedRequest, record: TimingRecord,
+    defer_sandbox: bool = False,
 ) -> Sample:
-    """One row per request, failed or not; unit tests run here, inside the sandbox.
+    """One row per request, failed or not; its task check runs here, except generated code
+    with ``defer_sandbox`` (``measure`` sets it): that is marked pending for ``evaluate``.
 
     Every text and JSON value is made storable first (``evals.records.storable``). Should the
     row still not save, the sample is kept as a failed one of class ``store_error`` (its
@@ -311,7 +351,9 @@ def save_sample(
     tests_passed, tests_detail = None, None
     # storable before the sandbox too: code with a lone surrogate cannot even be written out
     record = replace(record, text=storable(record.text))
-    if run.kind == RunKind.PROBE:
+    if run.kind == RunKind.PROBE and defer_sandbox and needs_sandbox(case, record):
+        tests_detail = {PENDING: True, "tool_calls": record.tool_calls}
+    elif run.kind == RunKind.PROBE:
         tests_passed, tests_detail = task_check(case=case, record=record)
     measured = {f.name: getattr(record, f.name) for f in fields(record) if f.name in RECORD_COLUMNS}
     row = dict(

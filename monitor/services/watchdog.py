@@ -2,11 +2,12 @@
 
 ``run_watchdog`` is what the beat entry ``watchdog`` runs every minute, in a worker:
 
-- **reaper**: a run ``running`` whose heartbeat is older than ``TIERWATCH_STALE_AFTER_S``
-  (its worker died: SIGKILL, OOM, a lost machine), or running longer than
-  ``TIERWATCH_RUN_MAX_S``, or ``queued`` longer than ``TIERWATCH_QUEUED_STALE_S`` (its task
-  message was lost), is marked failed with a reason starting "worker lost". What it stored
-  stays and is summarised; one alert per run, claimed by the same conditional update that
+- **reaper**: a run ``running`` whose heartbeat is older than ``TIERWATCH_STALE_AFTER_S`` (its
+  worker died: SIGKILL, OOM, a lost machine), or running longer than ``TIERWATCH_RUN_MAX_S``, or
+  ``queued`` longer than ``TIERWATCH_QUEUED_STALE_S`` (its task message was lost), or
+  ``evaluating`` with a silent sandbox worker or none for ``TIERWATCH_QUEUED_STALE_S``
+  (``heartbeat.evaluation_lost``), is marked failed with a reason starting "worker lost". What it
+  stored stays and is summarised; one alert per run, claimed by the same conditional update that
   fails the run, so two watchdogs never alert twice.
 - **dead man's switch**: for each enabled probe schedule, when no scheduled run of the pair
   finished within the schedule's interval plus ``TIERWATCH_OVERDUE_GRACE_S``, an alert opens
@@ -34,7 +35,7 @@ from monitor.metrics_catalogue import SYSTEM_METRICS
 from monitor.models import Alert, AlertRule, Beacon, Pair, Run
 from monitor.services import alert_lifecycle
 from monitor.services.alerts import pair_link
-from monitor.services.heartbeat import abandoned
+from monitor.services.heartbeat import abandoned, evaluation_lost
 from monitor.services.runs import summarise_run
 
 log = logging.getLogger(__name__)
@@ -71,6 +72,11 @@ def lost_reason(run: Run, now: datetime) -> str:
             f"worker lost: queued for {_age(run.created_at, now):.0f} s and never started "
             "(the task message was lost, or no worker consumes the queue)"
         )
+    if run.status == "evaluating" and run.heartbeat_at is None:
+        return (
+            f"worker lost: measured, then waited {_age(run.measured_at, now):.0f} s for a "
+            "sandbox worker (the task message was lost, or no worker consumes the sandbox queue)"
+        )
     silent = _age(run.heartbeat_at or run.started_at, now)
     if silent > settings.TIERWATCH_STALE_AFTER_S:
         return (
@@ -90,6 +96,7 @@ def reap_stale_runs(now: datetime | None = None) -> list[Alert]:
     queued = now - timedelta(seconds=settings.TIERWATCH_QUEUED_STALE_S)
     stuck = Run.objects.filter(
         abandoned(now)
+        | evaluation_lost(now)
         | Q(status="running", started_at__lt=overrun)
         | Q(status="queued", created_at__lt=queued)
     )

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import psycopg
@@ -22,7 +22,6 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
-from monitor.celery import worker_argv
 from monitor.models import Channel, Endpoint, Pair, Run, Sample
 from monitor.services import watchdog
 from monitor.services.alerts import notify
@@ -31,7 +30,15 @@ from monitor.services.schedules import ensure_probe_schedule
 from monitor.services.suites import sync_builtin_suite
 from monitor.tasks import execute_run_task
 from tests.factories import free_port
-from tests.support import ROOT, start_process, worker_database_url
+from tests.support import (
+    ROOT,
+    purge,
+    start_process,
+    start_worker,
+    stop,
+    wait_for,
+    worker_env,
+)
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(120)]
 
@@ -64,50 +71,6 @@ def slow_pair(vendor_url: str, cases: int = CASES) -> Pair:
         name="faulty", fast=endpoints[0], base=endpoints[1], suite=sync_builtin_suite(name="smoke"),
         repeat=1, cases_per_run=cases,
     )
-
-
-def wait_for(condition: Callable[[], object], seconds: float, what: str,
-             proc: subprocess.Popen | None = None) -> object:
-    """Poll until ``condition`` is truthy; fail naming ``what``, with the log of ``proc``."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if (value := condition()):
-            return value
-        if proc is not None and proc.poll() is not None:
-            break
-        time.sleep(0.2)
-    log = getattr(proc, "log_path", None)
-    tail = open(log).read()[-6000:] if log else ""
-    raise AssertionError(f"not within {seconds} s: {what}\n{tail}")
-
-
-def worker_env(**extra: str) -> dict[str, str]:
-    return {**os.environ, "DATABASE_URL": worker_database_url(),
-            "DJANGO_SETTINGS_MODULE": "monitor.settings", **extra}
-
-
-def start_worker(env: dict[str, str], folder, name: str) -> subprocess.Popen:
-    """A worker with embedded beat, its log in a file (a pipe nobody drains would block it)."""
-    log_path = folder / f"{name}.log"
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(
-            worker_argv(concurrency=2, schedule_file=str(folder / f"{name}-beat"),
-                        loglevel="INFO"),
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )
-    proc.log_path = log_path  # type: ignore[attr-defined]
-    return proc
-
-
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=20)
-
-
-def purge(env: dict[str, str]) -> None:
-    subprocess.run([sys.executable, "-m", "celery", "-A", "monitor", "purge", "-f"], cwd=ROOT,
-                   env=env, check=True, capture_output=True)
 
 
 def sample_keys(run: Run) -> list[tuple]:

@@ -106,11 +106,50 @@ def test_a_429_with_retry_after_pauses_the_vendor_for_every_worker(demo_vendor_u
     assert any(0 < ms <= 2000 for ms in seen)
 
 
+@needs_redis
+@pytest.mark.django_db
+def test_a_load_probe_takes_its_leases_from_the_shared_vendor_limit(demo_vendor_url, settings):
+    """Another worker holds one of the vendor's two leases: a load probe asking for 4 in flight
+    reaches 1 (without the limiter, all 4 would enter at once), and gives every lease back."""
+    from redis import Redis
+    from redis.asyncio import Redis as AsyncRedis
+
+    from monitor.ratelimit import VendorLimiter, vendor_of
+    from monitor.services.load import run_load_probe
+    from tests.factories import vendor_pair
+
+    settings.TIERWATCH_VENDOR_CONCURRENCY = 2
+    vendor = vendor_of(demo_vendor_url)
+    leases = VendorLimiter(None, vendor, limit=2).leases  # type: ignore[arg-type]
+    Redis.from_url(REDIS_URL).delete(leases)
+
+    async def other_worker(action, token=None):
+        redis = AsyncRedis.from_url(REDIS_URL)
+        limiter = VendorLimiter(redis, vendor, limit=2)
+        try:
+            return await (limiter.acquire(5) if action == "hold" else limiter.release(token))
+        finally:
+            await redis.aclose()
+
+    held = asyncio.run(other_worker("hold"))
+    try:
+        pair = vendor_pair(demo_vendor_url, suite="smoke", repeat=1)
+        run = run_load_probe(pair=pair, concurrency_levels=(4,), requests_per_level=4)
+    finally:
+        asyncio.run(other_worker("release", held))
+    assert run.status == "done", run.error
+    for tier in ("fast", "base"):
+        block = run.summary["load"]["4"][tier]
+        assert block["n_ok"] == 4 and block["in_flight_max"] == 1
+    assert Redis.from_url(REDIS_URL).zcard(leases) == 0
+
+
 @pytest.mark.parametrize("name,args,kwargs,queue", [
     ("monitor.tasks.probe_pair_task", ["p"], {}, "probes"),
     ("monitor.tasks.probe_pair_task", ["p", "audit"], {}, "audits"),
     ("monitor.tasks.execute_run_task", [1], {"kind": "probe"}, "probes"),
     ("monitor.tasks.execute_run_task", [1], {"kind": "audit"}, "audits"),
+    ("monitor.tasks.evaluate_run_task", [1], {}, "sandbox"),
     ("monitor.tasks.notify_task", [1], {}, "reports"),
     ("monitor.tasks.weekly_report_task", [], {}, "reports"),
     ("monitor.tasks.prune_payloads_task", [], {}, "reports"),

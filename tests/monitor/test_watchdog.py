@@ -105,6 +105,30 @@ def test_it_reaps_a_run_queued_too_long_and_one_running_past_its_limit(demo_vend
     assert Run.objects.get(pk=waiting.pk).status == "queued"
 
 
+def test_it_reaps_an_evaluating_run_left_by_its_sandbox_worker_or_never_taken(
+        demo_vendor_url, settings):
+    """A sandbox worker killed mid-evaluation (silent past the stale limit) and a run no sandbox
+    worker took (no consumer, lost message) are failed; a run still waiting in time is not. A
+    redelivered task may take the silent one over before the watchdog gets to it."""
+    settings.TIERWATCH_STALE_AFTER_S, settings.TIERWATCH_QUEUED_STALE_S = 60, 600
+    pair = vendor_pair(demo_vendor_url, suite="smoke")
+    killed, never, waiting, taken_over = (running(pair, heartbeat_s=1) for _ in range(4))
+    for run, beat_s, measured_s in ((killed, 120, 130), (never, None, 700),
+                                    (waiting, None, 30), (taken_over, 120, 130)):
+        assert heartbeat.hand_off(run.id, run.attempt)
+        Run.objects.filter(pk=run.pk).update(
+            measured_at=ago(measured_s), heartbeat_at=None if beat_s is None else ago(beat_s))
+    assert heartbeat.claim_evaluation(taken_over.id) == 2  # the redelivered sandbox task
+    assert len(watchdog.reap_stale_runs()) == 2
+    errors = dict(Run.objects.filter(status="failed").values_list("pk", "error"))
+    assert errors[killed.pk].startswith("worker lost: no heartbeat for 1")
+    assert errors[never.pk].startswith("worker lost: measured, then waited 7")
+    assert "sandbox queue" in errors[never.pk]
+    statuses = dict(Run.objects.filter(pk__in=[waiting.pk, taken_over.pk])
+                    .values_list("pk", "status"))
+    assert statuses == {waiting.pk: "evaluating", taken_over.pk: "evaluating"}
+
+
 def test_a_disabled_system_rule_silences_the_alert_not_the_reaping(demo_vendor_url, settings):
     settings.TIERWATCH_STALE_AFTER_S = 60
     pair = vendor_pair(demo_vendor_url, suite="smoke")
