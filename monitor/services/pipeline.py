@@ -21,6 +21,7 @@ from monitor.models import Alert, Run, RunKind, RunStatus
 from monitor.services import (
     alert_lifecycle,
     alerts,
+    budget,
     heartbeat,
     maintenance,
     monitoring,
@@ -45,6 +46,7 @@ def execute_run(
         runs.measure(run_id=run_id, cases_limit=cases_limit)
         runs.summarise_run(run_id=run_id)
         rollups.record_run(run=Run.objects.get(id=run_id))  # kept when payloads expire
+        budget.settle(Run.objects.select_related("pair").get(id=run_id))  # over: said, not silent
         maintenance.mark_run(run_id=run_id)
     except heartbeat.RunLost as exc:  # reaped or taken over: the run is no longer ours
         log.warning("%s; stopping", exc)
