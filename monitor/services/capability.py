@@ -10,7 +10,9 @@ The window (:func:`window_report`): the last ``WINDOW_RUNS`` finished probes of 
 current suite version, read from their rollups' per-case outcomes (``monitor.rollups``).
 Cases rotate through runs (a budget takes some per run), so each case
 has its own pass counts per tier; the paired test, Holm per category, the minimum detectable
-drop and the routing sentence are :mod:`evals.stats.capability_paired`'s.
+drop and the routing sentence are :mod:`evals.stats.capability_paired`'s. Whether a category
+*loses* is the controlled decision of its loss detector (``capability_monitor``), carried
+across runs; the window's p-values are the evidence shown beside it.
 """
 
 from __future__ import annotations
@@ -19,11 +21,13 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
 from scipy.stats import binomtest
 
 from evals.benchmarks import score as scoring
 from evals.benchmarks.toolcheck import ToolMetrics, ToolVerdict, tool_metrics
 from evals.records import CaseSpec, TimingRecord
+from evals.stats.capability_loss import LossState
 from evals.stats.capability_paired import (
     CaseCounts,
     PairedResult,
@@ -31,6 +35,7 @@ from evals.stats.capability_paired import (
     routing_advice,
 )
 from monitor.models import Case, Pair, Run, RunKind, RunRollup, RunStatus
+from monitor.services import capability_monitor
 
 WINDOW_RUNS = 30
 ALPHA = 0.05
@@ -125,6 +130,7 @@ class WindowReport:
     schema_valid: dict[str, Rate]  # tier -> tool calls whose arguments validate
     errors: dict[str, Counter]  # tier -> error class counts
     losing: list[LosingCase] = field(default_factory=list)
+    detectors: dict[str, LossState] = field(default_factory=dict)  # the controlled decision
 
     @property
     def empty(self) -> bool:
@@ -151,7 +157,9 @@ def window_report(pair: Pair, limit: int = WINDOW_RUNS) -> WindowReport:
             into.n_fast, into.pass_fast = into.n_fast + c["n"], into.pass_fast + c["p"]
         else:
             into.n_base, into.pass_base = into.n_base + c["n"], into.pass_base + c["p"]
-    results = compare(counts, alpha=ALPHA)
+    results = compare(counts, alpha=ALPHA,
+                      tolerance_points=settings.TIERWATCH_ROUTE_TOLERANCE_POINTS)
+    detectors = capability_monitor.states(pair)
     totals: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
     bench: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
     errors: dict[str, Counter] = {"fast": Counter(), "base": Counter()}
@@ -187,7 +195,10 @@ def window_report(pair: Pair, limit: int = WINDOW_RUNS) -> WindowReport:
     tools = tool_metrics(verdicts["fast"], verdicts["base"]) if verdicts["base"] else None
     return WindowReport(
         runs=len(runs), results=results,
-        advice={r.category: routing_advice(r) for r in results},
+        advice={r.category: routing_advice(r, loss_detected=r.category in detectors
+                                            and detectors[r.category].alarmed)
+                for r in results},
+        detectors=detectors,
         rates={cat: {t: rate(*totals[(cat, t)]) for t in tiers}
                for cat in sorted({c for c, _ in totals})},
         benchmarks={b: {t: rate(*bench[(b, t)]) for t in tiers}

@@ -22,6 +22,7 @@ from monitor.services import (
     alert_lifecycle,
     alerts,
     budget,
+    capability_monitor,
     heartbeat,
     maintenance,
     monitoring,
@@ -68,7 +69,8 @@ def execute_run(
 
 def judge(*, run_id: int) -> None:
     """The verdict of an audit, then the run folded into its pair's stored evidence
-    (``monitor.services.monitoring``: e-detector for audits, CUSUM for probes)."""
+    (``monitor.services.monitoring``: e-detector for audits, CUSUM for probes; a probe's
+    capability outcomes into ``monitor.services.capability_monitor``'s loss detectors)."""
     run = Run.objects.select_related("pair").get(id=run_id)
     if run.kind == RunKind.AUDIT:
         try:
@@ -82,6 +84,10 @@ def judge(*, run_id: int) -> None:
         monitoring.after_run(run_id=run_id)
     except Exception:  # the run stands; its pair's state is left as it was
         log.exception("monitoring state after run %s failed", run_id)
+    try:  # a probe's capability outcomes, into the per-category loss detectors
+        capability_monitor.after_run(run_id=run_id)
+    except Exception:
+        log.exception("capability loss detectors after run %s failed", run_id)
 
 
 def evaluate_alerts(*, run_id: int) -> list[Alert]:

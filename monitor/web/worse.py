@@ -3,19 +3,23 @@ probe runs, paired differences with Holm-adjusted p, tool-call decision F1 and s
 the cases where the fast tier loses (each linked to the diff viewer), routing advice per
 category, and what the runs cost against the pair's daily budget.
 
-Everything is read from stored sample outcomes (``monitor.services.capability``) and run
-summaries; the page runs no check itself.
+Everything is read from the runs' rollups (``monitor.services.capability``), the pair's stored
+loss detectors (``monitor.services.capability_monitor``) and run summaries; the page runs no
+check and reads no sample.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
+from evals.stats import capability_loss
+from evals.stats.capability_loss import LossState
 from monitor import selectors
-from monitor.services import budget, capability
+from monitor.services import budget, capability, capability_monitor
 from monitor.services.capability import Rate
 from monitor.web.access import VIEW_PAIR, requires
 from monitor.web.htmx import render_page
@@ -61,8 +65,10 @@ def _budget_context(pair, runs) -> dict[str, Any]:
 def worse_context(pair) -> dict[str, Any]:
     report = capability.window_report(pair)
     runs = capability.window_runs(pair)
+    limit = capability_monitor.threshold(pair)
     results = [{
         "r": r, "advice": report.advice[r.category], "kind": advice_kind(report.advice[r.category]),
+        "across": capability_loss.words(report.detectors.get(r.category, LossState()), limit),
         "fast": rate_cell(report.rates[r.category]["fast"]),
         "base": rate_cell(report.rates[r.category]["base"]),
     } for r in report.results]
@@ -90,6 +96,8 @@ def worse_context(pair) -> dict[str, Any]:
         "costs": [(r, {k: usd(v) for k, v in budget.run_cost(r).items()}) for r in runs[:10]],
         "budget": _budget_context(pair, runs),
         "window": capability.WINDOW_RUNS,
+        "loss_budget": capability_monitor.budget_words(pair),
+        "tolerance": f"{settings.TIERWATCH_ROUTE_TOLERANCE_POINTS:g}",
     }
 
 
