@@ -23,7 +23,7 @@ from evals.stats.capability_paired import CaseCounts
 def test_a_cases_bet_has_expectation_one_under_equal_tiers(n_fast, n_base, passes):
     """Given the case's passes, the fast count is hypergeometric: E[1 + λ s] = 1 exactly."""
     law = hypergeom(n_fast + n_base, passes, n_fast)
-    for j, lam in enumerate(LAMBDAS):
+    for j in range(len(LAMBDAS)):
         mean = sum(law.pmf(k) * run_evalues(
             [(passes - k) / n_base - k / n_fast])[j]
                    for k in range(max(0, passes - n_base), min(n_fast, passes) + 1))
