@@ -12,7 +12,7 @@ the "Is it worse?" page over a full window.
    the whole page (``/pairs/NAME/worse/`` through Django's test client) are timed over the
    full window: median of 3, wall and CPU (``time.process_time``; the machine is shared).
    ``--before`` adds the figures measured on the code before the rollups, for comparison.
-3. A budgeted day: with ``--budget`` USD a day, how many cases a probe takes (the upper-bound
+3. A budgeted day: with ``--budget`` USD a day, how many cases a probe takes (the estimate
    rule of ``monitor.services.budget``) and what it then costs.
 
 Run: ``.venv/bin/python benchmarks/capability_product.py --write-docs`` (a few minutes on 2
