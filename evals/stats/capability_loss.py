@@ -38,7 +38,6 @@ The state is a frozen dataclass stored per category; :func:`update` once per fin
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 
@@ -111,16 +110,3 @@ def update(state: LossState, cases: Iterable[CaseCounts], *, threshold: float,
 
 def acknowledge(state: LossState) -> LossState:
     return LossState()
-
-
-def words(state: LossState, threshold: float) -> str:
-    """The controlled decision in a few words, for the page and the advice."""
-    if state.alarmed:
-        return (f"loss detected across runs (detector {_g(state.detector)} ≥ {threshold:.0f}, "
-                f"{state.cases} paired cases over {state.runs} runs)")
-    return (f"no loss detected across runs (detector {_g(state.detector)} < {threshold:.0f}, "
-            f"{state.cases} paired cases over {state.runs} runs)")
-
-
-def _g(x: float) -> str:
-    return f"{x:.3g}" if math.isfinite(x) else "∞"

@@ -32,7 +32,8 @@ m ≥ (z_{1−α/2} + z_{0.8})² · v̄ / D₀² (at the answers per case seen s
 :mod:`evals.stats.capability_loss` and the tolerance, never by one look's p: keep on base when
 the detector found a loss; route to the fast tier only when it found none *and* the window
 would detect a drop of the tolerance (detectable drop ≤ D₀) *and* the estimate is not near it
-(drop < D₀/2); otherwise undecided, saying how many more paired cases it takes.
+(drop < D₀/2); otherwise undecided, saying why: a window loss not yet confirmed across runs,
+an estimate near the tolerance, or how many more paired cases it takes.
 """
 
 from __future__ import annotations
@@ -205,7 +206,10 @@ def routing_advice(result: PairedResult, *, loss_detected: bool) -> str:
         return (f"route `{cat}` to the fast tier: no loss detected over {result.n_cases} "
                 f"paired cases ({diff:+.0f} points{p}), would detect a {mde:.0f}-point drop "
                 f"at 80% power (tolerance {tol:.0f})")
-    if mde is not None and mde <= tol:
+    if result.p_adjusted < result.alpha and diff < 0:
+        why = ("the window shows a loss, not yet confirmed across runs (the loss detector "
+               "decides; a single look at the window would report false losses too often)")
+    elif mde is not None and mde <= tol:
         why = (f"{diff:+.0f} points is near the {tol:.0f}-point tolerance, and no loss is "
                "detected yet; more runs will tell")
     elif result.cases_needed is None:

@@ -16,7 +16,6 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
-from evals.stats import capability_loss
 from evals.stats.capability_loss import LossState
 from monitor import selectors
 from monitor.services import budget, capability, capability_monitor
@@ -45,6 +44,13 @@ def usd(value: float | None) -> str:
     return f"${value:.4f}" if value < 1 else f"${value:,.2f}"
 
 
+def across_words(state: LossState, limit: float) -> str:
+    """The table's cell for the controlled decision (the advice sentence says the rest)."""
+    if state.alarmed:
+        return f"loss detected (run #{state.alarm_run})"
+    return f"none yet: detector {state.detector:.3g} of {limit:,.0f} ({state.runs} runs)"
+
+
 def advice_kind(sentence: str) -> str:
     return sentence.split(" ", 1)[0].lower()  # keep | route | undecided | `cat`: (no advice)
 
@@ -68,7 +74,7 @@ def worse_context(pair) -> dict[str, Any]:
     limit = capability_monitor.threshold(pair)
     results = [{
         "r": r, "advice": report.advice[r.category], "kind": advice_kind(report.advice[r.category]),
-        "across": capability_loss.words(report.detectors.get(r.category, LossState()), limit),
+        "across": across_words(report.detectors.get(r.category, LossState()), limit),
         "fast": rate_cell(report.rates[r.category]["fast"]),
         "base": rate_cell(report.rates[r.category]["base"]),
     } for r in report.results]

@@ -91,6 +91,7 @@ def test_keep_on_base_comes_from_the_controlled_decision_not_the_window_p():
     lone = routing_advice(result(diff_points=-14.0, p_value=0.001, p_adjusted=0.002),
                           loss_detected=False)
     assert lone.startswith("undecided on `tool_calls/simple`")
+    assert "the window shows a loss, not yet confirmed across runs" in lone
 
 
 def test_undecided_when_the_estimate_is_near_the_tolerance():
