@@ -5,6 +5,8 @@ budget counts audits and estimates replies from the cases' observed output token
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 
 from evals.stats.capability_loss import LossState
@@ -131,3 +133,16 @@ def test_a_run_that_overshoots_the_budget_says_so():
     assert sentence.startswith("over budget: $1.6800 spent today of $0.50")
     run.refresh_from_db()
     assert run.summary_obj.budget.note == sentence
+
+
+def test_migration_0012_backfills_the_runs_rolled_up_before_it():
+    from django.apps import apps
+
+    backfill = importlib.import_module("monitor.migrations.0012_capability_rollups").backfill
+    pair = _world()
+    run = _probe(pair, fast_passes=False)
+    written = {r.tier: (r.cases, r.prompt_tokens) for r in run.rollups.all()}
+    run.rollups.update(cases={}, prompt_tokens=0, completion_tokens=0, cached_tokens=0)
+    backfill(apps, None)
+    assert {r.tier: (r.cases, r.prompt_tokens) for r in run.rollups.all()} == written
+    assert written["fast"][0]["t0"]["f"] == "schema_mismatch"
