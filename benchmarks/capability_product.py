@@ -95,15 +95,19 @@ def timed(fn, repeat: int = 3) -> tuple[float, float]:
     return sorted(walls)[len(walls) // 2], sorted(cpus)[len(cpus) // 2]
 
 
+def command_before(before: str | None) -> str:
+    return f" --before {before}" if before else ""
+
+
 def before_rows(before: str | None, report_s, page_s) -> list[str]:
     """The figures measured before the rollups (samples read at every view), and the ratios."""
     if not before:
         return []
     rw, rc, pw, pc = (float(x) for x in before.split(","))
     return [f"| before the rollups (samples read every view, commit 7fe26a1): `window_report` "
-            f"| {rw:.2f} s wall, {rc:.2f} s CPU (CPU ratio {rc / report_s[1]:.0f}×) |",
+            f"| {rw:.2f} s wall, {rc:.2f} s CPU (CPU ratio {rc / report_s[1]:.1f}×) |",
             f"| before the rollups: the whole page | {pw:.2f} s wall, {pc:.2f} s CPU (CPU "
-            f"ratio {pc / page_s[1]:.0f}×) |"]
+            f"ratio {pc / page_s[1]:.1f}×) |"]
 
 
 def main() -> None:
@@ -143,7 +147,8 @@ def main() -> None:
         f"Measured {time.strftime('%Y-%m-%d')} on {platform.machine()} ({os.cpu_count()} cores "
         f"shared with other work, load average {os.getloadavg()[0]:.1f}), Python "
         f"{platform.python_version()}, SQLite, sandbox `{isolation()}`. Command: "
-        "`.venv/bin/python benchmarks/capability_product.py --write-docs`. The pair is "
+        f"`.venv/bin/python benchmarks/capability_product.py{command_before(args.before)} "
+        "--write-docs`. The pair is "
         "SIMULATED (`demo-distilled` vs `demo-base`, no delays), so the times are tierwatch's "
         "own work: requests through the client, storage, scoring, summary.", "",
         "| measure | value |", "| --- | --- |",
@@ -171,9 +176,13 @@ def main() -> None:
         "and time to detect at a budget are in \"Capability benchmarks\" above. The budget's "
         "estimate takes each reply at the P90 of the case's output tokens in the pair's recent "
         "runs (here: the one full probe before it), `max_tokens` for a case never answered; "
-        "a run that still overshoots says so in its summary.", "",
+        "a run that still overshoots says so in its summary (before, at `max_tokens` for "
+        "every reply, the same $0.05 took 6 cases, an upper bound of $0.0484 for a cost of "
+        "$0.0076). Wall times follow the machine's load; CPU times are the figures to "
+        "compare. What CPU remains is mostly the permutation tests (4,000 draws × 11 "
+        "categories, ~0.5 s) and decoding the 60 rollups' per-case JSON.", "",
     ]
-    text = "\n".join(lines)
+    text = "\n".join(lines) + "\n"
     print(text)
     if args.write_docs:
         write_section(SECTION, text)

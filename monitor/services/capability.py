@@ -85,9 +85,11 @@ def check(case: Case, record: TimingRecord) -> tuple[bool | None, dict | None]:
     return outcome.passed, detail
 
 
-def window_runs(pair: Pair, limit: int = WINDOW_RUNS) -> list[Run]:
-    return list(Run.objects.filter(pair=pair, suite=pair.suite, kind=RunKind.PROBE,
-                                   status=RunStatus.DONE).order_by("-created_at")[:limit])
+def window_runs(pair: Pair, limit: int = WINDOW_RUNS, *fields: str) -> list[Run]:
+    """The window's runs, newest first; ``fields``: load only those (the report needs ids)."""
+    runs = Run.objects.filter(pair=pair, suite=pair.suite, kind=RunKind.PROBE,
+                              status=RunStatus.DONE).order_by("-created_at")
+    return list((runs.only(*fields) if fields else runs)[:limit])
 
 
 @dataclass(frozen=True)
@@ -144,11 +146,11 @@ def _outcomes(runs: list[Run]) -> list[tuple[int, str, str, dict[str, Any]]]:
     rows = RunRollup.objects.filter(run__in=runs, tier__in=("fast", "base")) \
         .values_list("run_id", "tier", "cases").order_by("run_id", "tier")
     return [(run_id, tier, key, c) for run_id, tier, cases in rows
-            for key, c in sorted(cases.items()) if c.get("n")]
+            for key, c in cases.items() if c.get("n")]
 
 
 def window_report(pair: Pair, limit: int = WINDOW_RUNS) -> WindowReport:
-    runs = window_runs(pair, limit)
+    runs = window_runs(pair, limit, "id")
     rows = _outcomes(runs)
     counts: dict[str, CaseCounts] = {}
     for _, tier, key, c in rows:
@@ -172,7 +174,8 @@ def window_report(pair: Pair, limit: int = WINDOW_RUNS) -> WindowReport:
         for table, name in ((totals, cat), (bench, cat.split("/")[0])):
             table[(name, tier)][0] += c["p"]
             table[(name, tier)][1] += c["n"]
-        errors[tier].update(c.get("e", {}))
+        if "e" in c:
+            errors[tier].update(c["e"])
         for rep, ok, called, n_calls, n_valid, error in c.get("t", ()):
             schema[tier][0] += n_valid
             schema[tier][1] += n_calls
