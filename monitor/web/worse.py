@@ -18,6 +18,7 @@ from django.views.decorators.http import require_GET
 
 from evals.stats.capability_loss import LossState
 from monitor import selectors
+from monitor.run_summary import Budget
 from monitor.services import budget, capability, capability_monitor
 from monitor.services.capability import Rate
 from monitor.web.access import VIEW_PAIR, requires
@@ -65,6 +66,9 @@ def _budget_context(pair, runs) -> dict[str, Any]:
         "latest": latest,
         "block": block,
         "limited_runs": sum(1 for r in runs if (b := r.summary_obj.budget) and b.limited),
+        # today's run whose replies carried the day past the budget (budget.settle said so)
+        "over": next((r for r in runs if r.created_at >= budget.day_start()
+                      and "over budget:" in (r.summary_obj.budget or Budget()).note), None),
     }
 
 

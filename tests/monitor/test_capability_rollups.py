@@ -122,7 +122,7 @@ def test_a_case_is_estimated_at_the_p90_of_its_observed_replies_else_max_tokens(
     assert budget.case_estimate(fresh, pair, 1, seen) > 2 * 1000 * 1e-3
 
 
-def test_a_run_that_overshoots_the_budget_says_so():
+def test_a_run_that_overshoots_the_budget_says_so(admin_client):
     pair = _world()
     _price(pair, limit=0.5)
     run = _probe(pair, fast_passes=True)  # costs 1.68 against a 0.5 budget
@@ -133,6 +133,8 @@ def test_a_run_that_overshoots_the_budget_says_so():
     assert sentence.startswith("over budget: $1.6800 spent today of $0.50")
     run.refresh_from_db()
     assert run.summary_obj.budget.note == sentence
+    html = admin_client.get(f"/pairs/{pair.name}/worse/").content.decode()
+    assert 'id="budget-over"' in html and "over budget: $1.6800 spent today" in html
 
 
 def test_migration_0012_backfills_the_runs_rolled_up_before_it():
