@@ -605,6 +605,11 @@ class RunRollup(models.Model):
     n_passed = models.PositiveIntegerField(default=0)
     served = models.JSONField(default=dict, blank=True)  # reported tier → successful requests
     retried = models.PositiveIntegerField(default=0)  # requests retried on a stale connection
+    # tokens of the answers with a reported prompt count: the run's cost at any prices
+    prompt_tokens = models.BigIntegerField(default=0)
+    completion_tokens = models.BigIntegerField(default=0)
+    cached_tokens = models.BigIntegerField(default=0)
+    cases = models.JSONField(default=dict, blank=True)  # per case: monitor.rollups docstring
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "tier"], name="rollup_run_tier")]
@@ -668,12 +673,15 @@ class Baseline(models.Model):
 
 class PairMonitorState(models.Model):
     """A pair's evidence across runs, updated run by run and never recomputed: the e-process
-    of its audits and the CUSUM sums of its probes against the active baseline (JSON of
-    ``evals.stats.eprocess.EProcessState`` and ``evals.stats.cusum.CusumState``)."""
+    of its audits, the CUSUM sums of its probes against the active baseline, and the loss
+    detectors of its capability categories (JSON of ``evals.stats.eprocess.EProcessState``,
+    ``evals.stats.cusum.CusumState`` and ``evals.stats.capability_loss.LossState``)."""
 
     pair = models.OneToOneField(Pair, on_delete=models.CASCADE, related_name="monitor_state")
     eprocess = models.JSONField(default=dict, blank=True)
     cusum = models.JSONField(default=dict, blank=True)
+    # per category, the capability loss e-detector (monitor.services.capability_monitor)
+    capability = models.JSONField(default=dict, blank=True)
     last_audit = models.ForeignKey(Run, null=True, on_delete=models.SET_NULL, related_name="+")
     last_probe = models.ForeignKey(Run, null=True, on_delete=models.SET_NULL, related_name="+")
     since = models.DateTimeField(null=True, blank=True, help_text="last acknowledgement")

@@ -1,10 +1,22 @@
 """What a finished run leaves behind for good: one rollup row per tier (counts, errors, goodput,
-TTFT/E2E sketches) and the model ids / fingerprints its endpoints returned.
+TTFT/E2E sketches, tokens billed, and per case the capability outcomes) and the model ids /
+fingerprints its endpoints returned.
 
-Written once, when the run is summarised (``record_run``), so the SLA report and the verdict
-page read a few small rows instead of scanning samples, and keep working after
-``monitor.retention`` has emptied old sample payloads. Rows in, rows out: the builders take
-dicts or objects with the Sample field names, so the backfill migration can use them too.
+Written once, when the run is summarised (``record_run``), so the SLA report, the verdict page
+and the "Is it worse?" page read a few small rows instead of scanning samples, and keep working
+after ``monitor.retention`` has emptied old sample payloads. Rows in, rows out: the builders
+take dicts with the Sample field names (``case__key``/``case__category`` for the case), so the
+backfill migrations can use them too.
+
+``cases`` of a tier's rollup, one entry per case key (what ``monitor.services.capability``
+and the budget read; short keys because a capability run has a thousand cases):
+
+- ``c`` category, ``in``/``out`` the largest prompt / output tokens of the case's answers
+  (output: the vendor's count, else our estimate), for every case;
+- for a checked case (``tests_passed`` set, batch 0): ``k`` the check's kind, ``n`` answers
+  checked, ``p`` passed, ``e`` error classes counted, ``f`` the class of a failed answer
+  ("tests_failed"/"constraint_broken"/"failed" when the check named none), and for tool-call
+  cases ``t``: per answer ``[repetition, correct, called, n_calls, n_schema_valid, error]``.
 """
 
 from __future__ import annotations
@@ -26,7 +38,10 @@ from monitor.models import ProvenanceEvent, Run, RunRollup
 log = logging.getLogger(__name__)
 
 ROLLUP_FIELDS = ("tier", "endpoint_id", "ok", "error_class", "ttft_ms", "e2e_ms", "tests_passed",
-                 "model_id", "system_fingerprint", "started_at", "served_tier", "headers")
+                 "model_id", "system_fingerprint", "started_at", "served_tier", "headers",
+                 "prompt_tokens", "completion_tokens", "estimated_tokens", "cached_tokens",
+                 "case__key", "case__category", "batch", "repetition", "tests_detail")
+FAILED_AS = {"unit_tests": "tests_failed", "constraints": "constraint_broken"}
 PROVENANCE = (("model_id", "model_id"), ("system_fingerprint", "fingerprint"))
 
 
@@ -66,7 +81,56 @@ def tier_rollups(samples: Iterable[Any], slo: dict[str, float]) -> dict[str, dic
             # the tier each successful request reported ("" = none): evals.latency.downgrades
             "served": dict(sorted(Counter(str(_get(s, "served_tier") or "") for s in ok).items())),
             "retried": sum(RETRIED_MARKER in (_get(s, "headers") or {}) for s in rows),
+            **billed_tokens(rows),
+            "cases": case_outcomes(rows),
         }
+    return out
+
+
+def output_tokens(row: Any) -> int | None:
+    """The vendor's completion count, else our tokenizer estimate (``monitor.services.budget``)."""
+    done = _get(row, "completion_tokens")
+    return done if done is not None else _get(row, "estimated_tokens")
+
+
+def billed_tokens(rows: Iterable[Any]) -> dict[str, int]:
+    """Token sums over the answers the vendor reported a prompt count for: cost is linear in
+    them, so ``budget.sample_cost`` of the sums is the run's cost at the endpoint's prices."""
+    out = {"prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0}
+    for r in rows:
+        prompt = _get(r, "prompt_tokens")
+        if prompt is None:
+            continue  # failed before usage: nothing billed that we can see
+        out["prompt_tokens"] += prompt
+        out["completion_tokens"] += output_tokens(r) or 0
+        out["cached_tokens"] += min(_get(r, "cached_tokens") or 0, prompt)
+    return out
+
+
+def case_outcomes(rows: Iterable[Any]) -> dict[str, dict[str, Any]]:
+    """The ``cases`` map of one tier (module docstring)."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        entry = out.setdefault(_get(r, "case__key"), {"c": _get(r, "case__category")})
+        for name, value in (("in", _get(r, "prompt_tokens")), ("out", output_tokens(r))):
+            if value is not None:
+                entry[name] = max(entry.get(name, 0), value)
+        passed = _get(r, "tests_passed")
+        if passed is None or _get(r, "batch"):
+            continue
+        detail = _get(r, "tests_detail") or {}
+        kind, error = detail.get("kind"), detail.get("error_class")
+        entry["k"] = kind
+        entry["n"] = entry.get("n", 0) + 1
+        entry["p"] = entry.get("p", 0) + bool(passed)
+        if error:
+            entry.setdefault("e", {})[error] = entry.get("e", {}).get(error, 0) + 1
+        if not passed and "f" not in entry:
+            entry["f"] = error or FAILED_AS.get(kind, "failed")
+        if kind == "tool_call":
+            entry.setdefault("t", []).append([
+                _get(r, "repetition"), bool(passed), bool(detail.get("called")),
+                detail.get("n_calls", 0), detail.get("n_schema_valid", 0), error])
     return out
 
 

@@ -307,7 +307,7 @@ class Verdict:
 class Budget:
     limit_usd: float = 0.0
     spent_before_usd: float = 0.0
-    bound_usd: float = 0.0  # the most this run's planned cases can cost
+    bound_usd: float = 0.0  # the planned cases' expected most (replies at their P90)
     taken: int = 0
     available: int = 0
     note: str = ""  # "limited by budget: k of n cases …" when it limited the run

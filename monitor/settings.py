@@ -195,6 +195,8 @@ TIERWATCH_PAGERDUTY_URL = env_str(
 )
 # the SLA report's availability SLO (error budget = 1 - target)
 TIERWATCH_SLO_AVAILABILITY = env_float("TIERWATCH_SLO_AVAILABILITY", 0.99)
+# the largest capability drop (points) a "route to the fast tier" advice accepts
+TIERWATCH_ROUTE_TOLERANCE_POINTS = env_float("TIERWATCH_ROUTE_TOLERANCE_POINTS", 10.0)
 TIERWATCH_HTTP_TIMEOUT_S = env_float("TIERWATCH_HTTP_TIMEOUT_S", 120.0)
 # Bearer token Prometheus sends to /metrics; unset, /metrics answers 404.
 TIERWATCH_METRICS_TOKEN = env_str("TIERWATCH_METRICS_TOKEN", "")

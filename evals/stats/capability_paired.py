@@ -24,10 +24,21 @@ below the base's observed rate p that a two-sided z-test on T detects with proba
 with cases treated as homogeneous: Var(T) = (1/m²) Σ_i [p(1−p)/n_b,i + (p−D)(1−p+D)/n_f,i],
 D = (z_{1−α/2} + z_{0.8}) · sd(T) solved by bisection. Case-to-case differences in pass rate
 only lower the true variance (Σ p_i(1−p_i) ≤ m·p̄(1−p̄)), so the stated D is conservative.
+**Paired cases needed** to detect a drop of the tolerance D₀: the same variance with the mean
+per-case term v̄ = (1/m) Σ_i [p(1−p)/n_b,i + q(1−q)/n_f,i] at q = p − D₀ is v̄/m, so
+m ≥ (z_{1−α/2} + z_{0.8})² · v̄ / D₀² (at the answers per case seen so far).
+
+**Routing advice** (:func:`routing_advice`) is decided by the controlled loss detector of
+:mod:`evals.stats.capability_loss` and the tolerance, never by one look's p: keep on base when
+the detector found a loss; route to the fast tier only when it found none *and* the window
+would detect a drop of the tolerance (detectable drop ≤ D₀) *and* the estimate is not near it
+(drop < D₀/2); otherwise undecided, saying why: a window loss not yet confirmed across runs,
+an estimate near the tolerance, or how many more paired cases it takes.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -38,6 +49,7 @@ from evals.stats.multiple import holm
 
 POWER = 0.8
 MIN_CASES = 5  # fewer paired cases: no test, no advice
+TOLERANCE_POINTS = 10.0  # the default largest drop a routing advice accepts
 
 
 @dataclass
@@ -79,6 +91,8 @@ class PairedResult:
     p_adjusted: float | None  # Holm across the categories tested together
     mde_points: float | None  # the drop detectable at 80% power
     alpha: float
+    tolerance_points: float = TOLERANCE_POINTS
+    cases_needed: int | None = None  # paired cases to detect a tolerance-sized drop
 
 
 def permutation_test(counts: list[CaseCounts], n_perm: int = 4000,
@@ -124,8 +138,22 @@ def min_detectable_drop(base_rate: float, n_fast: Iterable[int], n_base: Iterabl
     return hi
 
 
+def cases_needed(base_rate: float, n_fast: Iterable[int], n_base: Iterable[int],
+                 tolerance: float, alpha: float = 0.05, power: float = POWER) -> int | None:
+    """Paired cases for a detectable drop ≤ ``tolerance`` (a fraction; module docstring), None
+    when the base tier passes too little to lose that much."""
+    nf = np.asarray(list(n_fast), dtype=float)
+    nb = np.asarray(list(n_base), dtype=float)
+    p, q = base_rate, base_rate - tolerance
+    if not len(nf) or q < 0:
+        return None
+    v = float(np.mean(p * (1 - p) / nb + q * (1 - q) / nf))
+    z = norm.ppf(1 - alpha / 2) + norm.ppf(power)
+    return max(MIN_CASES, math.ceil(z * z * v / tolerance ** 2))
+
+
 def compare(counts: dict[str, CaseCounts], alpha: float = 0.05, n_perm: int = 4000,
-            seed: int = 0) -> list[PairedResult]:
+            seed: int = 0, tolerance_points: float = TOLERANCE_POINTS) -> list[PairedResult]:
     """One result per category (sorted by name), Holm-adjusted across them. The minimum
     detectable drop is computed at α / (number of categories), the level Holm's first step
     uses, so "would detect" holds after the adjustment too."""
@@ -146,37 +174,50 @@ def compare(counts: dict[str, CaseCounts], alpha: float = 0.05, n_perm: int = 40
         base = float(np.mean([r.pass_base / r.n_base for r in rows]))
         mde = min_detectable_drop(base, [r.n_fast for r in rows], [r.n_base for r in rows],
                                   level) if cat in raw else None
+        need = cases_needed(base, [r.n_fast for r in rows], [r.n_base for r in rows],
+                            tolerance_points / 100, level)
         out.append(PairedResult(
             category=cat, n_cases=len(rows), n_fast=sum(r.n_fast for r in rows),
             n_base=sum(r.n_base for r in rows), fast_rate=fast, base_rate=base,
             diff_points=100 * raw[cat][0] if cat in raw else 100 * (fast - base),
             p_value=raw[cat][1] if cat in raw else None, p_adjusted=adjusted.get(cat),
             mde_points=100 * mde if mde is not None else None, alpha=alpha,
+            tolerance_points=tolerance_points, cases_needed=need,
         ))
     return out
 
 
-def routing_advice(result: PairedResult) -> str:
-    """The sentence a page shows for one category (the article's routing question). A drop
-    that is not significant but at least half the detectable one is "undecided", not a
-    recommendation to route: absence of evidence is not evidence of absence."""
-    cat = result.category
-    if result.p_adjusted is None:
-        return (f"`{cat}`: not enough paired cases yet ({result.n_cases} < {MIN_CASES}); "
-                "no advice")
+def routing_advice(result: PairedResult, *, loss_detected: bool) -> str:
+    """The sentence a page shows for one category (module docstring, "Routing advice").
+    ``loss_detected``: the category's controlled decision (the loss detector), not a p."""
+    cat, tol = result.category, result.tolerance_points
     diff = result.diff_points or 0.0
-    p = f"p = {result.p_adjusted:.3g}" + (" after Holm" if result.p_adjusted != result.p_value
-                                          else "")
+    p = "" if result.p_value is None else \
+        f", window p = {result.p_adjusted:.3g}" + (" after Holm" if result.p_adjusted !=
+                                                   result.p_value else "")
+    if loss_detected:
+        return (f"keep `{cat}` on base: loss detected across runs ({diff:+.0f} points over "
+                f"{result.n_cases} paired cases{p})")
+    if result.p_adjusted is None:
+        return (f"undecided on `{cat}`: {result.n_cases} paired cases, fewer than the "
+                f"{MIN_CASES} a test needs")
+    mde = result.mde_points
+    if mde is not None and mde <= tol and -diff < tol / 2:
+        return (f"route `{cat}` to the fast tier: no loss detected over {result.n_cases} "
+                f"paired cases ({diff:+.0f} points{p}), would detect a {mde:.0f}-point drop "
+                f"at 80% power (tolerance {tol:.0f})")
     if result.p_adjusted < result.alpha and diff < 0:
-        return f"keep `{cat}` on base: {diff:+.0f} points, {p}"
-    if result.p_adjusted < result.alpha:
-        return (f"route `{cat}` to the fast tier: it does better, {diff:+.0f} points, {p}")
-    if diff < 0 and result.mde_points is not None and -diff >= result.mde_points / 2:
-        return (f"undecided on `{cat}`: {diff:+.0f} points so far over {result.n_cases} "
-                f"paired cases, not significant ({p}); would detect a "
-                f"{result.mde_points:.0f}-point drop at 80% power")
-    detect = (f"would detect a {result.mde_points:.0f}-point drop"
-              if result.mde_points is not None else
-              "too few cases to detect even a total loss")
-    return (f"route `{cat}` to the fast tier: no loss detected over {result.n_cases} paired "
-            f"cases ({diff:+.0f} points, {p}), {detect} at 80% power")
+        why = ("the window shows a loss, not yet confirmed across runs (the loss detector "
+               "decides; a single look at the window would report false losses too often)")
+    elif mde is not None and mde <= tol:
+        why = (f"{diff:+.0f} points is near the {tol:.0f}-point tolerance, and no loss is "
+               "detected yet; more runs will tell")
+    elif result.cases_needed is None:
+        why = f"base passes too few of these cases to lose {tol:.0f} points"
+    else:
+        more = max(0, result.cases_needed - result.n_cases)
+        detect = f"would detect a {mde:.0f}-point drop" if mde is not None else \
+            "could not detect even a total loss"
+        why = (f"needs ~{more} more paired cases to detect a {tol:.0f}-point drop (now "
+               f"{result.n_cases}: {detect})")
+    return (f"undecided on `{cat}` ({diff:+.0f} points{p}): {why}")

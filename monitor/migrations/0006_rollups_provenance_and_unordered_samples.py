@@ -14,6 +14,7 @@ def backfill(apps, schema_editor):
     RunRollup = apps.get_model("monitor", "RunRollup")
     ProvenanceEvent = apps.get_model("monitor", "ProvenanceEvent")
     events: dict = {}
+    fields = {f.name for f in RunRollup._meta.get_fields()}  # later fields: 0012 fills them
     for run in Run.objects.select_related("pair").order_by("id").iterator(chunk_size=500):
         samples = list(Sample.objects.filter(run_id=run.id).values(*ROLLUP_FIELDS))
         if not samples:
@@ -21,7 +22,8 @@ def backfill(apps, schema_editor):
         slo = slo_of(run.pair.slo_ttft_ms, run.pair.slo_e2e_ms)
         RunRollup.objects.bulk_create([
             RunRollup(run_id=run.id, pair_id=run.pair_id, tier=tier, kind=run.kind,
-                      trigger=run.trigger, at=run.created_at, **values)
+                      trigger=run.trigger, at=run.created_at,
+                      **{k: v for k, v in values.items() if k in fields})
             for tier, values in tier_rollups(samples, slo).items()])
         for key, (first, last, n) in provenance_counts(samples).items():
             seen = events.setdefault(key, [first, last, 0, run.id])

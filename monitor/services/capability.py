@@ -7,9 +7,12 @@ outcome in the sample's ``tests_passed`` and ``tests_detail`` (kind, category, e
 as ``invalid_json``, ``unknown_function``, ``schema_mismatch``, and the tool calls made).
 
 The window (:func:`window_report`): the last ``WINDOW_RUNS`` finished probes of the pair on its
-current suite version. Cases rotate through runs (a budget takes some per run), so each case
+current suite version, read from their rollups' per-case outcomes (``monitor.rollups``).
+Cases rotate through runs (a budget takes some per run), so each case
 has its own pass counts per tier; the paired test, Holm per category, the minimum detectable
-drop and the routing sentence are :mod:`evals.stats.capability_paired`'s.
+drop and the routing sentence are :mod:`evals.stats.capability_paired`'s. Whether a category
+*loses* is the controlled decision of its loss detector (``capability_monitor``), carried
+across runs; the window's p-values are the evidence shown beside it.
 """
 
 from __future__ import annotations
@@ -18,19 +21,21 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
 from scipy.stats import binomtest
 
 from evals.benchmarks import score as scoring
 from evals.benchmarks.toolcheck import ToolMetrics, ToolVerdict, tool_metrics
 from evals.records import CaseSpec, TimingRecord
+from evals.stats.capability_loss import LossState
 from evals.stats.capability_paired import (
     CaseCounts,
     PairedResult,
-    accumulate,
     compare,
     routing_advice,
 )
-from monitor.models import Case, Pair, Run, RunKind, RunStatus, Sample
+from monitor.models import Case, Pair, Run, RunKind, RunRollup, RunStatus
+from monitor.services import capability_monitor
 
 WINDOW_RUNS = 30
 ALPHA = 0.05
@@ -80,9 +85,11 @@ def check(case: Case, record: TimingRecord) -> tuple[bool | None, dict | None]:
     return outcome.passed, detail
 
 
-def window_runs(pair: Pair, limit: int = WINDOW_RUNS) -> list[Run]:
-    return list(Run.objects.filter(pair=pair, suite=pair.suite, kind=RunKind.PROBE,
-                                   status=RunStatus.DONE).order_by("-created_at")[:limit])
+def window_runs(pair: Pair, limit: int = WINDOW_RUNS, *fields: str) -> list[Run]:
+    """The window's runs, newest first; ``fields``: load only those (the report needs ids)."""
+    runs = Run.objects.filter(pair=pair, suite=pair.suite, kind=RunKind.PROBE,
+                              status=RunStatus.DONE).order_by("-created_at")
+    return list((runs.only(*fields) if fields else runs)[:limit])
 
 
 @dataclass(frozen=True)
@@ -125,64 +132,64 @@ class WindowReport:
     schema_valid: dict[str, Rate]  # tier -> tool calls whose arguments validate
     errors: dict[str, Counter]  # tier -> error class counts
     losing: list[LosingCase] = field(default_factory=list)
+    detectors: dict[str, LossState] = field(default_factory=dict)  # the controlled decision
 
     @property
     def empty(self) -> bool:
         return not self.rates
 
 
-_DETAIL_KEYS = ("kind", "category", "error_class", "called", "n_calls", "n_schema_valid")
-
-
-def _outcomes(runs: list[Run]) -> list[dict[str, Any]]:
-    """The outcome rows, with only the detail keys the report reads (the detail's outputs and
-    tool calls stay in the database: a 30-run window holds tens of thousands of samples)."""
-    rows = Sample.objects.filter(run__in=runs, tests_passed__isnull=False, batch=0).values(
-        "run_id", "case__key", "case__category", "tier", "repetition", "tests_passed",
-        *(f"tests_detail__{k}" for k in _DETAIL_KEYS)).order_by("run_id", "seq")
-    return [{**r, "tests_detail": {k: r[f"tests_detail__{k}"] for k in _DETAIL_KEYS}}
-            for r in rows]
+def _outcomes(runs: list[Run]) -> list[tuple[int, str, str, dict[str, Any]]]:
+    """``(run id, tier, case key, outcome)`` of every checked case of these runs, from the
+    runs' rollups (``monitor.rollups``: written when a run is summarised, backfilled by
+    migration 0012), never from samples: a 30-run window holds tens of thousands of them."""
+    rows = RunRollup.objects.filter(run__in=runs, tier__in=("fast", "base")) \
+        .values_list("run_id", "tier", "cases").order_by("run_id", "tier")
+    return [(run_id, tier, key, c) for run_id, tier, cases in rows
+            for key, c in cases.items() if c.get("n")]
 
 
 def window_report(pair: Pair, limit: int = WINDOW_RUNS) -> WindowReport:
-    runs = window_runs(pair, limit)
-    rows = [r for r in _outcomes(runs) if "/" in r["case__category"]
-            or (r["tests_detail"] or {}).get("category")]
-    counts: dict[str, CaseCounts] = accumulate(
-        (r["case__key"], r["case__category"], r["tier"], r["tests_passed"]) for r in rows)
-    results = compare(counts, alpha=ALPHA)
+    runs = window_runs(pair, limit, "id")
+    rows = _outcomes(runs)
+    counts: dict[str, CaseCounts] = {}
+    for _, tier, key, c in rows:
+        into = counts.setdefault(key, CaseCounts(c["c"]))
+        if tier == "fast":
+            into.n_fast, into.pass_fast = into.n_fast + c["n"], into.pass_fast + c["p"]
+        else:
+            into.n_base, into.pass_base = into.n_base + c["n"], into.pass_base + c["p"]
+    results = compare(counts, alpha=ALPHA,
+                      tolerance_points=settings.TIERWATCH_ROUTE_TOLERANCE_POINTS)
+    detectors = capability_monitor.states(pair)
     totals: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
     bench: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
     errors: dict[str, Counter] = {"fast": Counter(), "base": Counter()}
     schema: dict[str, list[int]] = {"fast": [0, 0], "base": [0, 0]}
     verdicts: dict[str, dict[str, ToolVerdict]] = {"fast": {}, "base": {}}
-    by_case_run: dict[tuple[str, int], dict[str, bool]] = defaultdict(dict)
+    by_case_run: dict[str, dict[int, dict[str, bool]]] = defaultdict(lambda: defaultdict(dict))
     err_of: dict[tuple[str, int], str] = {}
-    for r in rows:
-        cat, tier, ok = r["case__category"], r["tier"], bool(r["tests_passed"])
-        detail = r["tests_detail"] or {}
-        for table, key in ((totals, cat), (bench, cat.split("/")[0])):
-            table[(key, tier)][0] += ok
-            table[(key, tier)][1] += 1
-        if detail.get("error_class"):
-            errors[tier][detail["error_class"]] += 1
-        if detail.get("kind") == "tool_call":
-            schema[tier][0] += detail.get("n_schema_valid", 0)
-            schema[tier][1] += detail.get("n_calls", 0)
-            verdicts[tier][f"{r['run_id']}:{r['case__key']}:{r['repetition']}"] = ToolVerdict(
-                correct=ok, called=bool(detail.get("called")), n_calls=detail.get("n_calls", 0),
-                n_schema_valid=detail.get("n_schema_valid", 0),
-                error_class=detail.get("error_class"))
-        by_case_run[(r["case__key"], r["run_id"])][tier] = ok
-        if tier == "fast" and not ok:
-            err_of[(r["case__key"], r["run_id"])] = detail.get("error_class") or {
-                "unit_tests": "tests_failed", "constraints": "constraint_broken",
-            }.get(detail.get("kind"), "failed")
+    for run_id, tier, key, c in rows:
+        cat = c["c"]
+        for table, name in ((totals, cat), (bench, cat.split("/")[0])):
+            table[(name, tier)][0] += c["p"]
+            table[(name, tier)][1] += c["n"]
+        if "e" in c:
+            errors[tier].update(c["e"])
+        for rep, ok, called, n_calls, n_valid, error in c.get("t", ()):
+            schema[tier][0] += n_valid
+            schema[tier][1] += n_calls
+            verdicts[tier][f"{run_id}:{key}:{rep}"] = ToolVerdict(
+                correct=ok, called=called, n_calls=n_calls, n_schema_valid=n_valid,
+                error_class=error)
+        by_case_run[key][run_id][tier] = c["p"] == c["n"] if tier == "fast" else c["p"] > 0
+        if tier == "fast" and c["p"] < c["n"]:
+            err_of[(key, run_id)] = c.get("f", "failed")
     losing = []
     for key, c in counts.items():
         if c.n_fast and c.n_base and c.pass_fast / c.n_fast < c.pass_base / c.n_base:
-            run_id = max((run for (k, run), t in by_case_run.items()
-                          if k == key and t.get("fast") is False and t.get("base")), default=0)
+            run_id = max((run for run, t in by_case_run[key].items()
+                          if t.get("fast") is False and t.get("base")), default=0)
             losing.append(LosingCase(key, c.category, f"{c.pass_fast}/{c.n_fast}",
                                      f"{c.pass_base}/{c.n_base}", run_id,
                                      err_of.get((key, run_id), "")))
@@ -191,7 +198,10 @@ def window_report(pair: Pair, limit: int = WINDOW_RUNS) -> WindowReport:
     tools = tool_metrics(verdicts["fast"], verdicts["base"]) if verdicts["base"] else None
     return WindowReport(
         runs=len(runs), results=results,
-        advice={r.category: routing_advice(r) for r in results},
+        advice={r.category: routing_advice(r, loss_detected=r.category in detectors
+                                            and detectors[r.category].alarmed)
+                for r in results},
+        detectors=detectors,
         rates={cat: {t: rate(*totals[(cat, t)]) for t in tiers}
                for cat in sorted({c for c, _ in totals})},
         benchmarks={b: {t: rate(*bench[(b, t)]) for t in tiers}

@@ -16,8 +16,9 @@ older than the last one folded, finishing late, is left out rather than folded o
 
 Once alarmed, a state stays alarmed until a person acknowledges the change
 (:func:`acknowledge`): the e-process and the CUSUM restart and a new baseline is collected from
-the runs after that moment. The budget sentence (:func:`budget_words`) goes on the verdict
-page and into every verdict or drift alert.
+the runs after that moment; the capability loss detectors
+(``monitor.services.capability_monitor``) restart with them. The budget sentence
+(:func:`budget_words`) goes on the verdict page and into every verdict or drift alert.
 """
 
 from __future__ import annotations
@@ -252,6 +253,7 @@ def acknowledge(*, pair: Pair, user: str) -> PairMonitorState:
         row = PairMonitorState.objects.select_for_update().get(pair=pair)
         row.eprocess = asdict(eprocess.acknowledge(eprocess_state(row)))
         row.cusum = {}
+        row.capability = {}  # capability_monitor's loss detectors restart too
         row.since = timezone.now()
         row.acknowledged_by = user
         row.save()

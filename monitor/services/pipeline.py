@@ -28,6 +28,8 @@ from monitor.models import Alert, Run, RunKind, RunStatus
 from monitor.services import (
     alert_lifecycle,
     alerts,
+    budget,
+    capability_monitor,
     heartbeat,
     maintenance,
     monitoring,
@@ -74,10 +76,12 @@ def evaluate_run(*, run_id: int, notify: Callable[[int], Any] | None = None) -> 
 
 
 def finish(*, run_id: int, attempt: int, notify: Callable[[int], Any] | None = None) -> Run:
-    """Evaluate → summarise → rollups → maintenance mark → done, then judge and alert."""
+    """Evaluate → summarise → rollups → budget settled → maintenance mark → done, then judge
+    and alert."""
     if not _steps(run_id, attempt, partial(runs.evaluate, run_id=run_id, attempt=attempt),
                   partial(runs.summarise_run, run_id=run_id),
                   lambda: rollups.record_run(run=Run.objects.get(id=run_id)),  # kept past payloads
+                  lambda: budget.settle(Run.objects.select_related("pair").get(id=run_id)),
                   partial(maintenance.mark_run, run_id=run_id)):
         return Run.objects.get(id=run_id)
     runs.mark_done(run_id=run_id, attempt=attempt)
@@ -109,7 +113,8 @@ def _steps(run_id: int, attempt: int, *steps: Callable[[], Any]) -> bool:
 
 def judge(*, run_id: int) -> None:
     """The verdict of an audit, then the run folded into its pair's stored evidence
-    (``monitor.services.monitoring``: e-detector for audits, CUSUM for probes)."""
+    (``monitor.services.monitoring``: e-detector for audits, CUSUM for probes; a probe's
+    capability outcomes into ``monitor.services.capability_monitor``'s loss detectors)."""
     run = Run.objects.select_related("pair").get(id=run_id)
     if run.kind == RunKind.AUDIT:
         try:
@@ -123,6 +128,10 @@ def judge(*, run_id: int) -> None:
         monitoring.after_run(run_id=run_id)
     except Exception:  # the run stands; its pair's state is left as it was
         log.exception("monitoring state after run %s failed", run_id)
+    try:  # a probe's capability outcomes, into the per-category loss detectors
+        capability_monitor.after_run(run_id=run_id)
+    except Exception:
+        log.exception("capability loss detectors after run %s failed", run_id)
 
 
 def evaluate_alerts(*, run_id: int) -> list[Alert]:

@@ -94,7 +94,7 @@ def select_cases(run: Run, limit: int | None) -> list[Case]:
     cases, skipped = split_by_context(run.suite.cases.order_by("key"), [pair.fast, pair.base])
     if skipped:
         Run.objects.merge_summary(run.id, skipped=skipped)
-    if run.kind == RunKind.PROBE and pair.daily_budget_usd is not None:
+    if run.kind in budget.SPENDING and pair.daily_budget_usd is not None:
         cases, block = budget.take_cases(run, cases, limit)  # rotating, stratified, capped
         Run.objects.merge_summary(run.id, budget=block)
         return cases

@@ -19,11 +19,12 @@ from evals.similarity import DEFAULT_PREFIX_K, first_divergence, indel_ratio
 from evals.stats.labels import LABEL_WORDS
 from monitor import selectors
 from monitor.models import Run, RunKind, RunStatus, Sample
-from monitor.services import monitoring
+from monitor.services import budget, monitoring
 from monitor.tasks import enqueue_run
 from monitor.web.access import ADD_RUN, CHANGE_ALERT, VIEW_RUN, VIEW_SAMPLE, requires
 from monitor.web.htmx import render_page, wants_fragment
 from monitor.web.verdict_charts import fmt_stat, verdict_charts
+from monitor.web.worse import usd
 
 MAX_DIVERGENCES_SHOWN = 40
 LABEL_MEANING = {
@@ -107,6 +108,8 @@ def _context(pair) -> dict[str, Any]:
         "pair": pair,
         "simulated": simulated,
         "latest": latest,
+        # the verdict is one audit's: its cost (rollups' tokens at the endpoints' prices)
+        "verdict_cost": usd(budget.run_cost(latest)["total"]) if latest else None,
         "verdict": verdict.data if verdict else None,
         "meaning": LABEL_MEANING.get(verdict.label if verdict else "", ""),
         "capability": _capability_rows(verdict.capability if verdict else None),

@@ -3,19 +3,23 @@ probe runs, paired differences with Holm-adjusted p, tool-call decision F1 and s
 the cases where the fast tier loses (each linked to the diff viewer), routing advice per
 category, and what the runs cost against the pair's daily budget.
 
-Everything is read from stored sample outcomes (``monitor.services.capability``) and run
-summaries; the page runs no check itself.
+Everything is read from the runs' rollups (``monitor.services.capability``), the pair's stored
+loss detectors (``monitor.services.capability_monitor``) and run summaries; the page runs no
+check and reads no sample.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
+from evals.stats.capability_loss import LossState
 from monitor import selectors
-from monitor.services import budget, capability
+from monitor.run_summary import Budget
+from monitor.services import budget, capability, capability_monitor
 from monitor.services.capability import Rate
 from monitor.web.access import VIEW_PAIR, requires
 from monitor.web.htmx import render_page
@@ -41,6 +45,13 @@ def usd(value: float | None) -> str:
     return f"${value:.4f}" if value < 1 else f"${value:,.2f}"
 
 
+def across_words(state: LossState, limit: float) -> str:
+    """The table's cell for the controlled decision (the advice sentence says the rest)."""
+    if state.alarmed:
+        return f"loss detected (run #{state.alarm_run})"
+    return f"none yet: detector {state.detector:.3g} of {limit:,.0f} ({state.runs} runs)"
+
+
 def advice_kind(sentence: str) -> str:
     return sentence.split(" ", 1)[0].lower()  # keep | route | undecided | `cat`: (no advice)
 
@@ -55,14 +66,19 @@ def _budget_context(pair, runs) -> dict[str, Any]:
         "latest": latest,
         "block": block,
         "limited_runs": sum(1 for r in runs if (b := r.summary_obj.budget) and b.limited),
+        # today's run whose replies carried the day past the budget (budget.settle said so)
+        "over": next((r for r in runs if r.created_at >= budget.day_start()
+                      and "over budget:" in (r.summary_obj.budget or Budget()).note), None),
     }
 
 
 def worse_context(pair) -> dict[str, Any]:
     report = capability.window_report(pair)
     runs = capability.window_runs(pair)
+    limit = capability_monitor.threshold(pair)
     results = [{
         "r": r, "advice": report.advice[r.category], "kind": advice_kind(report.advice[r.category]),
+        "across": across_words(report.detectors.get(r.category, LossState()), limit),
         "fast": rate_cell(report.rates[r.category]["fast"]),
         "base": rate_cell(report.rates[r.category]["base"]),
     } for r in report.results]
@@ -90,6 +106,8 @@ def worse_context(pair) -> dict[str, Any]:
         "costs": [(r, {k: usd(v) for k, v in budget.run_cost(r).items()}) for r in runs[:10]],
         "budget": _budget_context(pair, runs),
         "window": capability.WINDOW_RUNS,
+        "loss_budget": capability_monitor.budget_words(pair),
+        "tolerance": f"{settings.TIERWATCH_ROUTE_TOLERANCE_POINTS:g}",
     }
 
 

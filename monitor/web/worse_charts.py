@@ -8,6 +8,8 @@ points, fast minus base, with the drop the window could detect at 80% power besi
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
+
 import plotly.graph_objects as go
 
 from monitor.services.capability import WindowReport
@@ -84,10 +86,20 @@ def difference_figure(report: WindowReport) -> go.Figure:
     return fig
 
 
+@dataclass(frozen=True)
+class SizedChart(Chart):
+    """A chart whose div is as tall as its figure: the rows grow with the categories, and a
+    div of the default CSS height (380 px) let the figure spill over the table below it."""
+
+    height: int = 0
+
+
 def worse_charts(report: WindowReport) -> list[Chart]:
     if report.empty:
         return []
-    return charts_of([
+    figures = [
         ("chart-pass-rate", "Pass rate per category and tier", pass_rate_figure(report)),
         ("chart-difference", "Paired difference per category", difference_figure(report)),
-    ])
+    ]
+    return [SizedChart(**asdict(chart), height=int(fig.layout.height))
+            for chart, (_, _, fig) in zip(charts_of(figures), figures, strict=True)]

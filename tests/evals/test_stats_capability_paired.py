@@ -10,6 +10,7 @@ from evals.stats.capability_paired import (
     CaseCounts,
     PairedResult,
     accumulate,
+    cases_needed,
     compare,
     min_detectable_drop,
     permutation_test,
@@ -76,17 +77,43 @@ def result(**kw) -> PairedResult:
     return PairedResult(**{**base, **kw})
 
 
-def test_it_words_routing_advice_for_each_outcome():
-    assert routing_advice(result()) == (
+def test_route_needs_no_detected_loss_a_detectable_tolerance_and_a_small_estimate():
+    assert routing_advice(result(), loss_detected=False) == (
         "route `tool_calls/simple` to the fast tier: no loss detected over 420 paired cases "
-        "(-1 points, p = 0.8 after Holm), would detect a 6-point drop at 80% power")
-    assert routing_advice(result(category="long_tail/cross_file", diff_points=-14.0,
-                                 p_value=0.002, p_adjusted=0.002)) == (
-        "keep `long_tail/cross_file` on base: -14 points, p = 0.002")
-    assert routing_advice(result(p_value=None, p_adjusted=None, n_cases=3)).endswith(
-        "not enough paired cases yet (3 < 5); no advice")
-    assert "too few cases to detect even a total loss" in routing_advice(
-        result(mde_points=None))
-    assert routing_advice(result(diff_points=-5.0)) == (
-        "undecided on `tool_calls/simple`: -5 points so far over 420 paired cases, not "
-        "significant (p = 0.8 after Holm); would detect a 6-point drop at 80% power")
+        "(-1 points, window p = 0.8 after Holm), would detect a 6-point drop at 80% power "
+        "(tolerance 10)")
+
+
+def test_keep_on_base_comes_from_the_controlled_decision_not_the_window_p():
+    assert routing_advice(result(diff_points=-14.0), loss_detected=True).startswith(
+        "keep `tool_calls/simple` on base: loss detected across runs (-14 points")
+    # a small window p alone does not keep a category on base
+    lone = routing_advice(result(diff_points=-14.0, p_value=0.001, p_adjusted=0.002),
+                          loss_detected=False)
+    assert lone.startswith("undecided on `tool_calls/simple`")
+    assert "the window shows a loss, not yet confirmed across runs" in lone
+
+
+def test_undecided_when_the_estimate_is_near_the_tolerance():
+    advice = routing_advice(result(diff_points=-6.0), loss_detected=False)
+    assert advice.startswith("undecided on `tool_calls/simple` (-6 points")
+    assert "near the 10-point tolerance" in advice
+
+
+def test_undecided_says_how_many_more_paired_cases_a_tolerance_sized_drop_needs():
+    # the demo's case: -12 points, p = 0.108, would detect a 32-point drop
+    demo = result(category="long_tail/stacked_constraints", n_cases=8, diff_points=-12.0,
+                  p_value=0.108, p_adjusted=0.108, mde_points=32.0, cases_needed=80)
+    assert routing_advice(demo, loss_detected=False) == (
+        "undecided on `long_tail/stacked_constraints` (-12 points, window p = 0.108): needs "
+        "~72 more paired cases to detect a 10-point drop (now 8: would detect a 32-point drop)")
+    few = routing_advice(result(p_value=None, p_adjusted=None, n_cases=3), loss_detected=False)
+    assert few.startswith("undecided") and "fewer than the 5 a test needs" in few
+
+
+def test_cases_needed_is_where_the_detectable_drop_reaches_the_tolerance():
+    for base_rate, n in ((0.8, 1), (0.6, 3), (0.95, 2)):
+        m = cases_needed(base_rate, [n], [n], 0.10)
+        assert min_detectable_drop(base_rate, [n] * m, [n] * m) <= 0.10 + 1e-9
+        assert min_detectable_drop(base_rate, [n] * (m - 1), [n] * (m - 1)) > 0.10
+    assert cases_needed(0.05, [1], [1], 0.10) is None  # base cannot lose 10 points

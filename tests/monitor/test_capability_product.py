@@ -160,7 +160,10 @@ def test_a_distilled_fast_tier_shows_a_loss_and_an_honest_one_none(admin_client,
     assert fine.losing == []
 
     html = admin_client.get("/pairs/distilled/worse/").content.decode()
-    assert "keep `" in html and "on base:" in html
+    # two runs: the window shows the loss, but the loss detector (the controlled decision
+    # across runs) has not reached its threshold yet, so nothing is routed to fast either
+    assert f"undecided on `{kept[0].category}`" in html and "route `" not in html
+    assert 'id="loss-budget"' in html and "none yet: detector" in html
     assert 'id="losing-table"' in html and "Tool calls" in html
     for chart_title in ("Pass rate per category and tier", "Paired difference per category"):
         assert chart_title in html
@@ -170,7 +173,9 @@ def test_a_distilled_fast_tier_shows_a_loss_and_an_honest_one_none(admin_client,
 
     html = admin_client.get("/pairs/honest/worse/").content.decode()
     assert "keep `" not in html
-    assert "route `tool_calls/simple` to the fast tier: no loss detected" in html
+    # no loss, but 16 paired cases cannot yet detect a 10-point drop: undecided, says why
+    assert "undecided on `tool_calls/simple` (+0 points" in html
+    assert "more paired cases to detect a 10-point drop" in html
     assert "No case where the fast tier passes less often than base." in html
 
 

@@ -10,6 +10,7 @@ import json
 import re
 
 import pytest
+from django.db.models import Sum
 from django.utils.html import escape
 
 from evals.similarity import first_divergence
@@ -73,6 +74,17 @@ def test_it_shows_the_sentence_the_reason_and_the_figures(admin_client, pair, ru
     assert 'id="events"' in html and "fp_demo_distilled" in html
     assert "expected false alarms: ≤ 0.17 per month at hourly audits" in html
     assert 'src="http' not in html
+    assert "cost of this verdict (its audit run): not priced" in html
+
+
+def test_it_shows_what_the_verdict_cost(admin_client, pair, runs):
+    _, audit = runs
+    Endpoint.objects.update(price_input_per_mtok=2.0, price_output_per_mtok=8.0)
+    tokens = audit.rollups.aggregate(p=Sum("prompt_tokens"), c=Sum("completion_tokens"))
+    cost = (2.0 * tokens["p"] + 8.0 * tokens["c"]) / 1e6
+    assert cost > 0
+    html = admin_client.get(f"/pairs/{pair.name}/verdict/").content.decode()
+    assert f"cost of this verdict (its audit run): ${cost:.4f}" in html
 
 
 def test_it_returns_the_live_part_to_htmx(admin_client, pair, runs):

@@ -1,6 +1,7 @@
 """The "Is it worse?" page in a real browser (headless Debian chromium through Playwright):
 after probes of a distilled fast tier on the simulated vendor, plotly draws both charts with
-their titles and axis titles, and a screenshot goes to ``var/screenshots/worse.png``."""
+their titles and axis titles inside their boxes (nothing spills onto the table below), and a
+screenshot goes to ``var/screenshots/worse.png``."""
 
 from __future__ import annotations
 
@@ -66,7 +67,14 @@ def test_the_worse_page_draws_its_charts(live_server, monkeypatch, benchmark_whe
             assert page.locator(".xtitle", has_text="answers that pass their check (%)") \
                 .is_visible()
             assert page.locator(".xtitle", has_text="percentage points").is_visible()
-            assert page.locator("ul.advice li.keep").count() >= 1
+            # two runs: losses show in the window; the controlled decision is still undecided
+            assert page.locator("ul.advice li.undecided").count() >= 1
+            # each figure stays inside its box, and the boxes end above the table's header
+            for box in page.locator(".chart-box").all():
+                frame, svg = box.bounding_box(), box.locator(".main-svg").first.bounding_box()
+                assert svg["y"] + svg["height"] <= frame["y"] + frame["height"] + 0.5
+            charts = page.locator(".charts").bounding_box()
+            assert charts["y"] + charts["height"] <= page.locator("#categories").bounding_box()["y"]
             assert page.locator("nav.tabs a[aria-current=page]", has_text="Is it worse?") \
                 .is_visible()
             page.screenshot(path=str(shots / "worse.png"), full_page=True)
