@@ -137,7 +137,7 @@ def test_a_run_that_overshoots_the_budget_says_so(admin_client):
     assert 'id="budget-over"' in html and "over budget: $1.6800 spent today" in html
 
 
-def test_migration_0012_backfills_the_runs_rolled_up_before_it():
+def test_migration_0013_backfills_the_runs_rolled_up_before_it():
     from django.apps import apps
 
     backfill = importlib.import_module("monitor.migrations.0013_capability_rollups").backfill
