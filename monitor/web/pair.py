@@ -9,7 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from monitor import selectors
+from monitor import figure_cache, selectors
 from monitor.services import budget
 from monitor.tasks import enqueue_run
 from monitor.web.access import ADD_RUN, VIEW_PAIR, requires
@@ -27,7 +27,8 @@ def _pair_context(pair, **extra: Any) -> dict[str, Any]:
         "pair": pair,
         "simulated": pair.simulated,
         "runs": runs,
-        "charts": pair_charts(selectors.pair_trend_runs(pair), simulated=pair.simulated),
+        "charts": figure_cache.cached("pair", pair, lambda: pair_charts(
+            selectors.pair_trend_runs(pair), simulated=pair.simulated)),
         "alerts": selectors.open_alerts(pair),
         "polling": selectors.has_active_run(runs),
         **extra,

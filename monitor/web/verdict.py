@@ -17,7 +17,7 @@ from django.views.decorators.http import require_GET, require_POST
 from evals.logprobs import logprob_gap
 from evals.similarity import DEFAULT_PREFIX_K, first_divergence, indel_ratio
 from evals.stats.labels import LABEL_WORDS
-from monitor import selectors
+from monitor import figure_cache, selectors
 from monitor.models import Run, RunKind, RunStatus, Sample
 from monitor.services import monitoring
 from monitor.tasks import enqueue_run
@@ -114,7 +114,8 @@ def _context(pair) -> dict[str, Any]:
         "divergences": divergences,
         "prefix_k": DEFAULT_PREFIX_K,
         "reject_wealth": f"{1 / (verdict.alpha if verdict else 0.05):g}",
-        "charts": verdict_charts(verdict, history, None, events, simulated=simulated),
+        "charts": figure_cache.cached("verdict", pair, lambda: verdict_charts(
+            verdict, history, None, events, simulated=simulated)),
         "history": list(reversed(history)),
         "drift": _drift(pair),
         "evidence": monitoring.eprocess_state(state),
