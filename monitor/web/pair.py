@@ -9,13 +9,13 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from monitor import figure_cache, selectors
+from monitor import selectors
 from monitor.services import budget
 from monitor.tasks import enqueue_run
+from monitor.web import page_figures
 from monitor.web.access import ADD_RUN, VIEW_PAIR, requires
 from monitor.web.htmx import render_page, wants_fragment
 from monitor.web.maintenance import WindowForm
-from monitor.web.pair_charts import pair_charts
 from monitor.web.worse import usd
 
 
@@ -27,8 +27,7 @@ def _pair_context(pair, **extra: Any) -> dict[str, Any]:
         "pair": pair,
         "simulated": pair.simulated,
         "runs": runs,
-        "charts": figure_cache.cached("pair", pair, lambda: pair_charts(
-            selectors.pair_trend_runs(pair), simulated=pair.simulated)),
+        "charts": page_figures.figures("pair", pair),
         "alerts": selectors.open_alerts(pair),
         "polling": selectors.has_active_run(runs),
         **extra,

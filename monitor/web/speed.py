@@ -14,12 +14,12 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from evals.latency import min_n_for
-from monitor import figure_cache, selectors
+from monitor import selectors
 from monitor.run_summary import LoadLevel
-from monitor.services.speed import BREAKDOWN, METRICS, OTPS, TIERS, default_runs, speed_report
+from monitor.services.speed import BREAKDOWN, METRICS, OTPS, TIERS
+from monitor.web import page_figures
 from monitor.web.access import VIEW_RUN, requires
 from monitor.web.cells import NO_DATA, Cell, fraction, percentile
-from monitor.web.speed_charts import speed_charts, thin_scenarios
 
 QUANTILES = ("p50", "p90", "p95", "p99")
 TIMINGS = (("ttft_ms", "TTFT"), ("e2e_ms", "E2E"), ("tpot_ms", "TPOT"))
@@ -113,25 +113,11 @@ def load_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def computed_speed(pair) -> dict[str, Any]:
-    """What the page computes from the pair's runs (the bootstrap, the figures): cached per
-    data version of the pair (``monitor.figure_cache``)."""
-    runs = default_runs(pair)
-    report = speed_report(pair=pair, runs=runs)
-    return {
-        "report": report,
-        "run_ids": [run.pk for run in runs],
-        "charts": speed_charts(report, runs),
-        "thin": {label: thin_scenarios(runs, report["scenarios"], metric)
-                 for metric, label in (("ttft_ms", "TTFT"), ("e2e_ms", "E2E"))},
-    }
-
-
 @requires(VIEW_RUN)
 @require_GET
 def speed_page(request: HttpRequest, name: str) -> HttpResponse:
     pair = selectors.get_pair_for_user(request.user, name)
-    computed = figure_cache.cached("speed", pair, lambda: computed_speed(pair))
+    computed = page_figures.figures("speed", pair)
     report = computed["report"]
     context = {
         "pair": pair,

@@ -11,7 +11,7 @@ from monitor.models import Run
 from monitor.rollups import record_run
 from monitor.services.pipeline import execute_run
 from monitor.services.runs import create_run
-from monitor.web import pair as pair_view
+from monitor.web import page_figures
 from tests import factories
 from tests.factories import vendor_pair
 from tests.monitor.web.pages import make_run, summary
@@ -25,15 +25,28 @@ def fast_p50s(html: str) -> list[float | None]:
     return next(t["y"] for t in ttft["data"] if t["name"] == "fast P50")
 
 
-def test_a_run_that_finishes_shows_on_the_pages_at_once(admin_client, demo_vendor_url):
+def counting_builders(monkeypatch) -> list[str]:
+    """The pages built (cache misses) from now on."""
+    built: list[str] = []
+    for page, build in dict(page_figures.BUILDERS).items():
+        monkeypatch.setitem(page_figures.BUILDERS, page,
+                            lambda pair, page=page, build=build: built.append(page) or build(pair))
+    return built
+
+
+def test_a_run_that_finishes_shows_on_the_pages_at_once(admin_client, demo_vendor_url,
+                                                          monkeypatch):
     pair = vendor_pair(demo_vendor_url, suite="smoke", repeat=1)
     first = execute_run(run_id=create_run(pair=pair, seed=1).id, cases_limit=2)
     assert len(fast_p50s(admin_client.get("/pairs/p/").content.decode())) == 1
     assert f"#{first.id}</a>" in admin_client.get("/pairs/p/speed/").content.decode()
     second = execute_run(run_id=create_run(pair=pair, seed=2).id, cases_limit=2)
     assert second.status == "done"
+    built = counting_builders(monkeypatch)
     assert len(fast_p50s(admin_client.get("/pairs/p/").content.decode())) == 2
     assert f"#{second.id}</a>" in admin_client.get("/pairs/p/speed/").content.decode()
+    assert admin_client.get("/pairs/p/verdict/").status_code == 200
+    assert built == []  # the pipeline warmed all three after the run: no view built one
 
 
 def test_a_summary_written_after_the_run_finished_replaces_the_cached_figure(
@@ -50,10 +63,7 @@ def test_a_summary_written_after_the_run_finished_replaces_the_cached_figure(
 def test_an_unchanged_pair_is_served_from_the_cache(admin_client, monkeypatch):
     pair = factories.pair()
     make_run(pair, minutes_ago=5)
-    built = []
-    original = pair_view.pair_charts
-    monkeypatch.setattr(pair_view, "pair_charts", lambda *a, **k: built.append(1) or original(
-        *a, **k))
+    built = counting_builders(monkeypatch)
     for _ in range(3):
         assert admin_client.get("/pairs/demo/").status_code == 200
     assert len(built) == 1
