@@ -72,17 +72,10 @@ def test_an_unchanged_pair_is_served_from_the_cache(admin_client, monkeypatch):
     assert len(built) == 2
 
 
-def rollup_run(pair, *, hours_ago: float, fast_ms: float, base_ms: float, n: int = 20) -> Run:
-    """A finished probe with ``n`` samples per tier, its rollups written as a worker does."""
+def rollup_run(pair, *, hours_ago: float, fast_ms: float, base_ms: float) -> Run:
+    """A finished probe with 20 samples per tier, its rollups written as a worker does."""
     run = make_run(pair, minutes_ago=int(60 * hours_ago))
-    rows = [{"tier": tier, "endpoint_id": endpoint, "ok": True, "error_class": "",
-             "ttft_ms": ms + i, "e2e_ms": 10 * ms, "tests_passed": None, "model_id": "",
-             "system_fingerprint": "", "started_at": run.created_at, "served_tier": "",
-             "headers": {}}
-            for tier, endpoint, ms in (("fast", pair.fast_id, fast_ms),
-                                       ("base", pair.base_id, base_ms))
-            for i in range(n)]
-    record_run(run=run, samples=rows)
+    record_run(run=run, samples=factories.rollup_rows(run, fast_ms=fast_ms, base_ms=base_ms))
     return run
 
 
