@@ -88,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pair", default="pair00")
     args = parser.parse_args(argv)
     setup_test_environment()  # adds "testserver" to ALLOWED_HOSTS
-    user, _ = get_user_model().objects.get_or_create(username="bench", defaults={"is_staff": True})
+    user, _ = get_user_model().objects.update_or_create(  # every page: all permissions
+        username="bench", defaults={"is_staff": True, "is_superuser": True})
     client = Client()
     client.force_login(user)
     pair = Pair.objects.get(name=args.pair)
