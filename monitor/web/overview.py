@@ -26,8 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import F, Window
-from django.db.models.functions import RowNumber
+from django.db.models import OuterRef, Subquery
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
@@ -36,7 +35,7 @@ from django_celery_beat.models import PeriodicTask
 from evals import sketch
 from evals.latency import MIN_N
 from monitor import selectors
-from monitor.models import MaintenanceWindow, Run, RunKind, RunRollup, RunStatus
+from monitor.models import MaintenanceWindow, Pair, Run, RunKind, RunRollup, RunStatus
 from monitor.run_summary import RunSummary
 from monitor.services import maintenance, monitoring
 from monitor.web import sparkline
@@ -58,14 +57,14 @@ def probe_intervals(names: Sequence[str]) -> dict[str, timedelta]:
 
 
 def latest_verdicts(pair_ids: Sequence[int]) -> dict[int, tuple[str, str, int]]:
-    """Pair id → (label, sentence, run id) of its newest finished audit (one query)."""
-    ranked = (Run.objects.filter(pair_id__in=pair_ids, kind=RunKind.AUDIT,
-                                 status=RunStatus.DONE)
-              .annotate(rank=Window(RowNumber(), partition_by=[F("pair_id")],
-                                    order_by=[F("created_at").desc(), F("id").desc()]))
-              .filter(rank=1).values_list("pair_id", "id", "summary"))
+    """Pair id → (label, sentence, run id) of its newest finished audit (one query: an index
+    lookup per pair for the newest audit's id, then those runs' summaries only)."""
+    newest = (Run.objects.filter(pair=OuterRef("pk"), kind=RunKind.AUDIT, status=RunStatus.DONE)
+              .order_by("-created_at", "-id").values("id")[:1])
+    ids = Pair.objects.filter(pk__in=pair_ids).annotate(newest=Subquery(newest)).values("newest")
     out = {}
-    for pair_id, run_id, data in ranked:
+    for pair_id, run_id, data in Run.objects.filter(id__in=ids).values_list(
+            "pair_id", "id", "summary"):
         v = RunSummary.from_json(data).verdict
         if v:
             out[pair_id] = (v.label, v.sentence, run_id)
