@@ -53,14 +53,19 @@ def _fields(obj: Model | None) -> list[tuple[str, Any]]:
 
 
 def data_version(pair: Model) -> str:
-    """The pair's data version (module docstring): one query and one cache read."""
+    """The pair's data version (module docstring): one query and one cache read, once per pair
+    object (a view reads its pair once per request, so every entry of the request shares it)."""
+    known = getattr(pair, "_data_version", None)
+    if known is not None:
+        return known
     runs = pair.runs.filter(finished_at__isnull=False).aggregate(
         newest=Max("id"), n=Count("id"), finished=Max("finished_at"))
     token = cache.get_or_set(_token_key(pair.pk), lambda: uuid4().hex, timeout=None)
     endpoints = [getattr(pair, name, None) for name in ("fast", "base")]
     fields = repr([_fields(pair), *map(_fields, endpoints)])
     digest = hashlib.sha1(fields.encode()).hexdigest()[:16]
-    return f"{runs['newest']}:{runs['n']}:{runs['finished']}:{token}:{digest}"
+    pair._data_version = f"{runs['newest']}:{runs['n']}:{runs['finished']}:{token}:{digest}"
+    return pair._data_version
 
 
 def cached(page: str, pair: Model, build: Callable[[], T], **params: Any) -> T:
