@@ -6,7 +6,9 @@ resolved when their condition cleared) → notify. The Celery task calls this; s
 Evaluate comes after the timed requests, never among them. Given ``evaluate`` (the task passes
 ``evaluate_run_task.delay``), a run with generated code to test is handed off after measuring
 (status ``evaluating``) and ``evaluate_run`` carries on from there in a worker of the
-``sandbox`` queue (``monitor.routing``); without it, the same steps follow here.
+``sandbox`` queue (``monitor.routing``); without it, the same steps follow here. Last, the
+pair's page figures are built into the cache (``monitor.web.page_figures.warm``), so the first
+view after a run is fast too.
 
 Measuring and summarising either succeed or mark the run failed with the reason. The judging
 steps after "done" read the finished run and never fail it: a verdict that cannot be computed
@@ -37,6 +39,7 @@ from monitor.services import (
     verdict,
     watchdog,
 )
+from monitor.web import page_figures
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +94,9 @@ def finish(*, run_id: int, attempt: int, notify: Callable[[int], Any] | None = N
     for alert in evaluate_alerts(run_id=run_id):
         if notify is not None:
             notify(alert.id)
-    return Run.objects.get(id=run_id)
+    run = Run.objects.get(id=run_id)
+    page_figures.warm(run.pair_id)  # after the last summary write: the pages' first view
+    return run
 
 
 def _steps(run_id: int, attempt: int, *steps: Callable[[], Any]) -> bool:

@@ -232,10 +232,11 @@ def test_it_reads_pages_in_a_bounded_number_of_queries(
                                     suite=pair.suite)
         make_run(other, minutes_ago=i)
     # session, user, pairs, runs; statuses: maintenance windows, schedules, verdicts, trends;
-    # the pairs' monitoring states (e-BH)
-    with django_assert_max_num_queries(9):
+    # the pairs' monitoring states (e-BH); the rollups of the TTFT P95 window; the trends'
+    # cutoff per pair
+    with django_assert_max_num_queries(11):
         admin_client.get("/")
-    with django_assert_max_num_queries(7):
+    with django_assert_max_num_queries(8):  # + the pair's data version (figure cache)
         admin_client.get("/pairs/demo/")
 
 
