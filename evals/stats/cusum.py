@@ -1,7 +1,7 @@
 """Did a tier change? Online one-sided CUSUM of each series against a frozen, stored baseline.
 
-Replaces the recomputed track of :mod:`evals.stats.drift` for monitoring over months: the
-baseline is computed once from the runs a person chose (:meth:`Baseline.from_runs`), stored,
+For monitoring over months (it replaced a CUSUM track recomputed from history at every run,
+whose baseline slid and whose hysteresis meant nothing): the baseline is computed once from the runs a person chose (:meth:`Baseline.from_runs`), stored,
 and never slides; the CUSUM state is stored and updated run by run (:func:`update`), never
 recomputed from history, so its memory and hysteresis mean what they say.
 
