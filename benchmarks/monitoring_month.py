@@ -100,13 +100,13 @@ class Monitor:
     def __init__(self) -> None:
         self.evidence = eprocess.EProcessState()
         self.threshold = error_budget.audit_threshold(EVERY_S)
+        self.frozen_h: list[float] = []  # h of each baseline frozen
         self.acknowledge()
 
     def acknowledge(self) -> None:
         """``monitoring.acknowledge``: evidence restarts, a new baseline is collected."""
         self.evidence = eprocess.acknowledge(self.evidence)
         self.calibrating: list[tuple[dict, int]] = []
-        self.frozen_h: list[float] = getattr(self, "frozen_h", [])
         self.baseline: cusum.Baseline | None = None
         self.cusum: cusum.CusumState | None = None
 
