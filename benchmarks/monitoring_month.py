@@ -383,9 +383,10 @@ def replayed(args: argparse.Namespace) -> str:
     sizes = {t: min(len(v) for v in pool[t].values()) for t in kinds.values()}
     rej = ", ".join(f"{k} ({kinds[k]}) {float(np.mean(v < 0.05)):.1%}" for k, v in banks.items())
     goal = {"q4": 24, "different model": 3}
+    flag = " --pools" + ("" if args.default_pools else f" {args.pools}")
     lines = [
         POOLS_SECTION, "",
-        header(args, f" --pools {args.pools}", t0, c0) + f" Pools: {len(raw['prompts'])} "
+        header(args, flag, t0, c0) + f" Pools: {len(raw['prompts'])} "
         f"prompts, per prompt at least {', '.join(f'{t} {s}' for t, s in sizes.items())} "
         f"texts (temperature 1); banks of {args.bank} audits of {PER_PROMPT} per prompt per "
         "tier per comparison.", "",
@@ -414,6 +415,7 @@ def main() -> None:
                     help="role=target name in the pools (roles: base, q4, different model)")
     ap.add_argument("--write-docs", action="store_true")
     args = ap.parse_args()
+    args.default_pools = args.pools is None
     if args.pools is None:
         from evals.vendors.llamacpp import cache_dir
 

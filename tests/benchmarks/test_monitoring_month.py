@@ -50,7 +50,7 @@ def pools_file(tmp_path, per_prompt: dict[str, int]) -> str:
 
 def test_the_pool_replay_reports_false_alarms_and_time_to_detection(tmp_path):
     path = pools_file(tmp_path, {"smollm2-f16": 30, "smollm2-q4": 14, "gemma-270m": 10})
-    text = mm.replayed(Namespace(pools=path, months=2, bank=8, target=None))
+    text = mm.replayed(Namespace(pools=path, months=2, bank=8, target=None, default_pools=False))
     assert text.startswith(mm.POOLS_SECTION)
     assert "| verdict (e-detector) | 0 | 0.000 [0.000, 1.844] |" in text
     gemma = next(line for line in text.splitlines() if line.startswith("| f16 → gemma-270m"))
@@ -60,6 +60,6 @@ def test_the_pool_replay_reports_false_alarms_and_time_to_detection(tmp_path):
 
 def test_the_replay_takes_other_target_names_and_skips_missing_ones(tmp_path):
     path = pools_file(tmp_path, {"smollm2-f16": 30, "gemma-270m": 10})
-    text = mm.replayed(Namespace(pools=path, months=1, bank=4,
+    text = mm.replayed(Namespace(pools=path, months=1, bank=4, default_pools=False,
                                  target=["different model=gemma-270m", "q4=absent"]))
     assert "f16 → gemma-270m" in text and "q4" not in text.split("### Time")[1]
