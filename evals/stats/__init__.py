@@ -6,7 +6,6 @@
 - ``capability_paired`` — per-case pass counts over a window of runs: stratified permutation
   test per category, Holm, minimum detectable drop, routing advice.
 - ``speedup`` — paired bootstrap confidence intervals of "how many times faster".
-- ``drift`` — per-run z-scores against a frozen baseline, two-sided CUSUM with hysteresis.
 - ``multiple`` — Holm and Benjamini–Hochberg adjusted p-values.
 - ``verdict`` — the label and sentence a pair's run ends with (``decide``, grading by ladder;
   being replaced by ``labels.judge``).
@@ -16,6 +15,8 @@
 - ``textprep`` — NFC + stripped texts, empty answers counted apart.
 - ``eprocess`` — evidence across audits: e-values, e-detector with an error budget, e-BH.
 - ``cusum`` — frozen baseline and online one-sided CUSUM state, h from a target ARL0.
+- ``error_budget`` — the budget per pair per quarter and the settings derived from it (series,
+  baseline size, e-detector threshold, ARL0): one place for the product and the benchmark.
 - ``speedup_runs`` — cluster bootstrap over runs, failures censored, claim status.
 - ``stability`` — base now against base in an earlier run (the A-vs-A that can fail).
 

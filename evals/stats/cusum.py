@@ -1,9 +1,10 @@
 """Did a tier change? Online one-sided CUSUM of each series against a frozen, stored baseline.
 
-Replaces the recomputed track of :mod:`evals.stats.drift` for monitoring over months: the
-baseline is computed once from the runs a person chose (:meth:`Baseline.from_runs`), stored,
-and never slides; the CUSUM state is stored and updated run by run (:func:`update`), never
-recomputed from history, so its memory and hysteresis mean what they say.
+For monitoring over months (it replaced a CUSUM track recomputed from history at every run,
+whose baseline slid and whose hysteresis meant nothing): the baseline is computed once from
+the runs a person chose (:meth:`Baseline.from_runs`), stored, and never slides; the CUSUM
+state is stored and updated run by run (:func:`update`), never recomputed from history, so
+its memory and hysteresis mean what they say.
 
 **Inputs, transformed so the in-control series is roughly symmetric** (``TRANSFORMS``):
 latencies as log(ms) (TTFT is lognormal-ish: on the raw scale one slow run is a 4-sd event),
@@ -24,7 +25,8 @@ k = 0.5 is tuned to a 1-scale shift. h is set for a target in-control average ru
 1985, p. 27; Montgomery, "Introduction to Statistical Quality Control", §9.1.7):
     ARL0 ≈ (exp(2 k b) − 2 k b − 1) / (2 k²),   b = h + 1.166.
 With a baseline of n runs, h is raised so that the ARL0 holds *on average over baselines*
-(:func:`h_for_arl` with ``n_baseline``): estimated centre and scale shorten the run length.
+(:func:`h_for_arl` with ``n_baseline`` and the baseline's largest φ): estimated centre and
+scale shorten the run length, the more so on autocorrelated series.
 An MMD p-value series needs no estimate: its null is N(0, 1) exactly (centre 0, scale 1).
 **One decision per pair**: a pair's m series share its false-alarm budget by a Bonferroni split
 of the rate, each series gets ARL0 = m · ARL_pair, and the pair alarms when any series does.
@@ -82,33 +84,38 @@ def siegmund_arl(h: float, k: float = K, shift: float = 0.0, sd: float = 1.0) ->
         return (np.exp(-2 * d * b) + 2 * d * b - 1) / (2 * d * d)
 
 
-def _error_draws(n: int, draws: int = 4000) -> tuple[np.ndarray, np.ndarray]:
+def _error_draws(n: int, phi: float = 0.0, draws: int = 4000) -> tuple[np.ndarray, np.ndarray]:
     """Draws of (z's mean, z's sd) in control when the median and the MAD scale come from n
-    baseline runs: var(median) ≈ (π/2)·σ²/n, var(MAD/σ) ≈ 1.36/n (for AR(1) data the median's
-    variance grows by (1+φ)/(1−φ), the same factor the scale is inflated by, so in z units it
-    is unchanged)
-    (its efficiency is 37%: Rousseeuw & Croux 1993), both normal and clipped at ±2.5 sd: the
-    rare worse baseline would otherwise set h for everyone (its spread is on the page). Fixed
-    seed: h is a function of (n, φ)."""
+    baseline runs with lag-1 autocorrelation φ: var(median) ≈ (π/2)·σ²/n, times (1+φ)/(1−φ)
+    for AR(1) data, the same factor the scale is inflated by, so in z units it is (π/2)/n;
+    var(MAD/σ) ≈ 1.36/n for independent runs (its efficiency is 37%: Rousseeuw & Croux 1993),
+    times (1+φ²)/(1−φ²) for AR(1) data (Bartlett's variance of a sample variance, e.g. Priestley,
+    "Spectral Analysis and Time Series", 1981, §5.3). Without that factor h was too low for
+    autocorrelated series: at φ = 0.5 a latency series raised about twice its share of false
+    alarms (``benchmarks/monitoring_month.py``). Both normal and clipped at ±2.5 sd: the rare
+    worse baseline would otherwise set h for everyone (its spread is on the page). Fixed seed:
+    h is a function of (n, φ)."""
     rng = np.random.default_rng(12345)
     u, v = np.clip(rng.standard_normal((2, draws)), -TRIM, TRIM)
     centre = u * math.sqrt(math.pi / 2 / n)
-    ratio = np.maximum(0.3, 1 + v * math.sqrt(1.36 / n))
+    ratio = np.maximum(0.3, 1 + v * math.sqrt(1.36 * (1 + phi * phi) / (1 - phi * phi) / n))
     return -centre / ratio, 1 / ratio
 
 
-def h_for_arl(arl: float, k: float = K, n_baseline: int | None = None) -> float:
+def h_for_arl(arl: float, k: float = K, n_baseline: int | None = None, phi: float = 0.0
+              ) -> float:  # fmt: skip
     """The h whose in-control ARL0 is ``arl``. With ``n_baseline``, the ARL is the one
     expected over baselines of that many runs: the false-alarm rate 1/ARL averaged over the
     sampling error of the baseline's median and scale (a baseline that happens to sit low
     makes every later run look high; Jones, Champ & Rigdon, Technometrics 2004, showed how
-    far that shortens the run length). Without it, the known-parameter value."""
+    far that shortens the run length); ``phi`` is the baseline's lag-1 autocorrelation (the
+    largest of its series'). Without ``n_baseline``, the known-parameter value."""
     if arl <= 1:
         raise ValueError("target ARL must exceed 1")
     if n_baseline is None:
         shift, sd = np.zeros(1), np.ones(1)
     else:
-        shift, sd = _error_draws(n_baseline)
+        shift, sd = _error_draws(n_baseline, phi)
 
     def gap(h: float) -> float:
         return math.log(float(np.mean(1.0 / np.maximum(siegmund_arl(h, k, shift, sd), 1.0))))
@@ -208,7 +215,7 @@ class Baseline:
             series.append(SeriesBaseline(spec.name, spec.transform, spec.direction, center,
                                          scale, phi, len(y), offsets))  # fmt: skip
         n_min = min(s.n for s in series)
-        h = h_for_arl(arl_pair * len(series), k, n_min)
+        h = h_for_arl(arl_pair * len(series), k, n_min, max(s.phi for s in series))
         return cls(tuple(series), h, k, arl_pair, tuple(run_ids), set_by, set_at)
 
 

@@ -1,9 +1,9 @@
 """The verdict of one run in words that claim only what its tests show.
 
-Replaces the cause-grading of :func:`evals.stats.verdict.decide` (kept until the product is
-wired to this): the size of MMD² depends on output length, entropy and the prompts, so it
-cannot name a cause ("A" vs "B" one-character answers have a small MMD² and are entirely
-different). Labels, in order:
+Replaces the cause-grading of :func:`evals.stats.verdict.decide` (the product calls this;
+``decide`` is kept only for ``benchmarks/verdict_validation.py``, whose figures describe it):
+the size of MMD² depends on output length, entropy and the prompts, so it cannot name a cause
+("A" vs "B" one-character answers have a small MMD² and are entirely different). Labels, in order:
 
 1. **inconclusive (why)** — no prompt with 2 texts on both tiers, fewer than ``min_prompts``
    prompts or ``min_samples`` texts of a prompt on a tier, more than ``max_dropped_share`` of

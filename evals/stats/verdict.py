@@ -1,12 +1,12 @@
 """The verdict of a run: does the fast tier serve the same model as the base tier?
 
-``assess`` is the whole verdict of one audit's texts (the three MMD tests, then ``decide``);
-the product (``monitor.services.verdict``) and ``benchmarks/verdict_validation.py`` both call
-it, so the benchmark measures exactly what the product computes.
-
-Superseded by :func:`evals.stats.labels.judge` (labels that claim only what the tests show,
-80%-power wording, no cause read off the size of MMD²); ``decide`` stays, with its labels,
-until the product is wired to ``judge``.
+``assess`` is the old whole verdict of one audit's texts (the three MMD tests, then
+``decide``). Superseded in the product by :func:`evals.stats.labels.judge` (labels that claim
+only what the tests show, 80%-power wording, no cause read off the size of MMD²), which
+``monitor.services.verdict`` calls. ``decide`` and ``assess`` are kept only for
+``benchmarks/verdict_validation.py``, whose real-engine figures in docs/benchmarks.md were
+measured with them; they go when that benchmark is moved onto ``judge`` and re-run on pools.
+The ladder, ``TierCounts``, ``fmt_p`` and the wording helpers here are the product's.
 
 Rules of ``decide`` (docs/measures.md, "The verdict"), in order:
 1. *Inconclusive* when the run cannot support a statement: fewer than ``min_prompts`` prompts or

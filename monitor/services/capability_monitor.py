@@ -18,7 +18,7 @@ from collections import defaultdict
 from django.db import transaction
 from django.db.models import Q
 
-from evals.stats import capability_loss
+from evals.stats import capability_loss, error_budget
 from evals.stats.capability_paired import CaseCounts
 from monitor.models import Pair, PairMonitorState, Run, RunKind, RunRollup, RunStatus
 from monitor.services import monitoring
@@ -36,7 +36,7 @@ def categories(pair: Pair) -> list[str]:
 def threshold(pair: Pair, n_categories: int | None = None) -> float:
     every, _ = monitoring.cadence_s(pair, RunKind.PROBE)
     k = n_categories if n_categories is not None else len(categories(pair))
-    return capability_loss.threshold_for(monitoring.runs_per_quarter(every), max(1, k),
+    return capability_loss.threshold_for(error_budget.runs_per_quarter(every), max(1, k),
                                          monitoring.BUDGET_PER_QUARTER)
 
 

@@ -18,7 +18,9 @@ Once alarmed, a state stays alarmed until a person acknowledges the change
 (:func:`acknowledge`): the e-process and the CUSUM restart and a new baseline is collected from
 the runs after that moment; the capability loss detectors
 (``monitor.services.capability_monitor``) restart with them. The budget sentence
-(:func:`budget_words`) goes on the verdict page and into every verdict or drift alert.
+(:func:`budget_words`) goes on the verdict page and into every verdict or drift alert. The
+budget, the series and the thresholds are :mod:`evals.stats.error_budget`'s, the same functions
+the month-long validation calls.
 """
 
 from __future__ import annotations
@@ -34,20 +36,15 @@ from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
 
 from evals.stats import cusum, eprocess
+from evals.stats.error_budget import (
+    BUDGET_PER_QUARTER,
+    HOURLY_S,
+    MIN_BASELINE_RUNS,
+    audit_threshold,
+    freeze,
+)
 from monitor.models import Baseline, Pair, PairMonitorState, Run, RunKind, RunStatus
 from monitor.run_summary import RunSummary
-
-BUDGET_PER_QUARTER = eprocess.DEFAULT_BUDGET  # expected false alarms per pair per quarter
-QUARTER_S = 90 * 86400
-MONTH_S = QUARTER_S / 3
-HOURLY_S = 3600
-MIN_BASELINE_RUNS = cusum.MIN_BASELINE_RUNS
-SERIES = (  # probe statistics watched for drift; transform and which way is bad
-    cusum.SeriesSpec("ttft_p50:fast", "log", 1),
-    cusum.SeriesSpec("ttft_p50:base", "log", 1),
-    cusum.SeriesSpec("similarity:fast_vs_base", "identity", -1),
-)
-
 
 # --- cadence and the error budget -------------------------------------------------------------
 
@@ -62,10 +59,6 @@ def cadence_s(pair: Pair, kind: str) -> tuple[int, bool]:
     seconds = {"days": 86400, "hours": 3600, "minutes": 60, "seconds": 1}.get(
         task.interval.period, 1)
     return max(1, task.interval.every * seconds), True
-
-
-def runs_per_quarter(every_s: int) -> float:
-    return QUARTER_S / every_s
 
 
 def every_words(every_s: int) -> str:
@@ -92,7 +85,7 @@ def budget_words(pair: Pair, kind: str) -> str:
 
 def eprocess_threshold(pair: Pair) -> float:
     every, _ = cadence_s(pair, RunKind.AUDIT)
-    return eprocess.threshold_for(runs_per_quarter(every), BUDGET_PER_QUARTER)
+    return audit_threshold(every)
 
 
 # --- the stored state -------------------------------------------------------------------------
@@ -192,18 +185,13 @@ def _maybe_freeze(row: PairMonitorState, pair: Pair) -> Baseline | None:
     runs = _baseline_candidates(pair, row.since)
     if len(runs) < MIN_BASELINE_RUNS:
         return None
-    values = [run_values(r.summary_obj) for r in runs]
-    specs = [s for s in SERIES
-             if sum(v[s.name] is not None for v in values) >= MIN_BASELINE_RUNS]  # fmt: skip
-    if not specs:
-        return None
     every, _ = cadence_s(pair, RunKind.PROBE)
-    frozen = cusum.Baseline.from_runs(
-        specs, values, arl_pair=runs_per_quarter(every) / BUDGET_PER_QUARTER,
-        hours=[(r.finished_at or r.created_at).hour for r in runs],
-        run_ids=[r.id for r in runs], set_by=row.acknowledged_by or "automatic",
-        set_at=timezone.now().isoformat(),
-    )
+    frozen = freeze([run_values(r.summary_obj) for r in runs],
+                    [(r.finished_at or r.created_at).hour for r in runs], every,
+                    run_ids=[r.id for r in runs], set_by=row.acknowledged_by or "automatic",
+                    set_at=timezone.now().isoformat())
+    if frozen is None:
+        return None
     baseline = Baseline.objects.create(pair=pair, run_ids=[r.id for r in runs],
                                        statistics=_plain(frozen), set_by=frozen.set_by)
     row.cusum = asdict(cusum.start(frozen))
