@@ -25,11 +25,13 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "monitor.settings")
 django.setup()
 
 from django.contrib.auth import get_user_model  # noqa: E402
+from django.contrib.auth.models import Group  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.test.utils import setup_test_environment  # noqa: E402
 
 from monitor.models import Pair, Run, Sample  # noqa: E402
+from monitor.roles import VIEWER  # noqa: E402
 from monitor.services.reports import build_sla_report, render_text  # noqa: E402
 
 
@@ -70,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     setup_test_environment()  # adds "testserver" to ALLOWED_HOSTS
     user, _ = get_user_model().objects.get_or_create(username="bench", defaults={"is_staff": True})
+    user.groups.add(Group.objects.get(name=VIEWER))  # pages need the viewer role (monitor.roles)
     client = Client()
     client.force_login(user)
     pair = Pair.objects.get(name=args.pair)
