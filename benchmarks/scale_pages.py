@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from statistics import median
 
@@ -40,8 +41,9 @@ def p95(values: list[float]) -> float:
     return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
 
 
-def timed(call, repeat: int) -> tuple[list[float], int]:
-    """Milliseconds of each of ``repeat`` calls after one warm-up, and the queries of one."""
+def timed(call, repeat: int, slow_ms: float = 0) -> tuple[list[float], int]:
+    """Milliseconds of each of ``repeat`` calls after one warm-up, and the queries of one
+    (printing those over ``slow_ms``, to EXPLAIN them, when it is set)."""
     call()
     times, queries = [], []
 
@@ -51,6 +53,8 @@ def timed(call, repeat: int) -> tuple[list[float], int]:
             return execute(sql, params, many, context)
         finally:
             queries.append(1000 * (time.perf_counter() - t0))
+            if slow_ms and queries[-1] > slow_ms:
+                print(f"  slow query {queries[-1]:.0f} ms: {sql} {params}", file=sys.stderr)
 
     with connection.execute_wrapper(count):
         call()
@@ -69,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report-repeat", type=int, default=3)
     parser.add_argument("--week", default="2026-W48")
     parser.add_argument("--pair", default="pair00")
+    parser.add_argument("--slow-ms", type=float, default=0, help="print queries slower than this")
     args = parser.parse_args(argv)
     setup_test_environment()  # adds "testserver" to ALLOWED_HOSTS
     user, _ = get_user_model().objects.get_or_create(username="bench", defaults={"is_staff": True})
@@ -93,11 +98,11 @@ def main(argv: list[str] | None = None) -> int:
         def get(url=url):
             response = client.get(url)
             assert response.status_code == 200, (url, response.status_code)
-        times, cpu, queries = timed(get, args.repeat)
+        times, cpu, queries = timed(get, args.repeat, args.slow_ms)
         print(f"| {label} | {median(times):.0f} | {p95(times):.0f} | {median(cpu):.0f} "
               f"| {len(queries)} | {sum(queries):.0f} |", flush=True)
     times, cpu, queries = timed(lambda: render_text(build_sla_report(week=args.week)),
-                                args.report_repeat)
+                                args.report_repeat, args.slow_ms)
     print(f"| `sla_report --week {args.week}` | {median(times):.0f} | {max(times):.0f} (max) "
           f"| {median(cpu):.0f} | {len(queries)} | {sum(queries):.0f} |")
     return 0
