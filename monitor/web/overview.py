@@ -23,8 +23,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import F, Window
-from django.db.models.functions import RowNumber
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
@@ -53,11 +51,9 @@ def probe_intervals(names: Sequence[str]) -> dict[str, timedelta]:
 
 def latest_verdicts(pair_ids: Sequence[int]) -> dict[int, tuple[str, str, int]]:
     """Pair id → (label, sentence, run id) of its newest finished audit (one query)."""
-    ranked = (Run.objects.filter(pair_id__in=pair_ids, kind=RunKind.AUDIT,
-                                 status=RunStatus.DONE)
-              .annotate(rank=Window(RowNumber(), partition_by=[F("pair_id")],
-                                    order_by=[F("created_at").desc(), F("id").desc()]))
-              .filter(rank=1).values_list("pair_id", "id", "summary"))
+    ranked = selectors.newest_per_pair(
+        Run.objects.filter(kind=RunKind.AUDIT, status=RunStatus.DONE), pair_ids, 1,
+        "pair_id", "id", "summary")
     out = {}
     for pair_id, run_id, data in ranked:
         v = RunSummary.from_json(data).verdict

@@ -11,15 +11,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from django.db.models import F, Window
-from django.db.models.functions import RowNumber
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
+from monitor import selectors
 from monitor.models import Run
-from monitor.run_summary import RunSummary
+from monitor.run_summary import Percentiles, RunSummary
 
 RUNS = 48
+TIERS = ("fast", "base")
 WIDTH, HEIGHT, PAD = 160, 36, 2
 
 
@@ -39,19 +39,17 @@ class Trend:
 
 def ttft_trends(pair_ids: Sequence[int], runs: int = RUNS) -> dict[int, Trend]:
     """TTFT P50 per tier over each pair's newest comparable runs, oldest first: one query
-    for all pairs (a row number per pair, newest first, kept up to ``runs``)."""
-    ranked = (Run.objects.trend().filter(pair_id__in=pair_ids)
-              .annotate(rank=Window(RowNumber(), partition_by=[F("pair_id")],
-                                    order_by=[F("created_at").desc(), F("id").desc()]))
-              .filter(rank__lte=runs).order_by("pair_id", "created_at", "id")
-              .values_list("pair_id", "summary"))
+    for all pairs (``selectors.newest_per_pair``) reading only the summaries' ``min_n`` and
+    TTFT blocks (JSON paths): decoding 2,400 whole summaries cost 0.5 s of CPU."""
+    rows = selectors.newest_per_pair(
+        Run.objects.trend(), pair_ids, runs, "pair_id", "created_at", "id", "summary__min_n",
+        *[f"summary__tiers__{tier}__ttft_ms" for tier in TIERS])
     out: dict[int, Trend] = {pid: Trend([], []) for pid in pair_ids}
-    for pair_id, data in ranked:
-        summary = RunSummary.from_json(data)
-        for tier in ("fast", "base"):
-            stat = summary.tier(tier).ttft_ms if tier in summary.tiers else None
-            getattr(out[pair_id], tier).append(
-                stat.p50 if stat and stat.n >= summary.min_n else None)
+    for pair_id, _, _, min_n, *blocks in sorted(rows, key=lambda row: row[:3]):
+        min_n = RunSummary.from_json({"min_n": min_n}).min_n
+        for tier, block in zip(TIERS, blocks, strict=True):
+            stat = Percentiles.from_json(block)
+            getattr(out[pair_id], tier).append(stat.p50 if stat.n >= min_n else None)
     return out
 
 

@@ -13,7 +13,9 @@ import re
 import pytest
 from django.utils import timezone
 
+from monitor import selectors
 from monitor.models import Alert, AlertRule, Pair, Run, Sample
+from monitor.web import sparkline
 from tests import factories
 from tests.monitor.web.pages import make_run, summary
 
@@ -237,6 +239,16 @@ def test_it_reads_pages_in_a_bounded_number_of_queries(
         admin_client.get("/")
     with django_assert_max_num_queries(7):
         admin_client.get("/pairs/demo/")
+
+
+def test_newest_per_pair_keeps_each_pairs_newest_runs_of_the_queryset(pair):
+    other = Pair.objects.create(name="other", fast=pair.fast, base=pair.base, suite=pair.suite)
+    mine = [make_run(pair, minutes_ago=m) for m in (50, 40, 30, 20)]
+    make_run(pair, minutes_ago=5, status="failed")  # the newest, but not a trend run
+    theirs = make_run(other, minutes_ago=60)  # fewer than n: all of them
+    rows = selectors.newest_per_pair(Run.objects.trend(), [pair.pk, other.pk], 2, "id")
+    assert sorted(rows) == sorted([(mine[2].pk,), (mine[3].pk,), (theirs.pk,)])
+    assert sparkline.ttft_trends([pair.pk])[pair.pk].fast == [111.0] * 4  # oldest first
 
 
 def test_it_serves_the_page_assets_without_collectstatic(client, settings, tmp_path):
