@@ -192,13 +192,14 @@ def latest_done_runs(kind: str = RunKind.PROBE, pairs: QuerySet[Pair] | None = N
 
 
 def newest_per_pair(runs: QuerySet[Run], pair_ids: Sequence[int], n: int,
-                    *fields: str) -> list[tuple]:
-    """``fields`` of the newest ``n`` of ``runs`` of each pair (unordered): one query, a
+                    *fields: str, **expressions: Any) -> list[tuple]:
+    """``fields`` (then ``expressions``) of the newest ``n`` of ``runs`` of each pair
+    (unordered): one query, a
     UNION ALL of one ``LIMIT n`` per pair down the (pair, -created_at) index, so its cost does
     not grow with history. A window function (row number per pair) ranked every run ever
     stored: 5 s for 50 pairs at 10 M samples (issue 13, docs/benchmarks.md "Scale")."""
-    parts = [runs.filter(pair_id=pair_id).order_by("-created_at", "-id").values_list(*fields)[:n]
-             for pair_id in pair_ids]
+    parts = [runs.filter(pair_id=pair_id).annotate(**expressions).order_by("-created_at", "-id")
+             .values_list(*fields, *expressions)[:n] for pair_id in pair_ids]
     if len(parts) < 2:
         return [row for part in parts for row in part]
     return list(parts[0].union(*parts[1:], all=True))
