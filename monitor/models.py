@@ -269,9 +269,13 @@ class Sample(models.Model):
 
     TIERS = [("fast", "fast"), ("base", "base")]
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="samples")
+    # No index of their own on run and endpoint: the (run, tier) and (endpoint, started_at)
+    # indexes below start with them and serve every lookup (146 MB at 10 M samples, issue 13).
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="samples",
+                            db_index=False)
     case = models.ForeignKey(Case, on_delete=models.PROTECT, related_name="samples")
-    endpoint = models.ForeignKey(Endpoint, on_delete=models.PROTECT, related_name="samples")
+    endpoint = models.ForeignKey(Endpoint, on_delete=models.PROTECT, related_name="samples",
+                                 db_index=False)
     tier = models.CharField(max_length=8, choices=TIERS)
     batch = models.PositiveSmallIntegerField(default=0, help_text="independent batch (A-vs-A)")
     repetition = models.PositiveSmallIntegerField(default=0)
