@@ -245,7 +245,12 @@ class Run(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["pair", "-created_at"])]
+        indexes = [
+            models.Index(fields=["pair", "-created_at"]),
+            # the /metrics scrape counts every pair's runs by status: an index-only scan of this
+            # (3.6 MB at 511,000 runs) instead of reading the whole table (issue 13)
+            models.Index(fields=["pair", "status"], name="run_pair_status"),
+        ]
 
     def __str__(self) -> str:
         return f"run {self.pk} of {self.pair} ({self.status})"

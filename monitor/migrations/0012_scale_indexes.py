@@ -1,6 +1,9 @@
-"""Drop the single-column indexes of ``Sample.run`` and ``Sample.endpoint``: the (run, tier) and
+"""Indexes for a year of 50 pairs (docs/benchmarks.md "At 10 M samples").
+
+Drop the single-column indexes of ``Sample.run`` and ``Sample.endpoint``: the (run, tier) and
 (endpoint, started_at) indexes start with the same columns and serve every lookup (146 MB at
-10 M samples, docs/benchmarks.md "At 10 M samples").
+10 M samples). Add ``run_pair_status`` on runs: the /metrics scrape counts runs by pair and
+status, a whole-table scan at every scrape without it.
 
 Only the indexes are dropped (``DROP INDEX``, instant). Django's own AlterField would also drop
 and re-add both foreign keys, re-validating every sample row under a lock: minutes at 10 M.
@@ -43,5 +46,9 @@ class Migration(migrations.Migration):
                                   f"CREATE INDEX IF NOT EXISTS {name} ON monitor_sample ({column})")
                 for column, name in INDEXES.items()
             ],
+        ),
+        migrations.AddIndex(
+            model_name="run",
+            index=models.Index(fields=["pair", "status"], name="run_pair_status"),
         ),
     ]
