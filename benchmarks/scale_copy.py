@@ -222,7 +222,8 @@ def main(args, rng: random.Random, end: datetime) -> int:
             if d % 10 == 0 or d == 1:
                 print(f"{day0.date()}: {total:,} samples, "
                       f"{total / (time.monotonic() - t0):,.0f}/s", file=sys.stderr, flush=True)
-        cur.execute("SET session_replication_role = DEFAULT")
+        cur.execute("RESET session_replication_role")
+        cur.execute("RESET synchronous_commit")
         t1 = time.monotonic()
         for _, create in indexes:
             cur.execute(create)
@@ -230,6 +231,7 @@ def main(args, rng: random.Random, end: datetime) -> int:
         for table, key in (("monitor_run", "run"), ("monitor_sample", "sample"),
                            ("monitor_runrollup", "rollup")):
             cur.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), {ids[key]})")
+        cur.execute("RESET maintenance_work_mem")
     loader.provenance()
     for pair in pairs:  # a real verdict on the newest audit, as the worker would have stored
         latest = Run.objects.filter(pair=pair, kind="audit").order_by("-created_at").first()
