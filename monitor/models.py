@@ -17,7 +17,7 @@ from django.core.exceptions import ValidationError
 from django.db import models, transaction
 
 from evals.records import EndpointSpec
-from monitor import metrics_catalogue
+from monitor import figure_cache, metrics_catalogue
 from monitor.env import env_secret
 from monitor.run_summary import RunSummary
 
@@ -204,11 +204,13 @@ class RunQuerySet(models.QuerySet):
     def merge_summary(self, run_id: int, **blocks: object) -> RunSummary:
         """The one writer of ``Run.summary``: replace the named blocks (``RunSummary`` field
         names; values are blocks or None to drop one) under a row lock, so two writers (the
-        summariser and the verdict, say) never lose each other's block."""
+        summariser and the verdict, say) never lose each other's block. The pair's cached pages
+        get a new generation on commit (``monitor.figure_cache``)."""
         with transaction.atomic():
-            run = self.select_for_update().only("id", "summary").get(id=run_id)
+            run = self.select_for_update().only("id", "pair_id", "summary").get(id=run_id)
             merged = run.summary_obj.replace(**blocks)
             self.filter(id=run_id).update(summary=merged.to_json())
+            figure_cache.touch(run.pair_id)
         return merged
 
 

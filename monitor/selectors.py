@@ -13,9 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import connection
-from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery, Window
-from django.db.models.functions import RowNumber
+from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.shortcuts import get_object_or_404
 
 from monitor.models import Alert, Endpoint, Pair, ProvenanceEvent, Run, RunKind, Sample
@@ -191,26 +189,6 @@ def latest_done_runs(kind: str = RunKind.PROBE, pairs: QuerySet[Pair] | None = N
     by_pair = {pair_id: run_id for pair_id, run_id in ids if run_id is not None}
     runs = Run.objects.only(*RUN_LIST_FIELDS).in_bulk(list(by_pair.values()))
     return {pair_id: runs[run_id] for pair_id, run_id in by_pair.items()}
-
-
-def newest_per_pair(runs: QuerySet[Run], pair_ids: Sequence[int], n: int,
-                    *fields: str, **expressions: Any) -> list[tuple]:
-    """``fields`` (then ``expressions``) of the newest ``n`` of ``runs`` of each pair
-    (unordered), in one query. PostgreSQL: a UNION ALL of one ``LIMIT n`` per pair down the
-    (pair, -created_at) index, so its cost does not grow with history; a window function (row
-    number per pair) ranked every run ever stored: 5 s for 50 pairs at 10 M samples (issue 13,
-    docs/benchmarks.md "At 10 M samples"). SQLite (the demo) allows no LIMIT in a UNION's
-    branches and keeps the window function, which a demo's history does not notice."""
-    newest = [F("created_at").desc(), F("id").desc()]
-    if not connection.features.supports_slicing_ordering_in_compound:
-        return list(runs.filter(pair_id__in=pair_ids).annotate(
-            **expressions, rank=Window(RowNumber(), partition_by=[F("pair_id")], order_by=newest))
-            .filter(rank__lte=n).values_list(*fields, *expressions))
-    parts = [runs.filter(pair_id=pair_id).annotate(**expressions).order_by(*newest)
-             .values_list(*fields, *expressions)[:n] for pair_id in pair_ids]
-    if len(parts) < 2:
-        return [row for part in parts for row in part]
-    return list(parts[0].union(*parts[1:], all=True))
 
 
 # Alert states the API filters on (``AlertState``); a silence is not a state (``silenced_until``).

@@ -148,6 +148,17 @@ else:
             "store_processed": False,
             "control_folder": str(_BROKER_DIR / "control"),
         }
+# Page figures and the speed page's bootstrap (monitor.figure_cache): shared by the web and
+# worker processes, so a run's new summary reaches every page process: Redis with REDIS_URL,
+# else files under VAR_DIR (the demo's SQLite setup; locmem would be per process).
+CACHES = {"default": {
+    "BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
+    "KEY_PREFIX": "tw", "TIMEOUT": 7 * 24 * 3600,
+} if REDIS_URL else {
+    "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+    "LOCATION": str(VAR_DIR / "cache"), "TIMEOUT": 7 * 24 * 3600,
+    "OPTIONS": {"MAX_ENTRIES": 2000},
+}}
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1

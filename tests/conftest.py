@@ -22,6 +22,16 @@ from tests.factories import free_port
 from tests.support import WEBHOOK_ENV, Inbox, Receiver, start_process
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _empty_page_cache(django_db_blocker) -> None:
+    """The figure cache (Redis with REDIS_URL) outlives a test session while the test
+    database's ids start again: an entry of an earlier session must not match a new pair."""
+    from django.core.cache import cache
+
+    with django_db_blocker.unblock():
+        cache.clear()
+
+
 @pytest.fixture(scope="session")
 def demo_vendor_url() -> Iterator[str]:
     """Base URL (…/v1) of the simulated vendor, with delays shrunk so tests stay fast."""

@@ -116,6 +116,19 @@ def run(pair_row: Pair, *, status: str = "done", minutes_ago: float | None = Non
     return row
 
 
+def rollup_rows(run_row: Run, *, fast_ms: float, base_ms: float, n: int = 20) -> list[dict]:
+    """Sample rows (``monitor.rollups.ROLLUP_FIELDS``) of a finished run: ``n`` successes per
+    tier with TTFT ``ms``, ``ms`` + 1, …; for ``record_run(run=…, samples=…)``."""
+    pair_row = run_row.pair
+    return [{"tier": tier, "endpoint_id": endpoint, "ok": True, "error_class": "",
+             "ttft_ms": ms + i, "e2e_ms": 10 * ms, "tests_passed": None, "model_id": "",
+             "system_fingerprint": "", "started_at": run_row.created_at, "served_tier": "",
+             "headers": {}}
+            for tier, endpoint, ms in (("fast", pair_row.fast_id, fast_ms),
+                                       ("base", pair_row.base_id, base_ms))
+            for i in range(n)]
+
+
 def sample(run_row: Run, case: Case, tier_name: str, *, text: str = "", ok: bool = True,
            repetition: int = 0, batch: int = 0, seq: int = 0, **fields: Any) -> Sample:
     pair_row = run_row.pair

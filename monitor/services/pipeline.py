@@ -1,5 +1,6 @@
 """What happens to a run, in order: measure → summarise (and its rollups) → maintenance mark →
-done → verdict and drift → alerts (opened, or resolved when their condition cleared) → notify.
+done → verdict and drift → alerts (opened, or resolved when their condition cleared) → notify
+→ the pair's page figures built into the cache (``monitor.web.page_figures.warm``).
 The Celery task calls this; so do the ``probe`` command and the tests.
 
 Measuring and summarising either succeed or mark the run failed with the reason. The judging
@@ -28,6 +29,7 @@ from monitor.services import (
     verdict,
     watchdog,
 )
+from monitor.web import page_figures
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +63,9 @@ def execute_run(
     for alert in evaluate_alerts(run_id=run_id):
         if notify is not None:
             notify(alert.id)
-    return Run.objects.get(id=run_id)
+    run = Run.objects.get(id=run_id)
+    page_figures.warm(run.pair_id)  # after the last summary write: the pages' first view
+    return run
 
 
 def judge(*, run_id: int) -> None:

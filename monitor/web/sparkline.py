@@ -11,18 +11,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from django.db.models import FloatField, IntegerField
+from django.db.models import OuterRef, Q, Subquery
 from django.db.models.fields.json import KT
-from django.db.models.functions import Cast
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
 from evals.latency import MIN_N
-from monitor import selectors
-from monitor.models import Run
+from monitor.models import Pair, Run
 
 RUNS = 48
-TIERS = ("fast", "base")
 WIDTH, HEIGHT, PAD = 160, 36, 2
 
 
@@ -40,23 +37,40 @@ class Trend:
         return next((v for v in reversed(getattr(self, tier)) if v is not None), None)
 
 
+def newest_trend_runs(pair_ids: Sequence[int], runs: int) -> Q:
+    """Each pair's newest ``runs`` comparable runs (and any tied with the oldest of them), as a
+    filter: one query for each pair's ``runs``-th newest creation time, an index lookup per
+    pair. A window function over every comparable run of every pair sorted 120,000 runs at
+    2.9 M samples (~0.8 s; docs/benchmarks.md, "Scale")."""
+    nth = (Run.objects.trend().filter(pair=OuterRef("pk")).order_by("-created_at", "-id")
+           .values("created_at")[runs - 1:runs])
+    since = Pair.objects.filter(pk__in=pair_ids).annotate(since=Subquery(nth))
+    wanted = Q(pk__in=[])
+    for pair_id, when in since.values_list("pk", "since"):
+        wanted |= Q(pair_id=pair_id) if when is None else Q(pair_id=pair_id, created_at__gte=when)
+    return wanted
+
+
 def ttft_trends(pair_ids: Sequence[int], runs: int = RUNS) -> dict[int, Trend]:
-    """TTFT P50 per tier over each pair's newest comparable runs, oldest first: one query
-    for all pairs (``selectors.newest_per_pair``) reading only the summaries' ``min_n`` and
-    TTFT P50 and n, as numbers cast by PostgreSQL: decoding 2,400 whole summaries (50 pairs ×
-    48 runs) cost 0.5 s of CPU. A P50 below the run's minimum n is a gap, as
-    ``RunSummary``'s readers show it."""
-    paths = {f"{tier}_{key}": Cast(KT(f"summary__tiers__{tier}__ttft_ms__{key}"), field())
-             for tier in TIERS for key, field in (("p50", FloatField), ("n", IntegerField))}
-    rows = selectors.newest_per_pair(
-        Run.objects.trend(), pair_ids, runs, "pair_id", "created_at", "id",
-        min_n=Cast(KT("summary__min_n"), IntegerField()), **paths)
+    """TTFT P50 per tier over each pair's newest comparable runs, oldest first, in two queries
+    for all pairs. It reads the five numbers it needs through JSON paths, not whole summaries:
+    decoding 48 summaries × 50 pairs in Python was ~0.5 s of CPU per overview."""
+    paths = [KT(f"summary__tiers__{tier}__ttft_ms__{key}")
+             for tier in ("fast", "base") for key in ("p50", "n")]
+    rows = (Run.objects.trend().filter(newest_trend_runs(pair_ids, runs))
+            .order_by("pair_id", "-created_at", "-id")
+            .values_list("pair_id", KT("summary__min_n"), *paths))
+    kept: dict[int, list] = {pid: [] for pid in pair_ids}
+    for pair_id, *row in rows:
+        if len(kept[pair_id]) < runs:  # ties at the cutoff time
+            kept[pair_id].append(row)
     out: dict[int, Trend] = {pid: Trend([], []) for pid in pair_ids}
-    for pair_id, _, _, min_n, *values in sorted(rows, key=lambda row: row[:3]):
-        min_n = min_n or MIN_N  # RunSummary.from_json's default
-        for i, tier in enumerate(TIERS):
-            p50, n = values[2 * i], values[2 * i + 1]
-            getattr(out[pair_id], tier).append(p50 if (n or 0) >= min_n else None)
+    for pair_id, newest_first in kept.items():
+        for min_n, *values in reversed(newest_first):
+            need = int(min_n or MIN_N)  # RunSummary.min_n's default
+            for tier, (p50, n) in zip(("fast", "base"), (values[:2], values[2:]), strict=True):
+                enough = p50 is not None and n is not None and int(n) >= need
+                getattr(out[pair_id], tier).append(float(p50) if enough else None)
     return out
 
 

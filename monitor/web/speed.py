@@ -16,10 +16,10 @@ from django.views.decorators.http import require_GET
 from evals.latency import min_n_for
 from monitor import selectors
 from monitor.run_summary import LoadLevel
-from monitor.services.speed import BREAKDOWN, METRICS, OTPS, TIERS, default_runs, speed_report
+from monitor.services.speed import BREAKDOWN, METRICS, OTPS, TIERS
+from monitor.web import page_figures
 from monitor.web.access import VIEW_RUN, requires
 from monitor.web.cells import NO_DATA, Cell, fraction, percentile
-from monitor.web.speed_charts import speed_charts, thin_scenarios
 
 QUANTILES = ("p50", "p90", "p95", "p99")
 TIMINGS = (("ttft_ms", "TTFT"), ("e2e_ms", "E2E"), ("tpot_ms", "TPOT"))
@@ -117,16 +117,12 @@ def load_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
 @require_GET
 def speed_page(request: HttpRequest, name: str) -> HttpResponse:
     pair = selectors.get_pair_for_user(request.user, name)
-    runs = default_runs(pair)
-    report = speed_report(pair=pair, runs=runs)
+    computed = page_figures.figures("speed", pair)
+    report = computed["report"]
     context = {
         "pair": pair,
-        "report": report,
         "simulated": report["simulated"],
-        "runs": runs,
-        "charts": speed_charts(report, runs),
-        "thin": {label: thin_scenarios(runs, report["scenarios"], metric)
-                 for metric, label in (("ttft_ms", "TTFT"), ("e2e_ms", "E2E"))},
+        **computed,
         "metric_labels": [label for _, _, label in METRICS],
         "claim_lines": [(label, report["claim"][key]) for key, _, label in METRICS
                         if report["claim"].get(key)],

@@ -21,9 +21,10 @@ from monitor import selectors
 from monitor.models import Run, RunKind, RunStatus, Sample
 from monitor.services import monitoring
 from monitor.tasks import enqueue_run
+from monitor.web import page_figures
 from monitor.web.access import ADD_RUN, CHANGE_ALERT, VIEW_RUN, VIEW_SAMPLE, requires
 from monitor.web.htmx import render_page, wants_fragment
-from monitor.web.verdict_charts import fmt_stat, verdict_charts
+from monitor.web.verdict_charts import fmt_stat
 
 MAX_DIVERGENCES_SHOWN = 40
 LABEL_MEANING = {
@@ -114,7 +115,7 @@ def _context(pair) -> dict[str, Any]:
         "divergences": divergences,
         "prefix_k": DEFAULT_PREFIX_K,
         "reject_wealth": f"{1 / (verdict.alpha if verdict else 0.05):g}",
-        "charts": verdict_charts(verdict, history, None, events, simulated=simulated),
+        "charts": page_figures.figures("verdict", pair),
         "history": list(reversed(history)),
         "drift": _drift(pair),
         "evidence": monitoring.eprocess_state(state),

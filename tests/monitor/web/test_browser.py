@@ -67,6 +67,7 @@ def test_it_logs_in_and_draws_the_pair_charts(live_server, monkeypatch):
 
             page.click("nav >> text=Pairs")
             page.wait_for_selector("#pairs-table td >> text=n=20")
+            assert page.locator("#pairs-table td >> text=(n=160)").count() == 2  # 24 h P95
             page.screenshot(path=str(shots / "overview.png"), full_page=True)
             page.goto(f"{live_server.url}/runs/{last_run_id}/")
             assert page.locator("table.summary").first.is_visible()

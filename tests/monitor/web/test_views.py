@@ -13,7 +13,6 @@ import re
 import pytest
 from django.utils import timezone
 
-from monitor import selectors
 from monitor.models import Alert, AlertRule, Pair, Run, Sample
 from monitor.web import sparkline
 from tests import factories
@@ -234,27 +233,23 @@ def test_it_reads_pages_in_a_bounded_number_of_queries(
                                     suite=pair.suite)
         make_run(other, minutes_ago=i)
     # session, user, pairs, runs; statuses: maintenance windows, schedules, verdicts, trends;
-    # the pairs' monitoring states (e-BH)
-    with django_assert_max_num_queries(9):
+    # the pairs' monitoring states (e-BH); the rollups of the TTFT P95 window; the trends'
+    # cutoff per pair
+    with django_assert_max_num_queries(11):
         admin_client.get("/")
-    with django_assert_max_num_queries(7):
+    with django_assert_max_num_queries(8):  # + the pair's data version (figure cache)
         admin_client.get("/pairs/demo/")
 
 
-@pytest.mark.parametrize("union", [True, False], ids=["union", "window"])
-def test_newest_per_pair_keeps_each_pairs_newest_runs_of_the_queryset(pair, union, monkeypatch):
-    from django.db import connection  # window: what SQLite (the demo) runs
-
-    if union and not connection.features.supports_slicing_ordering_in_compound:
-        pytest.skip("this database allows no LIMIT in a UNION's branches")
-    monkeypatch.setattr(connection.features, "supports_slicing_ordering_in_compound", union)
+def test_the_sparklines_read_each_pairs_newest_trend_runs_oldest_first(pair):
     other = Pair.objects.create(name="other", fast=pair.fast, base=pair.base, suite=pair.suite)
-    mine = [make_run(pair, minutes_ago=m) for m in (50, 40, 30, 20)]
+    for minutes_ago, ttft in ((50, 100.0), (40, 200.0), (30, 300.0), (20, 400.0)):
+        make_run(pair, minutes_ago=minutes_ago, summary=summary(fast_ttft=ttft))
     make_run(pair, minutes_ago=5, status="failed")  # the newest, but not a trend run
-    theirs = make_run(other, minutes_ago=60)  # fewer than n: all of them
-    rows = selectors.newest_per_pair(Run.objects.trend(), [pair.pk, other.pk], 2, "id")
-    assert sorted(rows) == sorted([(mine[2].pk,), (mine[3].pk,), (theirs.pk,)])
-    assert sparkline.ttft_trends([pair.pk])[pair.pk].fast == [111.0] * 4  # oldest first
+    make_run(other, minutes_ago=60, summary=summary(fast_ttft=500.0))  # fewer than asked: all
+    trends = sparkline.ttft_trends([pair.pk, other.pk], runs=2)
+    assert trends[pair.pk].fast == [300.0, 400.0]
+    assert trends[other.pk].fast == [500.0]
 
 
 def test_it_serves_the_page_assets_without_collectstatic(client, settings, tmp_path):

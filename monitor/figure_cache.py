@@ -1,0 +1,82 @@
+"""What a pair's pages compute from its finished runs (plotly figure JSON, the speed page's
+bootstrap report), kept in Django's cache until the pair's data changes.
+
+Why: building the figures and the bootstrap is 100–250 ms of CPU per view while the data behind
+them changes once per run (docs/benchmarks.md, "Scale"). Why the cache and not a table: the
+entries are derived, rebuilt on a miss in one view, and never need a migration or a backup;
+Redis (or files, without REDIS_URL) is shared by the web and worker processes.
+
+A key holds the pair's **data version**, read fresh on every view, so a new run invalidates by
+itself and no figure older than the newest run is ever served:
+
+- the pair's finished runs: newest id, count and newest ``finished_at`` (one indexed aggregate
+  query) — a run that finishes, fails, is reaped or deleted changes it;
+- a per-pair generation token that ``touch`` replaces after every ``Run.summary`` write
+  (``RunQuerySet.merge_summary``, on commit): a verdict or drift block written after the run
+  finished. A lost token (eviction, restart) is replaced by a new random one, never reused;
+- a digest of the pair's and its endpoints' fields (a changed claim, SLO or name);
+- the database name and ``CODE_VERSION`` (bump it when a cached builder's output changes).
+
+Every viewer who may open a page sees the same page (``monitor.selectors.get_pair_for_user``:
+no per-user filtering; the permission check runs before the cache is read), so nothing about
+a user is in the key or the value.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from typing import Any, TypeVar
+from uuid import uuid4
+
+from django.core.cache import cache
+from django.db import connection, transaction
+from django.db.models import Count, Max, Model
+
+CODE_VERSION = 1
+T = TypeVar("T")
+
+
+def _token_key(pair_id: int) -> str:
+    return f"pairgen:{connection.settings_dict['NAME']}:{pair_id}"
+
+
+def touch(pair_id: int) -> None:
+    """A new generation for the pair's cached pages, once the current transaction commits."""
+    transaction.on_commit(lambda: cache.set(_token_key(pair_id), uuid4().hex, timeout=None))
+
+
+def _fields(obj: Model | None) -> list[tuple[str, Any]]:
+    if obj is None:
+        return []
+    return [(f.attname, getattr(obj, f.attname)) for f in obj._meta.concrete_fields]
+
+
+def data_version(pair: Model) -> str:
+    """The pair's data version (module docstring): one query and one cache read, once per pair
+    object (a view reads its pair once per request, so every entry of the request shares it)."""
+    known = getattr(pair, "_data_version", None)
+    if known is not None:
+        return known
+    runs = pair.runs.filter(finished_at__isnull=False).aggregate(
+        newest=Max("id"), n=Count("id"), finished=Max("finished_at"))
+    token = cache.get_or_set(_token_key(pair.pk), lambda: uuid4().hex, timeout=None)
+    endpoints = [getattr(pair, name, None) for name in ("fast", "base")]
+    fields = repr([_fields(pair), *map(_fields, endpoints)])
+    digest = hashlib.sha1(fields.encode()).hexdigest()[:16]
+    pair._data_version = f"{runs['newest']}:{runs['n']}:{runs['finished']}:{token}:{digest}"
+    return pair._data_version
+
+
+def cached(page: str, pair: Model, build: Callable[[], T], **params: Any) -> T:
+    """``build()`` for this page of this pair and these parameters, from the cache when the
+    pair's data version is unchanged. The version is read before ``build`` reads any data, so
+    a run finishing meanwhile leaves at worst a newer value under an older key."""
+    raw = f"{CODE_VERSION}|{connection.settings_dict['NAME']}|{page}|{pair.pk}|" \
+          f"{data_version(pair)}|{sorted(params.items())!r}"
+    key = f"page:{page}:{pair.pk}:{hashlib.sha1(raw.encode()).hexdigest()}"
+    value = cache.get(key)
+    if value is None:
+        value = build()
+        cache.set(key, value)
+    return value

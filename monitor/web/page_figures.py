@@ -1,0 +1,73 @@
+"""What the pair, speed and verdict pages compute from a pair's runs (plotly figures, the speed
+page's bootstrap report), built from the pair alone and cached per data version of the pair
+(``monitor.figure_cache``).
+
+The views read them through ``figures``; the pipeline calls ``warm`` after a run, so the first
+view after a new run is served from the cache too (docs/benchmarks.md, "Scale": a cold speed
+page is ~200 ms of CPU, a warm one a few ms). This module imports no view, so the pipeline can.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from monitor import figure_cache, selectors
+from monitor.models import Pair, RunStatus
+from monitor.services.speed import default_runs, speed_report
+from monitor.web.chart_kit import Chart
+from monitor.web.pair_charts import pair_charts
+from monitor.web.speed_charts import speed_charts, thin_scenarios
+from monitor.web.verdict_charts import verdict_charts
+
+log = logging.getLogger(__name__)
+
+
+def pair_page(pair: Pair) -> list[Chart]:
+    """The pair page's trend charts over its newest comparable runs."""
+    return pair_charts(selectors.pair_trend_runs(pair), simulated=pair.simulated)
+
+
+def speed_page(pair: Pair) -> dict[str, Any]:
+    """The speed report (its bootstrap intervals), the runs it pooled, its figures."""
+    runs = default_runs(pair)
+    report = speed_report(pair=pair, runs=runs)
+    return {
+        "report": report,
+        "run_ids": [run.pk for run in runs],
+        "charts": speed_charts(report, runs),
+        "thin": {label: thin_scenarios(runs, report["scenarios"], metric)
+                 for metric, label in (("ttft_ms", "TTFT"), ("e2e_ms", "E2E"))},
+    }
+
+
+def verdict_page(pair: Pair) -> list[Chart]:
+    """The verdict page's figures: the newest verdict, the verdict history, the endpoints'
+    model id and fingerprint events."""
+    runs = selectors.audit_runs(pair)
+    latest = next((r for r in runs if r.status == RunStatus.DONE and r.summary_obj.verdict),
+                  None)
+    return verdict_charts(latest.summary_obj.verdict if latest else None,
+                          selectors.verdict_history(runs), None,
+                          selectors.endpoint_events(endpoints=[pair.fast, pair.base]),
+                          simulated=pair.simulated)
+
+
+BUILDERS: dict[str, Callable[[Pair], Any]] = {
+    "pair": pair_page, "speed": speed_page, "verdict": verdict_page}
+
+
+def figures(page: str, pair: Pair) -> Any:
+    """The page's computed part for this pair, from the cache when its data is unchanged."""
+    return figure_cache.cached(page, pair, lambda: BUILDERS[page](pair))
+
+
+def warm(pair_id: int) -> None:
+    """Fill the cache for every page of the pair; never raises (a view rebuilds on a miss)."""
+    try:
+        pair = Pair.objects.select_related("fast", "base", "suite").get(pk=pair_id)
+        for page in BUILDERS:
+            figures(page, pair)
+    except Exception:
+        log.exception("figure cache of pair %s not warmed", pair_id)

@@ -1,0 +1,101 @@
+"""The pages' figure cache (``monitor.figure_cache``) never serves a figure older than the
+pair's newest run, and the overview's TTFT P95 over the last 24 h merged from rollups."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from monitor.models import Run
+from monitor.rollups import record_run
+from monitor.services.pipeline import execute_run
+from monitor.services.runs import create_run
+from monitor.web import page_figures
+from tests import factories
+from tests.factories import vendor_pair
+from tests.monitor.web.pages import make_run, summary
+from tests.monitor.web.test_views import figures
+
+pytestmark = pytest.mark.django_db
+
+
+def fast_p50s(html: str) -> list[float | None]:
+    ttft = figures(html)["chart-ttft"]
+    return next(t["y"] for t in ttft["data"] if t["name"] == "fast P50")
+
+
+def counting_builders(monkeypatch) -> list[str]:
+    """The pages built (cache misses) from now on."""
+    built: list[str] = []
+    for page, build in dict(page_figures.BUILDERS).items():
+        monkeypatch.setitem(page_figures.BUILDERS, page,
+                            lambda pair, page=page, build=build: built.append(page) or build(pair))
+    return built
+
+
+def test_a_run_that_finishes_shows_on_the_pages_at_once(admin_client, demo_vendor_url,
+                                                          monkeypatch):
+    pair = vendor_pair(demo_vendor_url, suite="smoke", repeat=1)
+    first = execute_run(run_id=create_run(pair=pair, seed=1).id, cases_limit=2)
+    assert len(fast_p50s(admin_client.get("/pairs/p/").content.decode())) == 1
+    assert f"#{first.id}</a>" in admin_client.get("/pairs/p/speed/").content.decode()
+    second = execute_run(run_id=create_run(pair=pair, seed=2).id, cases_limit=2)
+    assert second.status == "done"
+    built = counting_builders(monkeypatch)
+    assert len(fast_p50s(admin_client.get("/pairs/p/").content.decode())) == 2
+    assert f"#{second.id}</a>" in admin_client.get("/pairs/p/speed/").content.decode()
+    assert admin_client.get("/pairs/p/verdict/").status_code == 200
+    assert built == []  # the pipeline warmed all three after the run: no view built one
+
+
+def test_a_summary_written_after_the_run_finished_replaces_the_cached_figure(
+    admin_client, django_capture_on_commit_callbacks
+):
+    pair = factories.pair()
+    run = make_run(pair, minutes_ago=5, summary=summary(fast_ttft=111.0))
+    assert fast_p50s(admin_client.get("/pairs/demo/").content.decode()) == [111.0]
+    with django_capture_on_commit_callbacks(execute=True):  # the worker's commit
+        Run.objects.merge_summary(run.id, tiers=summary(fast_ttft=222.0)["tiers"])
+    assert fast_p50s(admin_client.get("/pairs/demo/").content.decode()) == [222.0]
+
+
+def test_an_unchanged_pair_is_served_from_the_cache(admin_client, monkeypatch):
+    pair = factories.pair()
+    make_run(pair, minutes_ago=5)
+    built = counting_builders(monkeypatch)
+    for _ in range(3):
+        assert admin_client.get("/pairs/demo/").status_code == 200
+    assert len(built) == 1
+    make_run(pair, minutes_ago=1)
+    admin_client.get("/pairs/demo/")
+    assert len(built) == 2
+
+
+def rollup_run(pair, *, hours_ago: float, fast_ms: float, base_ms: float) -> Run:
+    """A finished probe with 20 samples per tier, its rollups written as a worker does."""
+    run = make_run(pair, minutes_ago=int(60 * hours_ago))
+    record_run(run=run, samples=factories.rollup_rows(run, fast_ms=fast_ms, base_ms=base_ms))
+    return run
+
+
+def test_the_overview_shows_p95_over_24_hours_once_it_has_59_samples(admin_client):
+    pair = factories.pair()
+    rollup_run(pair, hours_ago=30, fast_ms=5000.0, base_ms=9000.0)  # outside the window
+    rollup_run(pair, hours_ago=3, fast_ms=100.0, base_ms=500.0)
+    rollup_run(pair, hours_ago=2, fast_ms=100.0, base_ms=500.0)
+    html = admin_client.get("/").content.decode()
+    assert "n = 40 &lt; 59" in html  # 2 runs × 20: P95 still withheld, with its n
+    rollup_run(pair, hours_ago=1, fast_ms=100.0, base_ms=500.0)
+    html = admin_client.get("/").content.decode()
+    # 60 values per tier, 100–119 ms (fast) and 500–519 ms (base): P95 ≈ 118 / 518 (±1%)
+    assert "119 ms (n=60)" in html or "118 ms (n=60)" in html
+    assert "518 ms (n=60)" in html or "519 ms (n=60)" in html or "517 ms (n=60)" in html
+    assert "(n=80)" not in html  # the 30-hour-old run is left out
+
+
+def test_the_overview_falls_back_to_the_newest_run_without_runs_in_the_window(admin_client):
+    pair = factories.pair()
+    make_run(pair, minutes_ago=int(timedelta(hours=30) / timedelta(minutes=1)))
+    html = admin_client.get("/").content.decode()
+    assert "222 ms (n=20)" in html  # the newest run's stored P95 (factories' summary)
