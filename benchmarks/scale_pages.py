@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from statistics import median
 
@@ -41,9 +42,11 @@ def p95(values: list[float]) -> float:
     return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
 
 
-def timed(call, repeat: int, before=None) -> tuple[list[float], list[float], list[float]]:
+def timed(call, repeat: int, before=None, slow_ms: float = 0
+          ) -> tuple[list[float], list[float], list[float]]:
     """Wall and CPU milliseconds of each of ``repeat`` calls (``before()`` untimed ahead of each
-    one) after one warm-up, and the query times of one call."""
+    one) after one warm-up, and the query times of one call (printing those over ``slow_ms``,
+    to EXPLAIN them, when it is set)."""
     call()
     times, cpu, queries = [], [], []
 
@@ -53,6 +56,8 @@ def timed(call, repeat: int, before=None) -> tuple[list[float], list[float], lis
             return execute(sql, params, many, context)
         finally:
             queries.append(1000 * (time.perf_counter() - t0))
+            if slow_ms and queries[-1] > slow_ms:
+                print(f"  slow query {queries[-1]:.0f} ms: {sql} {params}", file=sys.stderr)
 
     with connection.execute_wrapper(count):
         call()
@@ -86,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report-repeat", type=int, default=3)
     parser.add_argument("--week", default="2026-W48")
     parser.add_argument("--pair", default="pair00")
+    parser.add_argument("--slow-ms", type=float, default=0, help="print queries slower than this")
     args = parser.parse_args(argv)
     setup_test_environment()  # adds "testserver" to ALLOWED_HOSTS
     user, _ = get_user_model().objects.update_or_create(  # every page: all permissions
@@ -113,11 +119,11 @@ def main(argv: list[str] | None = None) -> int:
             response = client.get(url)
             assert response.status_code == 200, (url, response.status_code)
         cold = timed(get, args.repeat, before=touch or (lambda: None))
-        warm = timed(get, args.repeat)
+        warm = timed(get, args.repeat, slow_ms=args.slow_ms)
         print(row(f"{label}, cold", *cold), flush=True)
         print(row(f"{label}, warm", *warm), flush=True)
     times, cpu, queries = timed(lambda: render_text(build_sla_report(week=args.week)),
-                                args.report_repeat)
+                                args.report_repeat, slow_ms=args.slow_ms)
     print(row(f"`sla_report --week {args.week}`", times, cpu, queries))
     return 0
 

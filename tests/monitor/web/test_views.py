@@ -14,6 +14,7 @@ import pytest
 from django.utils import timezone
 
 from monitor.models import Alert, AlertRule, Pair, Run, Sample
+from monitor.web import sparkline
 from tests import factories
 from tests.monitor.web.pages import make_run, summary
 
@@ -238,6 +239,17 @@ def test_it_reads_pages_in_a_bounded_number_of_queries(
         admin_client.get("/")
     with django_assert_max_num_queries(8):  # + the pair's data version (figure cache)
         admin_client.get("/pairs/demo/")
+
+
+def test_the_sparklines_read_each_pairs_newest_trend_runs_oldest_first(pair):
+    other = Pair.objects.create(name="other", fast=pair.fast, base=pair.base, suite=pair.suite)
+    for minutes_ago, ttft in ((50, 100.0), (40, 200.0), (30, 300.0), (20, 400.0)):
+        make_run(pair, minutes_ago=minutes_ago, summary=summary(fast_ttft=ttft))
+    make_run(pair, minutes_ago=5, status="failed")  # the newest, but not a trend run
+    make_run(other, minutes_ago=60, summary=summary(fast_ttft=500.0))  # fewer than asked: all
+    trends = sparkline.ttft_trends([pair.pk, other.pk], runs=2)
+    assert trends[pair.pk].fast == [300.0, 400.0]
+    assert trends[other.pk].fast == [500.0]
 
 
 def test_it_serves_the_page_assets_without_collectstatic(client, settings, tmp_path):
