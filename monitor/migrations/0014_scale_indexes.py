@@ -20,7 +20,7 @@ INDEXES = {"run_id": "monitor_sample_run_id_e1725856",
 class Migration(migrations.Migration):
 
     dependencies = [
-        ("monitor", "0011_baseline_monitor_state"),
+        ("monitor", "0013_capability_rollups"),
     ]
 
     operations = [
