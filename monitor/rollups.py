@@ -46,7 +46,12 @@ PROVENANCE = (("model_id", "model_id"), ("system_fingerprint", "fingerprint"))
 
 
 def _get(row: Any, name: str) -> Any:
-    return row[name] if isinstance(row, dict) else getattr(row, name)
+    """A field of a ``values()`` row, or of a ``Sample`` (following ``case__key`` to its case)."""
+    if isinstance(row, dict):
+        return row[name]
+    for part in name.split("__"):
+        row = getattr(row, part)
+    return row
 
 
 def slo_of(slo_ttft_ms: float | None, slo_e2e_ms: float | None) -> dict[str, float]:

@@ -123,7 +123,9 @@ def rollup_rows(run_row: Run, *, fast_ms: float, base_ms: float, n: int = 20) ->
     return [{"tier": tier, "endpoint_id": endpoint, "ok": True, "error_class": "",
              "ttft_ms": ms + i, "e2e_ms": 10 * ms, "tests_passed": None, "model_id": "",
              "system_fingerprint": "", "started_at": run_row.created_at, "served_tier": "",
-             "headers": {}}
+             "headers": {}, "prompt_tokens": None, "completion_tokens": None,
+             "estimated_tokens": None, "cached_tokens": None, "case__key": f"c{i}",
+             "case__category": "", "batch": 0, "repetition": 0, "tests_detail": None}
             for tier, endpoint, ms in (("fast", pair_row.fast_id, fast_ms),
                                        ("base", pair_row.base_id, base_ms))
             for i in range(n)]

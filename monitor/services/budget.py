@@ -90,10 +90,10 @@ def _rolled_up(runs: Sequence[Run]) -> dict[int, list[dict[str, Any]]]:
 
 def runs_costs_by_tier(pair: Pair, runs: Sequence[Run]) -> dict[int, dict[str, float | None]]:
     """USD per tier and in total for each run (finished runs from their rollups, the others
-    from their samples, two queries in all); None where an endpoint has no prices."""
+    from their samples, at most two queries); None where an endpoint has no prices."""
     rows = _rolled_up(runs)
     rest = [r for r in runs if r.id not in rows]
-    for r in Sample.objects.filter(run__in=rest).values("run_id", *_USAGE):
+    for r in Sample.objects.filter(run__in=rest).values("run_id", *_USAGE) if rest else ():
         rows[r.pop("run_id")].append(r)
     out = {}
     for run in runs:
