@@ -11,7 +11,8 @@ script's own processes (started and stopped by pid); the local vendor's state is
 
 Why the answers are kept (``$TIERWATCH_CACHE/capability/answers.json``, keyed by the case
 selection, the token limit and the llama.cpp version): at temperature 0 the base tier's pass is
-the same for every pair, so it is run once and reused; each pair adds only its fast tier's pass.
+the same for every pair, so it is run once and reused; each pair adds only its fast tier's pass,
+and a run cut short resumes with the tiers it had not finished (``--fresh`` runs all again).
 The docs section is rendered from every pair kept under the same key.
 
 Needs the llama.cpp build in the cache (``evals.vendors.llamacpp.build.cached_binaries``);
@@ -269,7 +270,8 @@ def main() -> None:
     parser.add_argument("--humaneval", type=int, default=10)
     parser.add_argument("--bfcl", type=int, default=10, help="cases per BFCL category")
     parser.add_argument("--instructions", type=int, default=20)
-    parser.add_argument("--fresh", action="store_true", help="run the base tier again too")
+    parser.add_argument("--fresh", action="store_true",
+                        help="run every tier again (default: reuse the passes kept)")
     parser.add_argument("--write-docs", action="store_true")
     args = parser.parse_args()
     binaries = cached_binaries() or _any_build()
@@ -285,7 +287,7 @@ def main() -> None:
     kept = json.loads(path.read_text()) if path.exists() else {}
     stored = kept.setdefault(sig, {"args": picked, "tiers": {}})
     for target in (BASE, *args.fast):
-        if target in stored["tiers"] and not (args.fresh or target in args.fast):
+        if target in stored["tiers"] and not args.fresh:
             print(f"{target}: reusing the pass of {stored['tiers'][target]['date']}")
             continue
         run = run_tier(binaries, target, cases)
