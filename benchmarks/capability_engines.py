@@ -241,6 +241,15 @@ def reading(cases, outcomes, runs) -> list[str]:
         out.append("- Tool calls: no tier produced a tool call that llama-server parsed, so the "
                    "irrelevance cases pass by abstaining and a decision F1 of 1.0 is agreement "
                    "on never calling, not agreement on when to call.")
+    for t, run in runs.items():  # did the tool definitions reach the model at all?
+        tool = [(r["prompt_tokens"] or 0, len(json.dumps(c.tools)) // 4)
+                for c, r in zip(cases, run["records"], strict=True) if c.tools]
+        if tool and all(p < est for p, est in tool):
+            out.append(f"- `{t}`: the prompts of its tool cases were {min(tool)[0]}-"
+                       f"{max(tool)[0]} tokens, fewer than the tool definitions alone (about "
+                       f"{min(e for _, e in tool)}+ tokens at 4 characters a token): the tool "
+                       "definitions were not in the prompt, so this tier never saw a function "
+                       "to call.")
     out += ["", mde_sentence()]
     return out
 
