@@ -68,6 +68,8 @@ def every_words(every_s: int) -> str:
         return "daily" if every_s == 86400 else f"every {every_s // 86400} days"
     if every_s % 3600 == 0:
         return f"every {every_s // 3600} hours"
+    if every_s == 60:
+        return "every minute"
     return f"every {every_s // 60} minutes" if every_s % 60 == 0 else f"every {every_s} s"
 
 

@@ -49,7 +49,8 @@ def across_words(state: LossState, limit: float) -> str:
     """The table's cell for the controlled decision (the advice sentence says the rest)."""
     if state.alarmed:
         return f"loss detected (run #{state.alarm_run})"
-    return f"none yet: detector {state.detector:.3g} of {limit:,.0f} ({state.runs} runs)"
+    shown = f"{state.detector:,.0f}" if state.detector >= 100 else f"{state.detector:.3g}"
+    return f"none yet: detector {shown} of {limit:,.0f} ({state.runs} runs)"
 
 
 def advice_kind(sentence: str) -> str:

@@ -75,7 +75,7 @@ def difference_figure(report: WindowReport) -> go.Figure:
     titled_layout(fig, title="Paired difference per category, fast minus base",
                   subtitle=f"{n} paired cases over {report.runs} runs · stratified permutation "
                            "test, Holm across categories",
-                  x_title="difference (percentage points; below 0: fast is worse)",
+                  x_title="fast − base (percentage points; < 0: fast worse)",
                   y_title="category", height=_height(2 * len(cats)) + 40, top=90,
                   yaxis={"autorange": "reversed"})
     lows = [v for r in rows for v in (r.diff_points, -(r.mde_points or 0))]

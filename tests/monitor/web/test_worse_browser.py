@@ -53,7 +53,7 @@ def test_the_worse_page_draws_its_charts(live_server, monkeypatch, benchmark_whe
     with sync_api.sync_playwright() as p:
         browser = launch(p)
         try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page = browser.new_page(viewport={"width": 1280, "height": 1000})
             page.goto(f"{live_server.url}/pairs/demo/worse/")
             page.fill("#id_username", "alice")
             page.fill("#id_password", "pw-alice-123")
@@ -77,6 +77,15 @@ def test_the_worse_page_draws_its_charts(live_server, monkeypatch, benchmark_whe
             assert charts["y"] + charts["height"] <= page.locator("#categories").bounding_box()["y"]
             assert page.locator("nav.tabs a[aria-current=page]", has_text="Is it worse?") \
                 .is_visible()
+            # at a 1,280-px window nothing scrolls sideways (the category table's long headers
+            # once pushed it to 1,619 px) and each axis title stays inside its chart
+            wide = page.evaluate("""() => [...document.querySelectorAll('body *')]
+                .filter(e => e.getBoundingClientRect().right > 1280 && !e.closest('.scroll'))
+                .map(e => e.tagName + '#' + e.id)""")
+            assert page.evaluate("document.documentElement.scrollWidth") <= 1280, wide
+            for box in page.locator(".chart-box").all():
+                frame, title = box.bounding_box(), box.locator(".xtitle").first.bounding_box()
+                assert title["x"] + title["width"] <= frame["x"] + frame["width"] + 0.5
             page.screenshot(path=str(shots / "worse.png"), full_page=True)
         finally:
             browser.close()
