@@ -35,14 +35,13 @@ def enqueue_run(
     return run
 
 
-@shared_task(
-    acks_late=True,
-    soft_time_limit=3300,
-    time_limit=3600,
-    autoretry_for=TRANSIENT,
-    retry_backoff=True,
-    max_retries=3,
-)
+# A run's tasks (measuring, and the sandbox's evaluating): acknowledged only when done, so a
+# killed worker's run is redelivered; an hour at most; transient errors retried with backoff.
+RUN_TASK = dict(acks_late=True, soft_time_limit=3300, time_limit=3600, autoretry_for=TRANSIENT,
+                retry_backoff=True, max_retries=3)
+
+
+@shared_task(**RUN_TASK)
 def execute_run_task(run_id: int, kind: str | None = None) -> int | None:
     """``kind`` only routes the task (monitor.routing); the run row says what it is."""
     run = pipeline.execute_run(run_id=run_id, notify=notify_task.delay,
@@ -50,14 +49,7 @@ def execute_run_task(run_id: int, kind: str | None = None) -> int | None:
     return run.id if run is not None else None
 
 
-@shared_task(
-    acks_late=True,
-    soft_time_limit=3300,
-    time_limit=3600,
-    autoretry_for=TRANSIENT,
-    retry_backoff=True,
-    max_retries=3,
-)
+@shared_task(**RUN_TASK)
 def evaluate_run_task(run_id: int) -> int | None:
     """The sandbox queue: a measured run's generated code against its unit tests, then the
     rest of its pipeline (``pipeline.evaluate_run``), apart from the timed probes."""
