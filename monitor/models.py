@@ -139,6 +139,19 @@ class Case(models.Model):
     def __str__(self) -> str:
         return f"{self.suite}:{self.key}"
 
+    @property
+    def is_benchmark(self) -> bool:
+        """A capability case (``BENCHMARK_CASES``, the same rule as a query)."""
+        return self.tool_answers is not None or self.response_format is not None \
+            or "/" in self.category
+
+
+# A capability case: it offers tools, asks for a format, or has a benchmark category
+# ("tool_calls/simple", "code/humaneval", "long_tail/rare_apis"…). ``Case.is_benchmark`` is the
+# same rule for one row; keep the two together.
+BENCHMARK_CASES = models.Q(category__contains="/") | models.Q(tool_answers__isnull=False) \
+    | models.Q(response_format__isnull=False)
+
 
 class Pair(models.Model):
     """A fast endpoint and a base endpoint that a vendor says serve the same model."""

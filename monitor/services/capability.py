@@ -41,13 +41,6 @@ WINDOW_RUNS = 30
 ALPHA = 0.05
 
 
-def is_benchmark(case: Case) -> bool:
-    """A capability case: it offers tools, asks for a format, or has a benchmark category
-    ("tool_calls/simple", "code/humaneval", "long_tail/rare_apis"…)."""
-    return case.tool_answers is not None or case.response_format is not None \
-        or "/" in case.category
-
-
 def spec_of(case: Case) -> CaseSpec:
     return CaseSpec(
         key=case.key, messages=case.messages, category=case.category, scenario=case.scenario,

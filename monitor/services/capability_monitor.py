@@ -16,21 +16,27 @@ from __future__ import annotations
 from collections import defaultdict
 
 from django.db import transaction
-from django.db.models import Q
 
 from evals.stats import capability_loss, error_budget
 from evals.stats.capability_paired import CaseCounts
-from monitor.models import Pair, PairMonitorState, Run, RunKind, RunRollup, RunStatus
+from monitor.models import (
+    BENCHMARK_CASES,
+    Pair,
+    PairMonitorState,
+    Run,
+    RunKind,
+    RunRollup,
+    RunStatus,
+)
 from monitor.services import monitoring
 
 LAST_RUN = "_last_run_id"  # key of the state map that is not a category
 
 
 def categories(pair: Pair) -> list[str]:
-    """The capability categories of the pair's suite (``capability.is_benchmark``'s rule)."""
-    bench = Q(category__contains="/") | Q(tool_answers__isnull=False) \
-        | Q(response_format__isnull=False)
-    return sorted(set(pair.suite.cases.filter(bench).values_list("category", flat=True)))
+    """The capability categories of the pair's suite."""
+    cases = pair.suite.cases.filter(BENCHMARK_CASES)
+    return sorted(set(cases.values_list("category", flat=True)))
 
 
 def threshold(pair: Pair, n_categories: int | None = None) -> float:

@@ -277,7 +277,7 @@ def task_check(*, case: Case, record: TimingRecord) -> tuple[bool | None, dict |
     generated code against the case's unit tests, inside the sandbox, or the text against the
     case's stacked constraints. ``(None, None)`` for a case with neither; a failed request
     fails the check."""
-    if capability.is_benchmark(case):  # tool calls, formats, benchmark categories
+    if case.is_benchmark:  # tool calls, formats, benchmark categories
         return capability.check(case, record)
     if not (case.unit_tests or case.constraints):
         return None, None
