@@ -25,7 +25,7 @@ a user is in the key or the value.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 from uuid import uuid4
 
@@ -46,6 +46,18 @@ def touch(pair_id: int) -> None:
     transaction.on_commit(lambda: cache.set(_token_key(pair_id), uuid4().hex, timeout=None))
 
 
+def generations(pair_ids: Iterable[int]) -> dict[int, str]:
+    """Pair id → its current generation token (one cache round trip for all of them); a lost
+    one is replaced by a new random token (set, not added: a ``touch`` racing with it leaves
+    some new token either way, never an old one)."""
+    keys = {_token_key(pair_id): pair_id for pair_id in pair_ids}
+    found = cache.get_many(list(keys))
+    lost = {key: uuid4().hex for key in keys if key not in found}
+    if lost:
+        cache.set_many(lost, timeout=None)
+    return {keys[key]: token for key, token in {**found, **lost}.items()}
+
+
 def _fields(obj: Model | None) -> list[tuple[str, Any]]:
     if obj is None:
         return []
@@ -60,7 +72,7 @@ def data_version(pair: Model) -> str:
         return known
     runs = pair.runs.filter(finished_at__isnull=False).aggregate(
         newest=Max("id"), n=Count("id"), finished=Max("finished_at"))
-    token = cache.get_or_set(_token_key(pair.pk), lambda: uuid4().hex, timeout=None)
+    token = generations([pair.pk])[pair.pk]
     endpoints = [getattr(pair, name, None) for name in ("fast", "base")]
     fields = repr([_fields(pair), *map(_fields, endpoints)])
     digest = hashlib.sha1(fields.encode()).hexdigest()[:16]
@@ -68,13 +80,33 @@ def data_version(pair: Model) -> str:
     return pair._data_version
 
 
+def _key(page: str, pair_id: int, version: str, params: Any = ()) -> str:
+    raw = f"{CODE_VERSION}|{connection.settings_dict['NAME']}|{page}|{pair_id}|{version}|{params!r}"
+    return f"page:{page}:{pair_id}:{hashlib.sha1(raw.encode()).hexdigest()}"
+
+
+def cached_many(page: str, versions: dict[int, str],
+                build: Callable[[list[int]], dict[int, T]],
+                fresh: Callable[[T], bool] = lambda value: True) -> dict[int, T]:
+    """``build(pair_ids)`` for the pairs whose entry is missing, under a version the caller
+    gives per pair, or no longer ``fresh``; one cache read and at most one write for all."""
+    keys = {pair_id: _key(page, pair_id, version) for pair_id, version in versions.items()}
+    found = cache.get_many(list(keys.values()))
+    values = {pair_id: found[key] for pair_id, key in keys.items()
+              if key in found and fresh(found[key])}
+    missing = [pair_id for pair_id in keys if pair_id not in values]
+    if missing:
+        built = build(missing)
+        cache.set_many({keys[pair_id]: built[pair_id] for pair_id in missing})
+        values.update(built)
+    return values
+
+
 def cached(page: str, pair: Model, build: Callable[[], T], **params: Any) -> T:
     """``build()`` for this page of this pair and these parameters, from the cache when the
     pair's data version is unchanged. The version is read before ``build`` reads any data, so
     a run finishing meanwhile leaves at worst a newer value under an older key."""
-    raw = f"{CODE_VERSION}|{connection.settings_dict['NAME']}|{page}|{pair.pk}|" \
-          f"{data_version(pair)}|{sorted(params.items())!r}"
-    key = f"page:{page}:{pair.pk}:{hashlib.sha1(raw.encode()).hexdigest()}"
+    key = _key(page, pair.pk, data_version(pair), sorted(params.items()))
     value = cache.get(key)
     if value is None:
         value = build()

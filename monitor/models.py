@@ -15,6 +15,7 @@ from croniter import croniter
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models, transaction
+from django.utils import timezone
 
 from evals.records import EndpointSpec
 from monitor import figure_cache, metrics_catalogue
@@ -227,6 +228,18 @@ class RunQuerySet(models.QuerySet):
             self.filter(id=run_id).update(summary=merged.to_json())
             figure_cache.touch(run.pair_id)
         return merged
+
+    def end(self, status: str, **fields: object) -> int:
+        """The one writer of a run's end (done or failed, with ``finished_at`` now unless
+        given): how many of these runs it ended. Their pairs' cached pages and overview cells
+        get a new generation on commit, as after a summary write: a run that ends changes what
+        they show (a trend run becomes comparable, an audit's verdict becomes the newest)."""
+        pair_ids = set(self.values_list("pair_id", flat=True))
+        ended = self.update(status=status, finished_at=fields.pop("finished_at", timezone.now()),
+                            **fields)
+        for pair_id in pair_ids if ended else ():
+            figure_cache.touch(pair_id)
+        return ended
 
 
 class Run(models.Model):

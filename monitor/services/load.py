@@ -116,7 +116,7 @@ def run_load_probe(
                                                     in_flight_max=peak)
         summarise_run(run_id=run.id)
         Run.objects.merge_summary(run.id, load=load)
-        Run.objects.filter(id=run.id).update(status=RunStatus.DONE, finished_at=timezone.now())
+        Run.objects.filter(id=run.id).end(RunStatus.DONE)
     except Exception as exc:  # the run says why; samples already saved stay
         log.exception("load probe %s failed", run.id)
         mark_failed(run_id=run.id, exc=exc)

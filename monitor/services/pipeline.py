@@ -6,9 +6,9 @@ resolved when their condition cleared) → notify. The Celery task calls this; s
 Evaluate comes after the timed requests, never among them. Given ``evaluate`` (the task passes
 ``evaluate_run_task.delay``), a run with generated code to test is handed off after measuring
 (status ``evaluating``) and ``evaluate_run`` carries on from there in a worker of the
-``sandbox`` queue (``monitor.routing``); without it, the same steps follow here. Last, the
-pair's page figures are built into the cache (``monitor.web.page_figures.warm``), so the first
-view after a run is fast too.
+``sandbox`` queue (``monitor.routing``); without it, the same steps follow here. Last, done or
+failed, the pair's page figures and overview cells are built into the cache
+(``monitor.web.page_figures.warm``), so the first view after a run is fast too.
 
 Measuring and summarising either succeed or mark the run failed with the reason. The judging
 steps after "done" read the finished run and never fail it: a verdict that cannot be computed
@@ -112,6 +112,7 @@ def _steps(run_id: int, attempt: int, *steps: Callable[[], Any]) -> bool:
         log.exception("run %s failed", run_id)
         runs.mark_failed(run_id=run_id, exc=exc, attempt=attempt)
         rollups.record_run_safely(run_id=run_id)  # its requests still count in availability
+        page_figures.warm(Run.objects.values_list("pair_id", flat=True).get(id=run_id))
         return False
     return True
 

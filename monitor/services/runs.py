@@ -19,7 +19,6 @@ from functools import partial
 
 from django.conf import settings
 from django.db import DatabaseError, transaction
-from django.utils import timezone
 
 from evals.constraints import check_all
 from evals.plan import AUDIT_TIERS, STREAMS, PlannedRequest, execute_plan, plan_run
@@ -146,14 +145,12 @@ def _mine(run_id: int, attempt: int | None):
 
 
 def mark_done(*, run_id: int, attempt: int | None = None) -> None:
-    _mine(run_id, attempt).update(status=RunStatus.DONE, finished_at=timezone.now())
+    _mine(run_id, attempt).end(RunStatus.DONE)
 
 
 def mark_failed(*, run_id: int, exc: BaseException, attempt: int | None = None) -> None:
     """The run says why it failed; samples already stored stay."""
-    _mine(run_id, attempt).update(
-        status=RunStatus.FAILED, finished_at=timezone.now(), error=f"{type(exc).__name__}: {exc}"
-    )
+    _mine(run_id, attempt).end(RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
 
 
 def _execute(run: Run, cases: dict[str, Case], plan: list[PlannedRequest]) -> None:

@@ -32,11 +32,12 @@ from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
 
 from monitor.metrics_catalogue import SYSTEM_METRICS
-from monitor.models import Alert, AlertRule, Beacon, Pair, Run
+from monitor.models import Alert, AlertRule, Beacon, Pair, Run, RunStatus
 from monitor.services import alert_lifecycle
 from monitor.services.alerts import pair_link
 from monitor.services.heartbeat import abandoned, evaluation_lost
 from monitor.services.runs import summarise_run
+from monitor.web import page_figures
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +107,7 @@ def reap_stale_runs(now: datetime | None = None) -> list[Alert]:
         # Claimed only if nothing changed since the read: a beat or a takeover in between wins.
         claimed = Run.objects.filter(
             id=run.id, status=run.status, attempt=run.attempt, heartbeat_at=run.heartbeat_at
-        ).update(status="failed", finished_at=now, error=reason)
+        ).end(RunStatus.FAILED, finished_at=now, error=reason)
         if not claimed:
             continue
         log.warning("run %s of %s: %s", run.id, run.pair.name, reason)
@@ -116,6 +117,7 @@ def reap_stale_runs(now: datetime | None = None) -> list[Alert]:
         except Exception:  # the run is failed either way; the summary is best effort
             log.exception("run %s: summary of the stored samples failed", run.id)
         run.refresh_from_db()
+        page_figures.warm(run.pair_id)  # the pipeline that would have warmed them is gone
         message = (
             f"Run {run.id} ({run.kind}, {run.trigger}) of {_where(run.pair)} failed: {reason}. "
             f"{run.completed} of {run.planned} samples were stored; they are kept and "

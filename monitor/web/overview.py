@@ -1,9 +1,10 @@
 """The overview page: every pair with its status, newest verdict, TTFT trend, newest run, its
-TTFT P95 over the last ``P95_WINDOW`` (merged from the comparable runs' rollup sketches: one
-run of 20 samples never reaches P95's minimum n of 59, a day of runs does), the numbers of its
-newest comparable finished run (speed-ups, similarity beside its noise floor, pass rates), and
-the "outputs differ" flag from e-BH over every pair's evidence across audits (false discovery
-rate ≤ 5% over the flags shown).
+TTFT P95 over the last ``overview_cells.P95_WINDOW`` (merged from the comparable runs' rollup
+sketches: one run of 20 samples never reaches P95's minimum n of 59, a day of runs does), the
+numbers of its newest comparable finished run (speed-ups, similarity beside its noise floor,
+pass rates), and the "outputs differ" flag from e-BH over every pair's evidence across audits
+(false discovery rate ≤ 5% over the flags shown). The verdict, trend and windowed P95 come
+from each pair's cached cells (``monitor.web.overview_cells``); the rest is read on every view.
 
 A pair's status, the first that applies in this order:
 
@@ -20,32 +21,28 @@ A pair's status, the first that applies in this order:
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import OuterRef, Subquery
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 from django_celery_beat.models import PeriodicTask
 
-from evals import sketch
 from evals.latency import MIN_N
 from monitor import selectors
-from monitor.models import MaintenanceWindow, Pair, Run, RunKind, RunRollup, RunStatus
+from monitor.models import MaintenanceWindow
 from monitor.run_summary import RunSummary
 from monitor.services import maintenance, monitoring
-from monitor.web import sparkline
+from monitor.web import overview_cells
 from monitor.web.access import VIEW_PAIR, requires
 from monitor.web.cells import NO_DATA, Cell, fraction, percentile, similarity, speedup
 from monitor.web.htmx import render_page
+from monitor.web.overview_cells import TIERS, Measured
 
-TIERS = ("fast", "base")
 DEGRADED_AVAILABILITY = 0.99
-P95_WINDOW = timedelta(hours=24)
 
 
 def probe_intervals(names: Sequence[str]) -> dict[str, timedelta]:
@@ -56,40 +53,9 @@ def probe_intervals(names: Sequence[str]) -> dict[str, timedelta]:
             for t in tasks}
 
 
-def latest_verdicts(pair_ids: Sequence[int]) -> dict[int, tuple[str, str, int]]:
-    """Pair id → (label, sentence, run id) of its newest finished audit (one query: an index
-    lookup per pair for the newest audit's id, then those runs' summaries only)."""
-    newest = (Run.objects.filter(pair=OuterRef("pk"), kind=RunKind.AUDIT, status=RunStatus.DONE)
-              .order_by("-created_at", "-id").values("id")[:1])
-    ids = Pair.objects.filter(pk__in=pair_ids).annotate(newest=Subquery(newest)).values("newest")
-    out = {}
-    for pair_id, run_id, data in Run.objects.filter(id__in=ids).values_list(
-            "pair_id", "id", "summary"):
-        v = RunSummary.from_json(data).verdict
-        if v:
-            out[pair_id] = (v.label, v.sentence, run_id)
-    return out
-
-
-def window_ttft(pair_ids: Sequence[int], since: datetime) -> dict[tuple[int, str], dict]:
-    """(pair id, tier) → TTFT percentiles {"n", "p95"} of the pair's comparable runs
-    (``Run.objects.trend``: done probes) since ``since``, from their rollup sketches merged
-    (``evals.sketch``; one query, no samples). P95 is withheld below its own minimum n."""
-    merged: dict[tuple[int, str], dict[str, int]] = defaultdict(dict)
-    rows = (RunRollup.objects.filter(pair_id__in=pair_ids, kind=RunKind.PROBE, at__gte=since,
-                                     run__status=RunStatus.DONE)
-            .values_list("pair_id", "tier", "ttft_sketch"))
-    for pair_id, tier, counts in rows:
-        into = merged[(pair_id, tier)]
-        for key, n in (counts or {}).items():
-            into[key] = into.get(key, 0) + n
-    return {k: sketch.quantiles(s, (95,), MIN_N, per_quantile=True) for k, s in merged.items()}
-
-
-def ttft_p95_cell(item: selectors.PairOverview, tier: str, ctx: Context,
-                  summary: RunSummary) -> Cell:
+def ttft_p95_cell(cells: Measured, tier: str, summary: RunSummary) -> Cell:
     """The windowed P95 with its n; without a run in the window, the newest run's own."""
-    stat = ctx.window_p95.get((item.pair.pk, tier))
+    stat = cells.window.get(tier)
     if stat and stat["n"]:
         return percentile(stat, "p95", MIN_N)
     t = summary.tiers.get(tier)
@@ -103,21 +69,18 @@ class Context:
     now: datetime
     windows: dict[int, MaintenanceWindow]
     intervals: dict[str, timedelta]
-    verdicts: dict[int, tuple[str, str, int]]
-    trends: dict[int, sparkline.Trend]
+    measured: dict[int, Measured]  # verdict, trend, windowed P95: cached per pair
     differs: dict[int, bool]  # e-BH across the pairs shown
-    window_p95: dict[tuple[int, str], dict]  # (pair id, tier) → TTFT over P95_WINDOW
 
     @classmethod
     def read(cls, items: Sequence[selectors.PairOverview]) -> Context:
         now = timezone.now()
         pairs = [i.pair for i in items]
-        ids = [p.pk for p in pairs]
+        newest = {i.pair.pk: i.last_done.pk if i.last_done else None for i in items}
         return cls(now=now, windows=maintenance.active_by_pair(pairs, now),
                    intervals=probe_intervals([p.name for p in pairs]),
-                   verdicts=latest_verdicts(ids), trends=sparkline.ttft_trends(ids),
-                   differs=monitoring.differs_across_pairs(pairs),
-                   window_p95=window_ttft(ids, now - P95_WINDOW))
+                   measured=overview_cells.measured(newest, now),
+                   differs=monitoring.differs_across_pairs(pairs))
 
 
 def status(item: selectors.PairOverview, ctx: Context) -> tuple[str, str]:
@@ -151,9 +114,9 @@ def status(item: selectors.PairOverview, ctx: Context) -> tuple[str, str]:
 def overview_row(item: selectors.PairOverview, ctx: Context) -> dict[str, Any]:
     summary = item.last_done.summary_obj if item.last_done else RunSummary()
     tiers = [summary.tiers.get(t) for t in TIERS]
-    label, sentence, verdict_run = ctx.verdicts.get(item.pair.pk, ("", "", None))
+    cells = ctx.measured[item.pair.pk]
+    label, sentence, verdict_run = cells.verdict
     state, why = status(item, ctx)
-    trend = ctx.trends[item.pair.pk]
     return {
         "item": item,
         "differs": ctx.differs.get(item.pair.pk, False),
@@ -162,10 +125,10 @@ def overview_row(item: selectors.PairOverview, ctx: Context) -> dict[str, Any]:
         "verdict_label": label.replace("_", " "),
         "verdict_sentence": sentence,
         "verdict_run": verdict_run,
-        "spark": sparkline.svg(trend),
-        "spark_runs": trend.n_runs,
-        "spark_last": [sparkline.ms(trend.last(t)) for t in TIERS],
-        "ttft_p95": [ttft_p95_cell(item, t, ctx, summary) for t in TIERS],
+        "spark": cells.spark,
+        "spark_runs": cells.spark_runs,
+        "spark_last": cells.spark_last,
+        "ttft_p95": [ttft_p95_cell(cells, t, summary) for t in TIERS],
         "speedup_ttft": speedup(summary.speedup.ttft),
         "speedup_e2e": speedup(summary.speedup.e2e),
         "sim_fast_base": similarity(summary.similar("fast_vs_base")),

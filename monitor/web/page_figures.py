@@ -2,9 +2,10 @@
 page's bootstrap report), built from the pair alone and cached per data version of the pair
 (``monitor.figure_cache``).
 
-The views read them through ``figures``; the pipeline calls ``warm`` after a run, so the first
-view after a new run is served from the cache too (docs/benchmarks.md, "Scale": a cold speed
-page is ~200 ms of CPU, a warm one a few ms). This module imports no view, so the pipeline can.
+The views read them through ``figures``; the pipeline and the watchdog call ``warm`` when a run
+ends (with the pair's overview cells), so the first view after a run is served from the cache
+(docs/benchmarks.md, "Scale": a cold speed page is ~200 ms of CPU, a warm one a few ms).
+This module imports no view, so the pipeline can.
 """
 
 from __future__ import annotations
@@ -13,9 +14,12 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from django.utils import timezone
+
 from monitor import figure_cache, selectors
 from monitor.models import Pair, RunStatus
 from monitor.services.speed import default_runs, speed_report
+from monitor.web import overview_cells
 from monitor.web.chart_kit import Chart
 from monitor.web.pair_charts import pair_charts
 from monitor.web.speed_charts import speed_charts, thin_scenarios
@@ -64,10 +68,12 @@ def figures(page: str, pair: Pair) -> Any:
 
 
 def warm(pair_id: int) -> None:
-    """Fill the cache for every page of the pair; never raises (a view rebuilds on a miss)."""
+    """Fill the cache for every page of the pair and its overview cells; never raises (a view
+    rebuilds on a miss)."""
     try:
         pair = Pair.objects.select_related("fast", "base", "suite").get(pk=pair_id)
         for page in BUILDERS:
             figures(page, pair)
+        overview_cells.warm(pair_id, timezone.now())
     except Exception:
         log.exception("figure cache of pair %s not warmed", pair_id)

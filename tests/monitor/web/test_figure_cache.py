@@ -1,9 +1,12 @@
-"""The pages' figure cache (``monitor.figure_cache``) never serves a figure older than the
-pair's newest run, and the overview's TTFT P95 over the last 24 h merged from rollups."""
+"""The pages' figure cache (``monitor.figure_cache``) and the overview's cells
+(``monitor.web.overview_cells``) never serve anything older than the pair's newest run or
+summary write, and the overview's TTFT P95 over the last 24 h merged from rollups."""
 
 from __future__ import annotations
 
 from datetime import timedelta
+
+from django.utils import timezone
 
 import pytest
 
@@ -11,7 +14,8 @@ from monitor.models import Run
 from monitor.rollups import record_run
 from monitor.services.pipeline import execute_run
 from monitor.services.runs import create_run
-from monitor.web import page_figures
+from monitor.services.watchdog import reap_stale_runs
+from monitor.web import overview_cells, page_figures
 from tests import factories
 from tests.factories import vendor_pair
 from tests.monitor.web.pages import make_run, summary
@@ -26,11 +30,18 @@ def fast_p50s(html: str) -> list[float | None]:
 
 
 def counting_builders(monkeypatch) -> list[str]:
-    """The pages built (cache misses) from now on."""
+    """The pages built (cache misses) from now on; "overview:<pair id>" for an overview row."""
     built: list[str] = []
     for page, build in dict(page_figures.BUILDERS).items():
         monkeypatch.setitem(page_figures.BUILDERS, page,
                             lambda pair, page=page, build=build: built.append(page) or build(pair))
+    build_cells = overview_cells.build
+
+    def cells(pair_ids, now):
+        built.extend(f"overview:{pair_id}" for pair_id in pair_ids)
+        return build_cells(pair_ids, now)
+
+    monkeypatch.setattr(overview_cells, "build", cells)
     return built
 
 
@@ -46,7 +57,48 @@ def test_a_run_that_finishes_shows_on_the_pages_at_once(admin_client, demo_vendo
     assert len(fast_p50s(admin_client.get("/pairs/p/").content.decode())) == 2
     assert f"#{second.id}</a>" in admin_client.get("/pairs/p/speed/").content.decode()
     assert admin_client.get("/pairs/p/verdict/").status_code == 200
-    assert built == []  # the pipeline warmed all three after the run: no view built one
+    assert f"#{second.id}</a>" in admin_client.get("/").content.decode()
+    assert built == []  # the pipeline warmed all three and the overview row: no view built one
+
+
+def test_a_run_the_watchdog_fails_leaves_the_pages_warm(admin_client, demo_vendor_url,
+                                                        monkeypatch, settings):
+    settings.TIERWATCH_STALE_AFTER_S = 60
+    pair = vendor_pair(demo_vendor_url, suite="smoke", repeat=1)
+    execute_run(run_id=create_run(pair=pair, seed=1).id, cases_limit=2)
+    lost = execute_run(run_id=create_run(pair=pair, seed=2).id, cases_limit=2)
+    Run.objects.filter(pk=lost.pk).update(  # as if its worker died before marking it done
+        status="running", finished_at=None, heartbeat_at=timezone.now() - timedelta(seconds=90))
+    for page in ("/pairs/p/", "/pairs/p/speed/", "/pairs/p/verdict/", "/"):
+        admin_client.get(page)  # cached while the run was still "running"
+    assert len(reap_stale_runs()) == 1
+    built = counting_builders(monkeypatch)
+    assert f"#{lost.id}</a>" in admin_client.get("/pairs/p/").content.decode()
+    for page in ("/pairs/p/speed/", "/pairs/p/verdict/", "/"):
+        assert admin_client.get(page).status_code == 200
+    assert built == []  # the watchdog warmed them when it failed the run
+
+
+def test_the_overview_builds_a_pairs_cells_once_until_one_of_its_runs_ends(
+    admin_client, monkeypatch, django_capture_on_commit_callbacks
+):
+    pair = factories.pair()
+    other = factories.pair("other", fast="o-fast", base="o-base", suite_row=pair.suite)
+    make_run(pair, minutes_ago=60, summary=summary(fast_ttft=111.0))
+    make_run(other, minutes_ago=60)
+    audit = make_run(pair, minutes_ago=30, status="running", kind="audit")
+    built = counting_builders(monkeypatch)
+    for _ in range(3):
+        assert "no audit yet" in admin_client.get("/").content.decode()
+    assert sorted(built) == sorted([f"overview:{pair.pk}", f"overview:{other.pk}"])
+    Run.objects.merge_summary(audit.id, verdict={  # the audit's verdict, then its end
+        "label": "same_model", "sentence": "No evidence the tiers differ (p = 0.41).",
+        "p_value": 0.41, "n": 48})
+    with django_capture_on_commit_callbacks(execute=True):
+        assert Run.objects.filter(pk=audit.pk).end("done") == 1
+    html = admin_client.get("/").content.decode()
+    assert "No evidence the tiers differ (p = 0.41)." in html
+    assert built[2:] == [f"overview:{pair.pk}"]  # only the pair whose run ended
 
 
 def test_a_summary_written_after_the_run_finished_replaces_the_cached_figure(
@@ -99,3 +151,18 @@ def test_the_overview_falls_back_to_the_newest_run_without_runs_in_the_window(ad
     make_run(pair, minutes_ago=int(timedelta(hours=30) / timedelta(minutes=1)))
     html = admin_client.get("/").content.decode()
     assert "222 ms (n=20)" in html  # the newest run's stored P95 (factories' summary)
+
+
+def test_a_cached_window_p95_is_rebuilt_when_its_oldest_run_leaves_the_window(monkeypatch):
+    pair = factories.pair()
+    rollup_run(pair, hours_ago=23.5, fast_ms=5000.0, base_ms=9000.0)
+    newest = rollup_run(pair, hours_ago=1, fast_ms=100.0, base_ms=500.0)
+    built = counting_builders(monkeypatch)
+    now = timezone.now()
+    cells = overview_cells.measured({pair.pk: newest.pk}, now)[pair.pk]
+    assert cells.window["fast"]["n"] == 40
+    assert overview_cells.measured({pair.pk: newest.pk}, now + timedelta(minutes=20)) == {
+        pair.pk: cells}  # the oldest run is still inside the 24 h: the same entry
+    later = overview_cells.measured({pair.pk: newest.pk}, now + timedelta(hours=1))[pair.pk]
+    assert later.window["fast"]["n"] == 20  # it aged out: rebuilt without it
+    assert built == [f"overview:{pair.pk}"] * 2
