@@ -70,7 +70,8 @@ def pairs_overview() -> list[PairOverview]:
         .order_by("name")
     )
     ids = {p.last_run_id for p in pairs} | {p.last_done_id for p in pairs}
-    runs = Run.objects.only(*RUN_LIST_FIELDS).in_bulk([i for i in ids if i is not None])
+    runs = (Run.objects.only(*RUN_LIST_FIELDS).defer("summary")  # cached: overview_cells
+            .in_bulk([i for i in ids if i is not None]))
     return [
         PairOverview(
             pair=p,

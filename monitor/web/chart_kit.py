@@ -11,8 +11,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import plotly.graph_objects as go
+import plotly.io as pio
 
 from monitor.models import Run
+
+# The one look of every chart, as plotly's default template rather than set on each figure:
+# assigning a template to a figure copies and re-validates it, ~15 ms of CPU a figure (a third
+# of a cold pair page; docs/benchmarks.md, "Scale"). The JSON the browser gets is the same.
+pio.templates.default = "plotly_white"
 
 TIERS = ("base", "fast")
 # Okabe–Ito colours: distinguishable with the common colour-vision deficiencies.
@@ -68,7 +74,6 @@ def titled_layout(
         margin={"l": 70, "r": 20, "t": top, "b": 60},
         legend={"orientation": "v", "x": 1.02, "xanchor": "left", "y": 1, "yanchor": "top",
                 "traceorder": "grouped"},
-        template="plotly_white",
         font={"family": "system-ui, sans-serif", "size": 13},
         xaxis={"title": {"text": x_title}},
         yaxis={"title": {"text": y_title}, **(yaxis or {})},

@@ -31,14 +31,11 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 from django_celery_beat.models import PeriodicTask
 
-from evals.latency import MIN_N
 from monitor import selectors
 from monitor.models import MaintenanceWindow
-from monitor.run_summary import RunSummary
 from monitor.services import maintenance, monitoring
 from monitor.web import overview_cells
 from monitor.web.access import VIEW_PAIR, requires
-from monitor.web.cells import NO_DATA, Cell, fraction, percentile, similarity, speedup
 from monitor.web.htmx import render_page
 from monitor.web.overview_cells import TIERS, Measured
 
@@ -51,15 +48,6 @@ def probe_intervals(names: Sequence[str]) -> dict[str, timedelta]:
                                          interval__isnull=False).select_related("interval"))
     return {t.name.removeprefix("probe:"): timedelta(**{t.interval.period: t.interval.every})
             for t in tasks}
-
-
-def ttft_p95_cell(cells: Measured, tier: str, summary: RunSummary) -> Cell:
-    """The windowed P95 with its n; without a run in the window, the newest run's own."""
-    stat = cells.window.get(tier)
-    if stat and stat["n"]:
-        return percentile(stat, "p95", MIN_N)
-    t = summary.tiers.get(tier)
-    return percentile(t.ttft_ms, "p95", summary.min_n) if t else NO_DATA
 
 
 @dataclass(frozen=True)
@@ -76,7 +64,8 @@ class Context:
     def read(cls, items: Sequence[selectors.PairOverview]) -> Context:
         now = timezone.now()
         pairs = [i.pair for i in items]
-        newest = {i.pair.pk: i.last_done.pk if i.last_done else None for i in items}
+        newest = {i.pair.pk: (i.pair.name, i.last_done.pk if i.last_done else None)
+                  for i in items}
         return cls(now=now, windows=maintenance.active_by_pair(pairs, now),
                    intervals=probe_intervals([p.name for p in pairs]),
                    measured=overview_cells.measured(newest, now),
@@ -98,12 +87,10 @@ def status(item: selectors.PairOverview, ctx: Context) -> tuple[str, str]:
                          else "no finished probe yet") + f" (schedule every {interval})"
     if done is None:
         return "no data", "no finished probe run and no schedule"
-    summary = done.summary_obj
-    if summary.drift and summary.drift.state == "drift":
-        return "degraded", "drift against the frozen baseline: " + ", ".join(
-            summary.drift.drifting)
-    low = [t for t in TIERS if t in summary.tiers and summary.tier(t).availability is not None
-           and summary.tier(t).availability < DEGRADED_AVAILABILITY]
+    cells = ctx.measured[item.pair.pk]
+    if cells.drifting:
+        return "degraded", "drift against the frozen baseline: " + ", ".join(cells.drifting)
+    low = [t for t in TIERS if cells.availability.get(t, 1.0) < DEGRADED_AVAILABILITY]
     if low:
         return "degraded", f"availability below {DEGRADED_AVAILABILITY:.0%}: {', '.join(low)}"
     if ctx.differs.get(item.pair.pk):
@@ -112,29 +99,9 @@ def status(item: selectors.PairOverview, ctx: Context) -> tuple[str, str]:
 
 
 def overview_row(item: selectors.PairOverview, ctx: Context) -> dict[str, Any]:
-    summary = item.last_done.summary_obj if item.last_done else RunSummary()
-    tiers = [summary.tiers.get(t) for t in TIERS]
-    cells = ctx.measured[item.pair.pk]
-    label, sentence, verdict_run = cells.verdict
     state, why = status(item, ctx)
-    return {
-        "item": item,
-        "differs": ctx.differs.get(item.pair.pk, False),
-        "status": state,
-        "status_why": why,
-        "verdict_label": label.replace("_", " "),
-        "verdict_sentence": sentence,
-        "verdict_run": verdict_run,
-        "spark": cells.spark,
-        "spark_runs": cells.spark_runs,
-        "spark_last": cells.spark_last,
-        "ttft_p95": [ttft_p95_cell(cells, t, summary) for t in TIERS],
-        "speedup_ttft": speedup(summary.speedup.ttft),
-        "speedup_e2e": speedup(summary.speedup.e2e),
-        "sim_fast_base": similarity(summary.similar("fast_vs_base")),
-        "sim_base_base": similarity(summary.similar("base_vs_base")),
-        "pass_rate": [fraction(t.pass_rate, t.n_tested) if t else NO_DATA for t in tiers],
-    }
+    return {"item": item, "differs": ctx.differs.get(item.pair.pk, False), "status": state,
+            "status_why": why, "cells": ctx.measured[item.pair.pk]}
 
 
 @requires(VIEW_PAIR)

@@ -20,8 +20,10 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db.models import OuterRef, Subquery
+from django.template.loader import render_to_string
 from django.utils.safestring import SafeString
 
 from evals import sketch
@@ -30,21 +32,40 @@ from monitor import figure_cache
 from monitor.models import Pair, Run, RunKind, RunRollup, RunStatus
 from monitor.run_summary import RunSummary
 from monitor.web import sparkline
+from monitor.web.cells import NO_DATA, fraction, percentile, similarity, speedup
 
 P95_WINDOW = timedelta(hours=24)
+TEMPLATE = "monitor/overview.html"
 TIERS = ("fast", "base")
 
 
 @dataclass(frozen=True)
 class Measured:
-    """One pair's cached cells."""
+    """One pair's cached cells, rendered (the overview's partials "verdict-trend" and
+    "numbers": rendering 50 rows' cells was most of the page's CPU), with the facts its status
+    needs from the newest comparable run's summary."""
 
-    verdict: tuple[str, str, int | None]  # label, sentence, audit run id; "" when none
-    spark: SafeString
-    spark_runs: int
-    spark_last: list[str]  # fast, base
+    verdict_html: SafeString  # the newest verdict and the TTFT trend line
+    numbers_html: SafeString  # TTFT P95, speed-ups, similarity, pass rates
     window: dict[str, dict]  # tier → TTFT {"n", "p95"} over the window (absent: no run in it)
+    drifting: tuple[str, ...]  # the series its CUSUM finds in drift, if any
+    availability: dict[str, float]  # tier → availability of the newest comparable run
     valid_until: datetime | None  # the oldest windowed run leaves the window then
+
+
+def newest_numbers(summary: RunSummary, window: Mapping[str, dict]) -> dict[str, Any]:
+    """The row's numbers: TTFT P95 over the window with its n (without a run in the window,
+    the newest run's own), the rest from the newest comparable run."""
+    tiers = [summary.tiers.get(t) for t in TIERS]
+    p95 = [percentile(window[t], "p95", MIN_N) if window.get(t, {}).get("n") else
+           percentile(s.ttft_ms, "p95", summary.min_n) if s else NO_DATA
+           for t, s in zip(TIERS, tiers, strict=True)]
+    return {"ttft_p95": p95,
+            "speedup_ttft": speedup(summary.speedup.ttft),
+            "speedup_e2e": speedup(summary.speedup.e2e),
+            "sim_fast_base": similarity(summary.similar("fast_vs_base")),
+            "sim_base_base": similarity(summary.similar("base_vs_base")),
+            "pass_rate": [fraction(t.pass_rate, t.n_tested) if t else NO_DATA for t in tiers]}
 
 
 def latest_verdicts(pair_ids: Sequence[int]) -> dict[int, tuple[str, str, int]]:
@@ -82,37 +103,53 @@ def window_ttft(pair_ids: Sequence[int], since: datetime
     return stats, oldest
 
 
-def build(pair_ids: list[int], now: datetime) -> dict[int, Measured]:
-    """The cells of these pairs, read fresh (five queries for any number of pairs)."""
+def build(pairs: Mapping[int, tuple[str, int | None]], now: datetime) -> dict[int, Measured]:
+    """The cells of these pairs (pair id → its name and its newest comparable run's id), read
+    fresh: six queries for any number of pairs."""
+    pair_ids = list(pairs)
     verdicts = latest_verdicts(pair_ids)
     trends = sparkline.ttft_trends(pair_ids)
     window, oldest = window_ttft(pair_ids, now - P95_WINDOW)
+    summaries = dict(Run.objects.filter(id__in=[i for _, i in pairs.values() if i])
+                     .values_list("id", "summary"))
     out = {}
-    for pair_id in pair_ids:
+    for pair_id, (name, newest) in pairs.items():
         trend = trends[pair_id]
+        summary = RunSummary.from_json(summaries.get(newest))
+        label, sentence, _ = verdicts.get(pair_id, ("", "", None))
+        tier_window = {t: window[(pair_id, t)] for t in TIERS if (pair_id, t) in window}
+        drift = summary.drift
         out[pair_id] = Measured(
-            verdict=verdicts.get(pair_id, ("", "", None)),
-            spark=sparkline.svg(trend), spark_runs=trend.n_runs,
-            spark_last=[sparkline.ms(trend.last(t)) for t in TIERS],
-            window={t: window[(pair_id, t)] for t in TIERS if (pair_id, t) in window},
+            verdict_html=render_to_string(f"{TEMPLATE}#verdict-trend", {
+                "pair_name": name, "verdict_label": label.replace("_", " "),
+                "verdict_sentence": sentence, "spark": sparkline.svg(trend),
+                "spark_runs": trend.n_runs,
+                "spark_last": [sparkline.ms(trend.last(t)) for t in TIERS]}),
+            numbers_html=render_to_string(f"{TEMPLATE}#numbers",
+                                          newest_numbers(summary, tier_window)),
+            window=tier_window,
+            drifting=tuple(drift.drifting) if drift and drift.state == "drift" else (),
+            availability={t: s.availability for t, s in summary.tiers.items()
+                          if s.availability is not None},
             valid_until=oldest[pair_id] + P95_WINDOW if pair_id in oldest else None)
     return out
 
 
-def measured(newest_comparable: Mapping[int, int | None], now: datetime) -> dict[int, Measured]:
+def measured(pairs: Mapping[int, tuple[str, int | None]], now: datetime) -> dict[int, Measured]:
     """Pair id → its cells, from the cache where the pair's version is unchanged and the
-    entry's window still holds, built for the rest in one pass. ``newest_comparable``: pair id
-    → id of its newest comparable finished run (``selectors.pairs_overview`` reads it)."""
-    tokens = figure_cache.generations(newest_comparable)
-    versions = {pair_id: f"{tokens[pair_id]}:{run_id}"
-                for pair_id, run_id in newest_comparable.items()}
+    entry's window still holds, built for the rest in one pass. ``pairs``: pair id → its name
+    (in the cells' links) and the id of its newest comparable finished run
+    (``selectors.pairs_overview`` reads it)."""
+    tokens = figure_cache.generations(pairs)
+    versions = {pair_id: f"{tokens[pair_id]}:{newest}:{name}"
+                for pair_id, (name, newest) in pairs.items()}
     return figure_cache.cached_many(
-        "overview", versions, lambda missing: build(missing, now),
+        "overview", versions, lambda missing: build({p: pairs[p] for p in missing}, now),
         fresh=lambda cells: cells.valid_until is None or now < cells.valid_until)
 
 
-def warm(pair_id: int, now: datetime) -> None:
+def warm(pair: Pair, now: datetime) -> None:
     """Build one pair's cells into the cache (the pipeline, after a run's last write)."""
-    newest = (Run.objects.trend().filter(pair_id=pair_id).order_by("-created_at", "-id")
+    newest = (Run.objects.trend().filter(pair=pair).order_by("-created_at", "-id")
               .values_list("id", flat=True).first())
-    measured({pair_id: newest}, now)
+    measured({pair.pk: (pair.name, newest)}, now)

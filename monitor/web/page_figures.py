@@ -74,6 +74,6 @@ def warm(pair_id: int) -> None:
         pair = Pair.objects.select_related("fast", "base", "suite").get(pk=pair_id)
         for page in BUILDERS:
             figures(page, pair)
-        overview_cells.warm(pair_id, timezone.now())
+        overview_cells.warm(pair, timezone.now())
     except Exception:
         log.exception("figure cache of pair %s not warmed", pair_id)

@@ -37,9 +37,9 @@ def counting_builders(monkeypatch) -> list[str]:
                             lambda pair, page=page, build=build: built.append(page) or build(pair))
     build_cells = overview_cells.build
 
-    def cells(pair_ids, now):
-        built.extend(f"overview:{pair_id}" for pair_id in pair_ids)
-        return build_cells(pair_ids, now)
+    def cells(newest, now):
+        built.extend(f"overview:{pair_id}" for pair_id in newest)
+        return build_cells(newest, now)
 
     monkeypatch.setattr(overview_cells, "build", cells)
     return built
@@ -159,10 +159,11 @@ def test_a_cached_window_p95_is_rebuilt_when_its_oldest_run_leaves_the_window(mo
     newest = rollup_run(pair, hours_ago=1, fast_ms=100.0, base_ms=500.0)
     built = counting_builders(monkeypatch)
     now = timezone.now()
-    cells = overview_cells.measured({pair.pk: newest.pk}, now)[pair.pk]
+    cells = overview_cells.measured({pair.pk: ("demo", newest.pk)}, now)[pair.pk]
     assert cells.window["fast"]["n"] == 40
-    assert overview_cells.measured({pair.pk: newest.pk}, now + timedelta(minutes=20)) == {
-        pair.pk: cells}  # the oldest run is still inside the 24 h: the same entry
-    later = overview_cells.measured({pair.pk: newest.pk}, now + timedelta(hours=1))[pair.pk]
+    assert overview_cells.measured({pair.pk: ("demo", newest.pk)}, now + timedelta(minutes=20)
+                                   ) == {pair.pk: cells}  # the oldest run is still inside 24 h
+    later = overview_cells.measured({pair.pk: ("demo", newest.pk)},
+                                    now + timedelta(hours=1))[pair.pk]
     assert later.window["fast"]["n"] == 20  # it aged out: rebuilt without it
     assert built == [f"overview:{pair.pk}"] * 2
