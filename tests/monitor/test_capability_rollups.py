@@ -122,6 +122,36 @@ def test_a_case_is_estimated_at_the_p90_of_its_observed_replies_else_max_tokens(
     assert budget.case_estimate(fresh, pair, 1, seen) > 2 * 1000 * 1e-3
 
 
+def _took(pair, keys, *, repeat=1, status="done", kind=RunKind.PROBE) -> Run:
+    """A run that sent these cases ``repeat`` times to both tiers, rolled up when finished."""
+    run = factories.run(pair, status=status, kind=kind, repeat=repeat)
+    cases = pair.suite.cases.filter(key__in=keys)
+    for seq, (case, tier, rep) in enumerate((c, t, r) for c in cases for t in ("fast", "base")
+                                            for r in range(repeat)):
+        factories.sample(run, case, tier, repetition=rep, seq=seq)
+    if status == "done":
+        record_run(run=run)
+    return run
+
+
+def test_rotation_counts_answers_from_the_rollups_and_a_running_run_from_its_samples():
+    suite = factories.suite("rot", {k: [{"role": "user", "content": k}]
+                                    for k in ("a0", "a1", "a2", "b0", "b1", "b2")})
+    for letter in "ab":
+        suite.cases.filter(key__startswith=letter).update(category=letter)
+    pair = factories.pair("rot", suite_row=suite)
+    done = [_took(pair, ["a0", "b0"], repeat=2), _took(pair, ["a0", "a1"])]
+    _took(pair, ["b1"], status="running")  # no rollup yet
+    _took(pair, ["a2", "b2"], kind=RunKind.AUDIT)  # another kind: not counted
+    run = factories.run(pair, status="running")
+    cases = list(suite.cases.all())
+    # fast answers: a0 3, a1 1, a2 0; b0 2, b1 1, b2 0 → least first, round-robin a, b
+    expected = ["a2", "b2", "a1", "b1", "a0", "b0"]
+    assert [c.key for c in budget.rotation_order(run, cases)] == expected
+    Sample.objects.filter(run__in=done).delete()  # finished runs are read from their rollups
+    assert [c.key for c in budget.rotation_order(run, cases)] == expected
+
+
 def test_a_run_that_overshoots_the_budget_says_so(admin_client):
     pair = _world()
     _price(pair, limit=0.5)
