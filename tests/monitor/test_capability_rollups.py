@@ -6,8 +6,11 @@ budget counts audits and estimates replies from the cases' observed output token
 from __future__ import annotations
 
 import importlib
+import re
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from evals.stats.capability_loss import LossState
 from monitor.models import Case, Endpoint, PairMonitorState, Run, RunKind, Sample
@@ -165,6 +168,43 @@ def test_a_run_that_overshoots_the_budget_says_so(admin_client):
     assert run.summary_obj.budget.note == sentence
     html = admin_client.get(f"/pairs/{pair.name}/worse/").content.decode()
     assert 'id="budget-over"' in html and "over budget: $1.6800 spent today" in html
+
+
+def _priced_probes(name: str, n_categories: int, n_runs: int) -> list[Run]:
+    """Probes of a pair whose suite has 3 tool cases in each of ``n_categories`` categories;
+    each answer costs 140 tokens at $1000/M = $0.14. Newest first."""
+    suite = factories.suite(name, {f"c{c}-{i}": [{"role": "user", "content": "q"}]
+                                   for c in range(n_categories) for i in range(3)})
+    for c in range(n_categories):
+        suite.cases.filter(key__startswith=f"c{c}-").update(category=f"tool_calls/c{c}")
+    pair = factories.pair(name, fast=f"{name}-fast", base=f"{name}-base", suite_row=suite)
+    _price(pair, limit=100.0)
+    return [_probe(pair, fast_passes=bool(r % 2)) for r in range(n_runs)][::-1]
+
+
+def test_the_worse_page_takes_as_many_queries_for_12_runs_and_4_categories_as_for_2(
+        admin_client):
+    small, large = _priced_probes("small", 2, 2), _priced_probes("large", 4, 12)
+    admin_client.get("/pairs/small/worse/")  # the session's first read of its user and roles
+
+    def page(name):
+        with CaptureQueriesContext(connection) as queries:
+            html = admin_client.get(f"/pairs/{name}/worse/").content.decode()
+        costs = re.findall(r'<a href="/runs/(\d+)/">#\d+</a></td><td>[^<]*</td>\s*<td>all</td>'
+                           r'\s*<td class="num">([^<]*)</td><td class="num">([^<]*)</td>'
+                           r'<td class="num">([^<]*)</td>', html)
+        return len(queries), costs, html
+
+    queries_small, costs_small, html_small = page("small")
+    queries_large, costs_large, html_large = page("large")
+    # 3 cases × 2 (or 4) categories answered once per tier at $0.14; the 10 newest runs shown
+    assert costs_small == [(str(r.id), "$0.8400", "$0.8400", "$1.68") for r in small]
+    assert costs_large == [(str(r.id), "$1.68", "$1.68", "$3.36") for r in large[:10]]
+    # fast passes every other run: all 3 cases of each category lose
+    for html, k in ((html_small, 2), (html_large, 4)):
+        assert html.count('<tr><th scope="row">tool_calls/c') == k
+        assert f"<small>({3 * k} cases)</small>" in html
+    assert queries_large == queries_small
 
 
 def test_migration_0013_backfills_the_runs_rolled_up_before_it():
