@@ -11,7 +11,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from monitor import roles
+from monitor import roles, rollups
 from monitor.models import Case, Endpoint, Pair, Run, Sample, Suite
 from monitor.run_summary import (
     Percentiles,
@@ -116,16 +116,23 @@ def run(pair_row: Pair, *, status: str = "done", minutes_ago: float | None = Non
     return row
 
 
+def sample_default(name: str) -> Any:
+    """The model default of a ``Sample`` field, following ``case__key`` to the case's field."""
+    model, *path = Sample, *name.split("__")
+    for part in path[:-1]:
+        model = model._meta.get_field(part).related_model
+    return model._meta.get_field(path[-1]).get_default()
+
+
 def rollup_rows(run_row: Run, *, fast_ms: float, base_ms: float, n: int = 20) -> list[dict]:
-    """Sample rows (``monitor.rollups.ROLLUP_FIELDS``) of a finished run: ``n`` successes per
-    tier with TTFT ``ms``, ``ms`` + 1, …; for ``record_run(run=…, samples=…)``."""
+    """Sample rows (every field of ``monitor.rollups.ROLLUP_FIELDS``, at the model's default
+    unless set here) of a finished run: ``n`` successes per tier with TTFT ``ms``, ``ms`` + 1,
+    …; for ``record_run(run=…, samples=…)``. Read from the module at each call, so a field
+    added there is in every row."""
     pair_row = run_row.pair
-    return [{"tier": tier, "endpoint_id": endpoint, "ok": True, "error_class": "",
-             "ttft_ms": ms + i, "e2e_ms": 10 * ms, "tests_passed": None, "model_id": "",
-             "system_fingerprint": "", "started_at": run_row.created_at, "served_tier": "",
-             "headers": {}, "prompt_tokens": None, "completion_tokens": None,
-             "estimated_tokens": None, "cached_tokens": None, "case__key": f"c{i}",
-             "case__category": "", "batch": 0, "repetition": 0, "tests_detail": None}
+    defaults = {name: sample_default(name) for name in rollups.ROLLUP_FIELDS}
+    return [{**defaults, "tier": tier, "endpoint_id": endpoint, "ok": True, "ttft_ms": ms + i,
+             "e2e_ms": 10 * ms, "started_at": run_row.created_at, "case__key": f"c{i}"}
             for tier, endpoint, ms in (("fast", pair_row.fast_id, fast_ms),
                                        ("base", pair_row.base_id, base_ms))
             for i in range(n)]

@@ -166,19 +166,42 @@ def case_estimate(case: Case, pair: Pair, repeat: int, seen: Seen) -> float:
     return total * repeat
 
 
+def answered(run: Run) -> Counter[str]:
+    """Fast-tier answers per case key in the pair's last ``ROTATION_RUNS`` runs of this run's
+    suite and kind (this run left out), at most three queries and no scan of the samples.
+
+    A run with a fast rollup: each case its ``cases`` lists was sent ``run.repeat`` times to
+    fast (one batch, ``evals.plan``; failed answers are listed too), as its samples counted
+    (a run that failed part-way counts its listed cases at the full ``repeat``: close enough
+    for an order whose aim is that every case gets its turn).
+    A run without one — still running, or failed before its rollup was written — is counted
+    from its own samples (an indexed read of that run's rows): skipping it would make a run
+    started alongside it (a manual run during a scheduled one) take the same cases first."""
+    repeat = dict(Run.objects.filter(pair=run.pair, suite=run.suite, kind=run.kind)
+                  .exclude(id=run.id).order_by("-created_at").values_list("id", "repeat")
+                  [:ROTATION_RUNS])
+    counts: Counter[str] = Counter()
+    rolled: set[int] = set()
+    for run_id, cases in RunRollup.objects.filter(run_id__in=list(repeat), tier="fast") \
+            .values_list("run_id", "cases"):
+        rolled.add(run_id)
+        counts.update(dict.fromkeys(cases, repeat[run_id]))
+    if unrolled := repeat.keys() - rolled:
+        counts.update(Sample.objects.filter(run_id__in=unrolled, tier="fast")
+                      .values_list("case__key", flat=True))
+    return counts
+
+
 def rotation_order(run: Run, cases: Sequence[Case]) -> list[Case]:
     """Least-answered first within each category (ties in a per-run random order), then
     round-robin across categories."""
-    recent = Run.objects.filter(pair=run.pair, suite=run.suite, kind=run.kind) \
-        .exclude(id=run.id).order_by("-created_at")[:ROTATION_RUNS]
-    answered = Counter(Sample.objects.filter(run__in=recent, tier="fast")
-                       .values_list("case_id", flat=True))
+    counts = answered(run)
 
     def tie(case: Case) -> str:
         return hashlib.sha256(f"{run.seed}:{case.key}".encode()).hexdigest()
 
     by_cat: dict[str, list[Case]] = defaultdict(list)
-    for case in sorted(cases, key=lambda c: (answered[c.id], tie(c))):
+    for case in sorted(cases, key=lambda c: (counts[c.key], tie(c))):
         by_cat[case.category].append(case)
     queues = [by_cat[c] for c in sorted(by_cat)]
     ordered = []

@@ -26,6 +26,7 @@ from monitor.web.htmx import render_page
 from monitor.web.worse_charts import worse_charts
 
 MAX_LOSING_SHOWN = 100
+COSTS_SHOWN = 10  # newest runs in the cost table
 
 
 def pct(value: float | None, digits: int = 0) -> str:
@@ -73,6 +74,13 @@ def _budget_context(pair, runs) -> dict[str, Any]:
     }
 
 
+def _costs(pair, runs) -> list[tuple[Any, dict[str, str]]]:
+    """Each run with its cost per tier and in total, from one read of their rollups
+    (``budget.run_cost`` per run re-read the run's pair, its endpoints and its rollups)."""
+    costs = budget.runs_costs_by_tier(pair, runs)
+    return [(r, {k: usd(v) for k, v in costs[r.id].items()}) for r in runs]
+
+
 def worse_context(pair) -> dict[str, Any]:
     report = capability.window_report(pair)
     runs = capability.window_runs(pair)
@@ -104,7 +112,7 @@ def worse_context(pair) -> dict[str, Any]:
         "losing": report.losing[:MAX_LOSING_SHOWN],
         "losing_more": max(0, len(report.losing) - MAX_LOSING_SHOWN),
         "charts": worse_charts(report),
-        "costs": [(r, {k: usd(v) for k, v in budget.run_cost(r).items()}) for r in runs[:10]],
+        "costs": _costs(pair, runs[:COSTS_SHOWN]),
         "budget": _budget_context(pair, runs),
         "window": capability.WINDOW_RUNS,
         "loss_budget": capability_monitor.budget_words(pair),

@@ -6,8 +6,11 @@ budget counts audits and estimates replies from the cases' observed output token
 from __future__ import annotations
 
 import importlib
+import re
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from evals.stats.capability_loss import LossState
 from monitor.models import Case, Endpoint, PairMonitorState, Run, RunKind, Sample
@@ -122,6 +125,36 @@ def test_a_case_is_estimated_at_the_p90_of_its_observed_replies_else_max_tokens(
     assert budget.case_estimate(fresh, pair, 1, seen) > 2 * 1000 * 1e-3
 
 
+def _took(pair, keys, *, repeat=1, status="done", kind=RunKind.PROBE) -> Run:
+    """A run that sent these cases ``repeat`` times to both tiers, rolled up when finished."""
+    run = factories.run(pair, status=status, kind=kind, repeat=repeat)
+    cases = pair.suite.cases.filter(key__in=keys)
+    for seq, (case, tier, rep) in enumerate((c, t, r) for c in cases for t in ("fast", "base")
+                                            for r in range(repeat)):
+        factories.sample(run, case, tier, repetition=rep, seq=seq)
+    if status == "done":
+        record_run(run=run)
+    return run
+
+
+def test_rotation_counts_answers_from_the_rollups_and_a_running_run_from_its_samples():
+    suite = factories.suite("rot", {k: [{"role": "user", "content": k}]
+                                    for k in ("a0", "a1", "a2", "b0", "b1", "b2")})
+    for letter in "ab":
+        suite.cases.filter(key__startswith=letter).update(category=letter)
+    pair = factories.pair("rot", suite_row=suite)
+    done = [_took(pair, ["a0", "b0"], repeat=2), _took(pair, ["a0", "a1"])]
+    _took(pair, ["b1"], status="running")  # no rollup yet
+    _took(pair, ["a2", "b2"], kind=RunKind.AUDIT)  # another kind: not counted
+    run = factories.run(pair, status="running")
+    cases = list(suite.cases.all())
+    # fast answers: a0 3, a1 1, a2 0; b0 2, b1 1, b2 0 → least first, round-robin a, b
+    expected = ["a2", "b2", "a1", "b1", "a0", "b0"]
+    assert [c.key for c in budget.rotation_order(run, cases)] == expected
+    Sample.objects.filter(run__in=done).delete()  # finished runs are read from their rollups
+    assert [c.key for c in budget.rotation_order(run, cases)] == expected
+
+
 def test_a_run_that_overshoots_the_budget_says_so(admin_client):
     pair = _world()
     _price(pair, limit=0.5)
@@ -135,6 +168,43 @@ def test_a_run_that_overshoots_the_budget_says_so(admin_client):
     assert run.summary_obj.budget.note == sentence
     html = admin_client.get(f"/pairs/{pair.name}/worse/").content.decode()
     assert 'id="budget-over"' in html and "over budget: $1.6800 spent today" in html
+
+
+def _priced_probes(name: str, n_categories: int, n_runs: int) -> list[Run]:
+    """Probes of a pair whose suite has 3 tool cases in each of ``n_categories`` categories;
+    each answer costs 140 tokens at $1000/M = $0.14. Newest first."""
+    suite = factories.suite(name, {f"c{c}-{i}": [{"role": "user", "content": "q"}]
+                                   for c in range(n_categories) for i in range(3)})
+    for c in range(n_categories):
+        suite.cases.filter(key__startswith=f"c{c}-").update(category=f"tool_calls/c{c}")
+    pair = factories.pair(name, fast=f"{name}-fast", base=f"{name}-base", suite_row=suite)
+    _price(pair, limit=100.0)
+    return [_probe(pair, fast_passes=bool(r % 2)) for r in range(n_runs)][::-1]
+
+
+def test_the_worse_page_takes_as_many_queries_for_12_runs_and_4_categories_as_for_2(
+        admin_client):
+    small, large = _priced_probes("small", 2, 2), _priced_probes("large", 4, 12)
+    admin_client.get("/pairs/small/worse/")  # the session's first read of its user and roles
+
+    def page(name):
+        with CaptureQueriesContext(connection) as queries:
+            html = admin_client.get(f"/pairs/{name}/worse/").content.decode()
+        costs = re.findall(r'<a href="/runs/(\d+)/">#\d+</a></td><td>[^<]*</td>\s*<td>all</td>'
+                           r'\s*<td class="num">([^<]*)</td><td class="num">([^<]*)</td>'
+                           r'<td class="num">([^<]*)</td>', html)
+        return len(queries), costs, html
+
+    queries_small, costs_small, html_small = page("small")
+    queries_large, costs_large, html_large = page("large")
+    # 3 cases × 2 (or 4) categories answered once per tier at $0.14; the 10 newest runs shown
+    assert costs_small == [(str(r.id), "$0.8400", "$0.8400", "$1.68") for r in small]
+    assert costs_large == [(str(r.id), "$1.68", "$1.68", "$3.36") for r in large[:10]]
+    # fast passes every other run: all 3 cases of each category lose
+    for html, k in ((html_small, 2), (html_large, 4)):
+        assert html.count('<tr><th scope="row">tool_calls/c') == k
+        assert f"<small>({3 * k} cases)</small>" in html
+    assert queries_large == queries_small
 
 
 def test_migration_0013_backfills_the_runs_rolled_up_before_it():

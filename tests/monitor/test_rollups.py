@@ -8,11 +8,13 @@ import numpy as np
 import pytest
 
 from evals import sketch
+from monitor import rollups
 from monitor.models import Case, ProvenanceEvent, Run, RunRollup, Sample
 from monitor.rollups import record_run
 from monitor.selectors import endpoint_events
 from monitor.services.pipeline import execute_run
 from monitor.services.runs import create_run
+from tests import factories
 from tests.factories import vendor_pair
 
 QS = (1, 5, 25, 50, 75, 90, 95, 99, 99.9)
@@ -82,6 +84,20 @@ def two_runs(db):
                                   model_id=model_id, system_fingerprint="fp_a")
         runs.append(run)
     return fast, runs, t0
+
+
+def test_factory_rollup_rows_carry_every_rollup_field_a_new_one_too(db, monkeypatch):
+    """``factories.rollup_rows`` stands in for the samples ``record_run`` reads: a field added
+    to ``ROLLUP_FIELDS`` must reach it (here ``pruned_at``, at the model's default)."""
+    monkeypatch.setattr(rollups, "ROLLUP_FIELDS", (*rollups.ROLLUP_FIELDS, "pruned_at"))
+    run = factories.run(factories.pair())
+    rows = factories.rollup_rows(run, fast_ms=100.0, base_ms=400.0, n=3)
+    assert [list(r) for r in rows] == [list(rollups.ROLLUP_FIELDS)] * 6
+    assert {r["pruned_at"] for r in rows} == {None}
+    assert [(r["tier"], r["ttft_ms"], r["case__key"]) for r in rows[:4]] == [
+        ("fast", 100.0, "c0"), ("fast", 101.0, "c1"), ("fast", 102.0, "c2"), ("base", 400.0, "c0")]
+    written = {r.tier: (r.n, r.n_ok) for r in record_run(run=run, samples=rows)}
+    assert written == {"fast": (3, 3), "base": (3, 3)}
 
 
 def test_provenance_events_are_upserted_once_per_run(two_runs):

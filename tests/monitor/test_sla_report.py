@@ -8,6 +8,8 @@ from datetime import date, timedelta
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from monitor.models import Case, Run, Sample
 from monitor.rollups import record_run
@@ -98,6 +100,40 @@ def test_it_averages_pair_similarity_and_pass_rate_weighted_by_n(world):
     assert pair.similarity_n == 40
     assert pair.pass_rate == {"fast": pytest.approx(0.75), "base": None}
     assert pair.n_tested == {"fast": 20, "base": 0}
+
+
+def slo_pair(k):
+    """Pair ``pk``: a TTFT SLO met by 5k of its week's 20 fast answers (TTFT 100…119 ms) and
+    by 5 + 5k of 20 base answers (95…114 ms); its audit (all met) and last week's run (all
+    met) must not count."""
+    pair = factories.pair(f"p{k}", fast=f"p{k}-fast", base=f"p{k}-base",
+                           suite_row=factories.suite(f"s{k}"), slo_ttft_ms=99.5 + 5 * k)
+    for at, fields, ms in ((IN_WEEK, {}, (100.0, 95.0)), (IN_WEEK, {"kind": "audit"}, (0.0, 0.0)),
+                           (IN_WEEK - timedelta(days=7), {}, (0.0, 0.0))):
+        run = factories.run(pair, **fields)
+        Run.objects.filter(pk=run.pk).update(created_at=at)
+        run.refresh_from_db()
+        record_run(run=run, samples=factories.rollup_rows(run, fast_ms=ms[0], base_ms=ms[1]))
+
+
+def test_goodput_per_pair_and_tier_takes_as_many_queries_for_4_pairs_as_for_2(db):
+    def report():
+        with CaptureQueriesContext(connection) as queries:
+            pairs = build_sla_report(week=WEEK).pairs
+        return len(queries), {p.name: (p.goodput, p.n_goodput) for p in pairs}
+
+    def expected(ks):
+        return {f"p{k}": ({"fast": 5 * k / 20, "base": min(5 + 5 * k, 20) / 20},
+                          {"fast": 20, "base": 20}) for k in ks}
+
+    for k in (1, 2):
+        slo_pair(k)
+    queries_2, goodput_2 = report()
+    for k in (3, 4):
+        slo_pair(k)
+    queries_4, goodput_4 = report()
+    assert (goodput_2, goodput_4) == (expected((1, 2)), expected((1, 2, 3, 4)))
+    assert queries_4 == queries_2
 
 
 def test_it_writes_csv_columns(world):
