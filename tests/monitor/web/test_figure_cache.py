@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from django.utils import timezone
-
 import pytest
+from django.utils import timezone
 
 from monitor.models import Run
 from monitor.rollups import record_run
