@@ -9,10 +9,12 @@ logged-in user, in this process, so the time is server time without a network or
 Each page is timed twice: **cold**, the first view after a new run (the pair's figure cache
 gets a new generation before each request, as a run's summary write does:
 ``monitor.figure_cache.touch``), and **warm**, a repeated view (the first request is a warm-up
-and not counted). Code without the figure cache (before it existed) has no cold case: both
-rows time the same thing. The machine is shared: CPU ms (this process's CPU time, without
-PostgreSQL's) is the figure that does not move with the load average, which is printed too;
-query ms is the time spent waiting for PostgreSQL in one warm request (one sample).
+and not counted); the overview also with the whole cache emptied before each request (a
+Redis restart: every pair's cells and figures rebuilt). Code without the figure cache (before
+it existed) has no cold case: both rows time the same thing. The machine is shared: CPU ms
+(this process's CPU time, without PostgreSQL's) is the figure that does not move with the load
+average, which is printed too; query ms is the time spent waiting for PostgreSQL in one warm
+request (one sample).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "monitor.settings")
 django.setup()
 
 from django.contrib.auth import get_user_model  # noqa: E402
+from django.core.cache import cache  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.test.utils import setup_test_environment  # noqa: E402
@@ -122,6 +125,11 @@ def main(argv: list[str] | None = None) -> int:
         warm = timed(get, args.repeat, slow_ms=args.slow_ms)
         print(row(f"{label}, cold", *cold), flush=True)
         print(row(f"{label}, warm", *warm), flush=True)
+    def overview():
+        assert client.get("/").status_code == 200
+
+    emptied = timed(overview, args.repeat, before=cache.clear)  # a Redis restart, a flush
+    print(row("overview `/`, cache emptied", *emptied), flush=True)
     times, cpu, queries = timed(lambda: render_text(build_sla_report(week=args.week)),
                                 args.report_repeat, slow_ms=args.slow_ms)
     print(row(f"`sla_report --week {args.week}`", times, cpu, queries))

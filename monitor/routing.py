@@ -4,9 +4,9 @@ Queues: ``probes`` (scheduled and manual temperature-0 runs: their timed request
 (a probe's generated code against its unit tests, after its timed requests, then the rest of its
 pipeline: ``monitor.services.pipeline.evaluate_run``), ``audits`` (temperature-1 audit runs:
 hundreds of requests and the verdict's statistics), ``reports`` (alert notifications, the weekly
-report, retention). Workers subscribe with ``-Q``; one worker may serve several queues, and
-every machine's workers share one PostgreSQL and one Redis. Configured as ``CELERY_TASK_ROUTES``
-in settings.
+report, retention, the page cache's refill). Workers subscribe with ``-Q``; one worker may
+serve several queues, and every machine's workers share one PostgreSQL and one Redis.
+Configured as ``CELERY_TASK_ROUTES`` in settings.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ BY_NAME = {
     "monitor.tasks.prune_payloads_task": REPORTS,
     "monitor.tasks.monthly_report_task": REPORTS,
     "monitor.tasks.watchdog_task": REPORTS,
+    "monitor.tasks.warm_pages_task": REPORTS,
 }
 
 

@@ -168,10 +168,11 @@ CELERY_TIMEZONE = "UTC"
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # The watchdog (docs/reliability.md); DatabaseScheduler copies these entries into its table.
 # Alert reminders and escalations are checked every 5 minutes (the finest step a rule's
-# re-notify hours or escalation minutes need).
+# re-notify hours or escalation minutes need); the page cache is refilled every 5 minutes.
 CELERY_BEAT_SCHEDULE = {
     "watchdog": {"task": "monitor.tasks.watchdog_task", "schedule": 60.0},
     "alert-sweep": {"task": "monitor.tasks.alert_sweep_task", "schedule": 300.0},
+    "warm-pages": {"task": "monitor.tasks.warm_pages_task", "schedule": 300.0},
 }
 TIERWATCH_HEARTBEAT_S = env_float("TIERWATCH_HEARTBEAT_S", 30.0)  # a running run beats this often
 TIERWATCH_STALE_AFTER_S = env_float("TIERWATCH_STALE_AFTER_S", 300.0)  # silent this long: lost

@@ -21,6 +21,7 @@ from monitor.services import (
     runs,
     watchdog,
 )
+from monitor.web import page_figures
 
 TRANSIENT = (OperationalError, ConnectionError)
 
@@ -100,6 +101,18 @@ def watchdog_task() -> int:
     for alert in changed:
         notify_task.delay(alert.id)
     return len(changed)
+
+
+@shared_task(time_limit=240)
+def warm_pages_task() -> int:
+    """Every 5 minutes (settings.CELERY_BEAT_SCHEDULE): fill what is missing from every pair's
+    page cache and overview cells. A run's end warms its own pair; this refills the cache after
+    a Redis restart or eviction, so the first viewer does not pay for a cold page (~0.2 s of
+    CPU each; docs/benchmarks.md, "Scale"). When all is warm it reads versions only."""
+    pair_ids = list(Pair.objects.values_list("id", flat=True))
+    for pair_id in pair_ids:
+        page_figures.warm(pair_id)
+    return len(pair_ids)
 
 
 @shared_task(acks_late=True, time_limit=300)

@@ -110,7 +110,7 @@ def _context(pair) -> dict[str, Any]:
         "simulated": simulated,
         "latest": latest,
         # the verdict is one audit's: its cost (rollups' tokens at the endpoints' prices)
-        "verdict_cost": usd(budget.run_cost(latest)["total"]) if latest else None,
+        "verdict_cost": usd(budget.runs_costs(pair, [latest])[latest.id]) if latest else None,
         "verdict": verdict.data if verdict else None,
         "meaning": LABEL_MEANING.get(verdict.label if verdict else "", ""),
         "capability": _capability_rows(verdict.capability if verdict else None),

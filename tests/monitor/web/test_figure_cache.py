@@ -7,6 +7,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.conf import settings
+from django.core.cache import cache
 from django.utils import timezone
 
 from monitor.models import Run
@@ -14,6 +16,7 @@ from monitor.rollups import record_run
 from monitor.services.pipeline import execute_run
 from monitor.services.runs import create_run
 from monitor.services.watchdog import reap_stale_runs
+from monitor.tasks import warm_pages_task
 from monitor.web import overview_cells, page_figures
 from tests import factories
 from tests.factories import vendor_pair
@@ -166,3 +169,17 @@ def test_a_cached_window_p95_is_rebuilt_when_its_oldest_run_leaves_the_window(mo
                                     now + timedelta(hours=1))[pair.pk]
     assert later.window["fast"]["n"] == 20  # it aged out: rebuilt without it
     assert built == [f"overview:{pair.pk}"] * 2
+
+
+def test_the_refill_task_warms_every_pair_after_the_cache_was_emptied(admin_client, monkeypatch):
+    pair = factories.pair()
+    other = factories.pair("other", fast="o-fast", base="o-base", suite_row=pair.suite)
+    for p in (pair, other):
+        make_run(p, minutes_ago=5)
+    cache.clear()  # a Redis restart
+    assert warm_pages_task() == 2
+    built = counting_builders(monkeypatch)
+    for page in ("/", "/pairs/demo/", "/pairs/other/speed/", "/pairs/demo/verdict/"):
+        assert admin_client.get(page).status_code == 200
+    assert built == []
+    assert settings.CELERY_BEAT_SCHEDULE["warm-pages"]["task"] == warm_pages_task.name
