@@ -112,7 +112,9 @@ def _steps(run_id: int, attempt: int, *steps: Callable[[], Any]) -> bool:
         log.exception("run %s failed", run_id)
         runs.mark_failed(run_id=run_id, exc=exc, attempt=attempt)
         rollups.record_run_safely(run_id=run_id)  # its requests still count in availability
-        page_figures.warm(Run.objects.values_list("pair_id", flat=True).get(id=run_id))
+        pair_id = Run.objects.filter(id=run_id).values_list("pair_id", flat=True).first()
+        if pair_id is not None:  # the failure is a new finished run on the pages
+            page_figures.warm(pair_id)
         return False
     return True
 
