@@ -1,0 +1,35 @@
+"""The JSON every chart builder hands the browser is the JSON main's builders gave (parsed, so
+key order is free): building figures as plain dicts instead of plotly objects must not change
+one value the browser draws.
+
+The golden file ``data/chart_golden.json`` was written by commit 9f56979 (main, before the
+figures were built as dicts) from ``data/chart_inputs.json`` (pair00 of the 10 M-sample scale
+database, plus the blocks ``chart_golden`` adds). When a chart changes on purpose, regenerate it
+with the changed code and review the diff:
+``python -m tests.monitor.web.chart_golden golden`` (any DATABASE_URL; nothing is read from it).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.monitor.web.chart_golden import GOLDEN, INPUTS, build
+
+EXPECTED = json.loads(GOLDEN.read_text())
+
+
+@pytest.fixture(scope="module")
+def built() -> dict:
+    return build(json.loads(INPUTS.read_text()))
+
+
+def test_every_page_builds_the_same_charts(built):
+    assert {page: sorted(charts) for page, charts in built.items()} == \
+        {page: sorted(charts) for page, charts in EXPECTED.items()}
+
+
+@pytest.mark.parametrize("page,chart", [(p, c) for p, cs in EXPECTED.items() for c in cs])
+def test_a_chart_is_the_same_json(built, page, chart):
+    assert built[page][chart] == EXPECTED[page][chart]
