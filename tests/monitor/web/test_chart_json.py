@@ -14,7 +14,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from plotly.subplots import make_subplots
 
+from monitor.web.speed_charts import _panels
 from tests.monitor.web.chart_golden import GOLDEN, INPUTS, build
 
 EXPECTED = json.loads(GOLDEN.read_text())
@@ -33,3 +35,13 @@ def test_every_page_builds_the_same_charts(built):
 @pytest.mark.parametrize("page,chart", [(p, c) for p, cs in EXPECTED.items() for c in cs])
 def test_a_chart_is_the_same_json(built, page, chart):
     assert built[page][chart] == EXPECTED[page][chart]
+
+
+@pytest.mark.parametrize("rows", range(1, 7))
+def test_the_panels_are_laid_out_as_make_subplots_does(rows):
+    """The golden figures have two panels; the speed page draws one per scenario."""
+    titles = [f"scenario {i}" for i in range(rows)]
+    layout = make_subplots(rows=rows, cols=1, shared_xaxes=True, subplot_titles=titles,
+                           vertical_spacing=0.35 / rows).layout.to_plotly_json()
+    axes, notes = _panels(titles)
+    assert {k: v for k, v in layout.items() if k != "template"} == {**axes, "annotations": notes}
