@@ -4,8 +4,8 @@ report, a verdict with its history and events, and a capability window report.
 
 ``python -m tests.monitor.web.chart_golden capture`` (DATABASE_URL of a populated database, read
 only) stores pair00's inputs in ``data/chart_inputs.json``; ``... golden`` writes the figures the
-checked-out code builds from them to ``data/chart_golden.json``. Both files are the inputs
-with a few blocks added (``LOAD``, ``_with_downgrades``) so every figure is built.
+checked-out code builds from them, and from them with a few blocks added (``LOAD``,
+``_with_downgrades``: pair00 has no load probe nor downgrades), to ``data/chart_golden.json``.
 """
 
 from __future__ import annotations
