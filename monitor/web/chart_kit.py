@@ -3,6 +3,12 @@
 Figures are built server-side with plotly; the browser only draws: each figure travels as JSON
 inside ``<script type="application/json">`` and ``static/js/charts.js`` hands it to the
 plotly.js served from ``static/`` (no CDN).
+
+A figure is a plain dict (``{"data": [...], "layout": {...}}``, the JSON plotly.js reads), not a
+``plotly.graph_objects.Figure``: building and validating plotly objects (``update_layout``,
+``make_subplots``, ``add_trace``) was most of a cold page's CPU (at 10 M samples a cold pair
+page 175 → 60 ms, speed 150 → 85 ms; docs/benchmarks.md, "At 10 M samples"), for the same JSON.
+``tests/monitor/web/test_chart_json.py`` holds the builders to that JSON.
 """
 
 from __future__ import annotations
@@ -10,15 +16,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import plotly.graph_objects as go
 import plotly.io as pio
+from plotly.io.json import to_json_plotly
 
 from monitor.models import Run
 
-# The one look of every chart, as plotly's default template rather than set on each figure:
-# assigning a template to a figure copies and re-validates it, ~15 ms of CPU a figure (a third
-# of a cold pair page; docs/benchmarks.md, "Scale"). The JSON the browser gets is the same.
-pio.templates.default = "plotly_white"
+# The one look of every chart: plotly's "plotly_white" template, read once, in every layout.
+TEMPLATE: dict[str, Any] = pio.templates["plotly_white"].to_plotly_json()
+Figure = dict[str, Any]
 
 TIERS = ("base", "fast")
 # Okabe–Ito colours: distinguishable with the common colour-vision deficiencies.
@@ -40,14 +45,30 @@ class Chart:
     json: str
 
 
-def charts_of(figures: list[tuple[str, str, go.Figure]]) -> list[Chart]:
+def charts_of(figures: list[tuple[str, str, Figure]]) -> list[Chart]:
     """(DOM id, title, figure) triples as template-ready charts."""
     return [Chart(id=cid, title=title, json=figure_json(fig)) for cid, title, fig in figures]
 
 
-def figure_json(fig: go.Figure) -> str:
-    """The figure as JSON that is safe verbatim inside ``<script type="application/json">``."""
-    return fig.to_json().translate(_SCRIPT_ESCAPES)
+def figure(data: list[dict[str, Any]], layout: dict[str, Any]) -> Figure:
+    """Traces (each with its ``type``) and a layout as a figure in the one look."""
+    return {"data": data, "layout": {**layout, "template": TEMPLATE}}
+
+
+def figure_json(fig: Figure) -> str:
+    """The figure as JSON that is safe verbatim inside ``<script type="application/json">``
+    (plotly's encoder, as ``Figure.to_json`` uses: NaN and dates as plotly.js reads them)."""
+    return to_json_plotly(fig).translate(_SCRIPT_ESCAPES)
+
+
+def merged(base: dict[str, Any], **updates: Any) -> dict[str, Any]:
+    """``base`` with ``updates`` merged in, nested dicts key by key (as ``update_layout``)."""
+    out = dict(base)
+    for key, value in updates.items():
+        old = out.get(key)
+        out[key] = merged(old, **value) if isinstance(old, dict) and isinstance(value, dict) \
+            else value
+    return out
 
 
 def run_time(run: Run) -> str:
@@ -63,12 +84,12 @@ def n_range(ns: list[int]) -> str:
 
 
 def titled_layout(
-    fig: go.Figure, *, title: str, subtitle: str, x_title: str, y_title: str,
-    height: int = HEIGHT_PX, top: int = 70, yaxis: dict[str, Any] | None = None, **extra: Any,
-) -> None:
+    *, title: str, subtitle: str, x_title: str, y_title: str, height: int = HEIGHT_PX,
+    top: int = 70, yaxis: dict[str, Any] | None = None, **extra: Any,
+) -> dict[str, Any]:
     """The one look of every chart: title with a subtitle (n, method), axis titles with units,
     legend at the right (below the plot it collides with the axis title on narrow charts)."""
-    fig.update_layout(
+    return dict(
         title={"text": f"{title}<br><sup>{subtitle}</sup>", "x": 0.01, "xanchor": "left"},
         height=height,
         margin={"l": 70, "r": 20, "t": top, "b": 60},

@@ -4,7 +4,7 @@ page's bootstrap report), built from the pair alone and cached per data version 
 
 The views read them through ``figures``; the pipeline and the watchdog call ``warm`` when a run
 ends (with the pair's overview cells), so the first view after a run is served from the cache
-(docs/benchmarks.md, "Scale": a cold speed page is ~200 ms of CPU, a warm one a few ms).
+(docs/benchmarks.md, "Scale": a cold speed page is ~85 ms of CPU, a warm one a few ms).
 This module imports no view, so the pipeline can.
 """
 

@@ -8,8 +8,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import plotly.graph_objects as go
-
 from monitor.models import Run, RunKind, RunStatus
 from monitor.web.chart_kit import (
     SIM_COLOURS,
@@ -17,21 +15,23 @@ from monitor.web.chart_kit import (
     TIER_COLOURS,
     TIERS,
     Chart,
+    Figure,
     charts_of,
+    figure,
     n_range,
     run_time,
     titled_layout,
 )
 
 
-def _layout(fig: go.Figure, title: str, subtitle: str, y_title: str, **yaxis: Any) -> None:
-    titled_layout(fig, title=title, subtitle=subtitle, x_title="run time (UTC)", y_title=y_title,
-                  yaxis=yaxis, hovermode="x unified")
+def _layout(title: str, subtitle: str, y_title: str, **yaxis: Any) -> dict[str, Any]:
+    return titled_layout(title=title, subtitle=subtitle, x_title="run time (UTC)",
+                         y_title=y_title, yaxis=yaxis, hovermode="x unified")
 
 
-def latency_figure(runs: Sequence[Run], metric: str, label: str, *, note: str = "") -> go.Figure:
+def latency_figure(runs: Sequence[Run], metric: str, label: str, *, note: str = "") -> Figure:
     """P50 line and P50–P95 band per tier of ``metric`` (``ttft_ms`` or ``e2e_ms``) per run."""
-    fig = go.Figure()
+    data = []
     ns: list[int] = []
     hidden = 0
     for tier in TIERS:
@@ -49,13 +49,13 @@ def latency_figure(runs: Sequence[Run], metric: str, label: str, *, note: str = 
             p95.append(stat.p95 if enough else None)
             n_col.append(n)
         colour = TIER_COLOURS[tier]
-        fig.add_trace(go.Scatter(
-            x=xs, y=p50, name=f"{tier} P50", legendgroup=tier, mode="lines+markers",
-            line={"color": colour, "width": 2}, customdata=n_col,
+        data.append(dict(
+            type="scatter", x=xs, y=p50, name=f"{tier} P50", legendgroup=tier,
+            mode="lines+markers", line={"color": colour, "width": 2}, customdata=n_col,
             hovertemplate=f"{tier} P50 %{{y:.0f}} ms (n=%{{customdata}})<extra></extra>",
         ))
-        fig.add_trace(go.Scatter(
-            x=xs, y=p95, name=f"{tier} P95", legendgroup=tier, mode="lines",
+        data.append(dict(
+            type="scatter", x=xs, y=p95, name=f"{tier} P95", legendgroup=tier, mode="lines",
             line={"color": colour, "width": 1, "dash": "dot"}, fill="tonexty",
             fillcolor=TIER_BANDS[tier], customdata=n_col,
             hovertemplate=f"{tier} P95 %{{y:.0f}} ms (n=%{{customdata}})<extra></extra>",
@@ -63,9 +63,8 @@ def latency_figure(runs: Sequence[Run], metric: str, label: str, *, note: str = 
     subtitle = f"solid P50, dotted P95, band between · {n_range(ns)} successes per tier per run"
     if hidden:
         subtitle += f" · {hidden} tier-runs below min n left out"
-    _layout(fig, f"{label} per run: P50 and P95 per tier{note}", subtitle, f"{label} (ms)",
-            rangemode="tozero")
-    return fig
+    return figure(data, _layout(f"{label} per run: P50 and P95 per tier{note}", subtitle,
+                                 f"{label} (ms)", rangemode="tozero"))
 
 
 def _percent_series(
@@ -94,46 +93,43 @@ def _pass_rate(run: Run, tier: str) -> tuple[float | None, int]:
     return block.pass_rate, block.n_tested
 
 
-def similarity_figure(runs: Sequence[Run], *, note: str = "") -> go.Figure:
+def similarity_figure(runs: Sequence[Run], *, note: str = "") -> Figure:
     """Mean Indel similarity per run, fast-vs-base beside the base-vs-base noise floor.
 
     Ratios are stored as fractions (0–1, rapidfuzz's normalized Indel similarity) and shown in
     percent. A fast-vs-base line well under the base-vs-base line is the signal; the floor says
     how much two batches of the same tier already differ.
     """
-    fig = go.Figure()
-    ns: list[int] = []
+    data, ns = [], []
     labels = {"fast_vs_base": "fast vs base", "base_vs_base": "base vs base<br>(noise floor)"}
     for key, name in labels.items():
         xs, ys, n_col = _percent_series(runs, lambda run, key=key: _similarity(run, key), ns)
-        fig.add_trace(go.Scatter(
-            x=xs, y=ys, name=name, mode="lines+markers", customdata=n_col,
+        data.append(dict(
+            type="scatter", x=xs, y=ys, name=name, mode="lines+markers", customdata=n_col,
             line={"color": SIM_COLOURS[key], "width": 2,
                   "dash": "dash" if key == "base_vs_base" else "solid"},
             hovertemplate=f"{name.replace('<br>', ' ')} %{{y:.1f}}%"
                           " (n=%{customdata} text pairs)<extra></extra>",
         ))
-    _layout(fig, f"Text similarity per run (temperature 0){note}",
-            f"mean over {n_range(ns)} text pairs per run · 100% = identical",
-            "mean Indel similarity (%)", range=[0, 102])
-    return fig
+    return figure(data, _layout(f"Text similarity per run (temperature 0){note}",
+                                f"mean over {n_range(ns)} text pairs per run · 100% = identical",
+                                "mean Indel similarity (%)", range=[0, 102]))
 
 
-def pass_rate_figure(runs: Sequence[Run], *, note: str = "") -> go.Figure:
+def pass_rate_figure(runs: Sequence[Run], *, note: str = "") -> Figure:
     """Unit-test pass rate per tier per run (coding cases only), in percent."""
-    fig = go.Figure()
-    ns: list[int] = []
+    data, ns = [], []
     for tier in TIERS:
         xs, ys, n_col = _percent_series(runs, lambda run, tier=tier: _pass_rate(run, tier), ns)
-        fig.add_trace(go.Scatter(
-            x=xs, y=ys, name=f"{tier}", mode="lines+markers", customdata=n_col,
+        data.append(dict(
+            type="scatter", x=xs, y=ys, name=f"{tier}", mode="lines+markers", customdata=n_col,
             line={"color": TIER_COLOURS[tier], "width": 2},
             hovertemplate=f"{tier} %{{y:.0f}}% passed (n=%{{customdata}} tested)<extra></extra>",
         ))
-    _layout(fig, f"Unit-test pass rate per run{note}",
-            f"generated code against the case's tests · {n_range(ns)} tested per tier per run",
-            "pass rate (%)", range=[0, 105])
-    return fig
+    return figure(data, _layout(
+        f"Unit-test pass rate per run{note}",
+        f"generated code against the case's tests · {n_range(ns)} tested per tier per run",
+        "pass rate (%)", range=[0, 105]))
 
 
 def _downgrades(run: Run) -> tuple[float | None, int]:
@@ -141,22 +137,22 @@ def _downgrades(run: Run) -> tuple[float | None, int]:
     return block.downgrade_rate, block.n_tier_reported
 
 
-def downgrade_figure(runs: Sequence[Run], *, note: str = "") -> go.Figure | None:
+def downgrade_figure(runs: Sequence[Run], *, note: str = "") -> Figure | None:
     """Served-tier downgrade rate per run of the fast tier (``evals.latency.downgrades``), in
     percent; None when no run's fast endpoint expects a tier."""
     ns: list[int] = []
     xs, ys, n_col = _percent_series(runs, _downgrades, ns)
     if all(y is None for y in ys):
         return None
-    fig = go.Figure(go.Scatter(
-        x=xs, y=ys, name="fast", mode="lines+markers", customdata=n_col,
+    trace = dict(
+        type="scatter", x=xs, y=ys, name="fast", mode="lines+markers", customdata=n_col,
         line={"color": TIER_COLOURS["fast"], "width": 2},
         hovertemplate="fast %{y:.1f}% downgraded (n=%{customdata} reported)<extra></extra>",
-    ))
-    _layout(fig, f"Served-tier downgrade rate per run{note}",
-            f"requests reporting another tier than the expected one · {n_range(ns)} reported "
-            "per run", "downgraded (%)", range=[0, 105])
-    return fig
+    )
+    return figure([trace], _layout(
+        f"Served-tier downgrade rate per run{note}",
+        f"requests reporting another tier than the expected one · {n_range(ns)} reported "
+        "per run", "downgraded (%)", range=[0, 105]))
 
 
 def pair_charts(runs: Sequence[Run], *, simulated: bool = False) -> list[Chart]:

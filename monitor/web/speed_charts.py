@@ -12,13 +12,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import plotly.graph_objects as go
-from plotly.subplots import make_subplots
-
 from monitor.models import Run, RunStatus
 from monitor.run_summary import LoadLevel
 from monitor.services.speed import BREAKDOWN, METRICS
-from monitor.web.chart_kit import TIER_BANDS, TIER_COLOURS, TIERS, Chart, figure_json, titled_layout
+from monitor.web.chart_kit import (
+    TIER_BANDS,
+    TIER_COLOURS,
+    TIERS,
+    Chart,
+    Figure,
+    figure,
+    figure_json,
+    merged,
+    titled_layout,
+)
 
 PART_COLOURS = {"connect": "#999999", "headers": "#E69F00", "prefill": "#56B4E9",
                 "decode": "#009E73"}
@@ -33,16 +40,16 @@ class SpeedChart(Chart):
     height: int = HEIGHT_PX
 
 
-def _layout(fig: go.Figure, title: str, subtitle: str, x_title: str, y_title: str,
-            height: int = HEIGHT_PX, **yaxis: Any) -> None:
-    titled_layout(fig, title=title, subtitle=subtitle, x_title=x_title, y_title=y_title,
-                  height=height, top=80, yaxis=yaxis)
+def _layout(title: str, subtitle: str, x_title: str, y_title: str, height: int = HEIGHT_PX,
+            **yaxis: Any) -> dict[str, Any]:
+    return titled_layout(title=title, subtitle=subtitle, x_title=x_title, y_title=y_title,
+                         height=height, top=80, yaxis=yaxis)
 
 
-def speedup_figure(report: dict[str, Any], note: str) -> go.Figure:
+def speedup_figure(report: dict[str, Any], note: str) -> Figure:
     """Times faster per scenario and metric, with its interval where it has one (20 pairs or
     more), beside the claim; an estimate without an interval is drawn hollow."""
-    fig = go.Figure()
+    data, shapes = [], []
     scenarios = report["scenarios"]
     for key, _field, label in METRICS:
         ys, lo, hi, ns = [], [], [], []
@@ -54,8 +61,8 @@ def speedup_figure(report: dict[str, Any], note: str) -> go.Figure:
             hi.append(ci["high"] - ci["estimate"] if shown else None)
             ns.append(ci.get("n", 0))
         hollow = [lo_ is None for lo_ in lo]
-        fig.add_trace(go.Scatter(
-            x=scenarios, y=ys, name=label, mode="markers",
+        data.append(dict(
+            type="scatter", x=scenarios, y=ys, name=label, mode="markers",
             marker={"color": METRIC_COLOURS[key], "size": 10,
                     "symbol": ["circle-open" if h else "circle" for h in hollow]},
             error_y={"type": "data", "symmetric": False, "array": hi, "arrayminus": lo},
@@ -69,16 +76,17 @@ def speedup_figure(report: dict[str, Any], note: str) -> go.Figure:
                            {"color": "#CC79A7", "dash": "dash"}),
                           (1.0, "1x (no faster)", {"color": "#999999", "width": 1})):
         if y:
-            fig.add_hline(y=y, line=line)
-            fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=line, name=name))
+            shapes.append({"type": "line", "xref": "x domain", "x0": 0, "x1": 1, "yref": "y",
+                           "y0": y, "y1": y, "line": line})
+            data.append(dict(type="scatter", x=[None], y=[None], mode="lines", line=line,
+                             name=name))
     n = sum(report["n_pairs"].values())
-    _layout(fig, f"Speed-up of the fast tier per scenario{note}",
-            f"base/fast, 95% cluster-bootstrap interval over runs · n = {n} pairs in all · "
-            f"hollow: no interval below {report.get('min_pairs', 20)} pairs · failed probes "
-            "count as slowest", "scenario", "times faster (×, log scale)",
-            type="log", dtick="D2")
-    fig.update_layout(scattermode="group")
-    return fig
+    layout = _layout(f"Speed-up of the fast tier per scenario{note}",
+                     f"base/fast, 95% cluster-bootstrap interval over runs · n = {n} pairs in "
+                     f"all · hollow: no interval below {report.get('min_pairs', 20)} pairs · "
+                     "failed probes count as slowest", "scenario", "times faster (×, log scale)",
+                     type="log", dtick="D2")
+    return figure(data, {**layout, "shapes": shapes, "scattermode": "group"})
 
 
 def _runs_with_scenarios(runs: Sequence[Run]) -> list[Run]:
@@ -105,8 +113,32 @@ def thin_scenarios(runs: Sequence[Run], scenarios: Sequence[str], metric: str) -
     return out
 
 
+def _panels(titles: Sequence[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The axes (``xaxis``, ``yaxis2``, …) and panel titles of one column of panels with a
+    shared x axis, top to bottom, as ``plotly.subplots.make_subplots(rows, 1, shared_xaxes=True,
+    vertical_spacing=0.35 / rows)`` lays them out (its arithmetic, float for float), without
+    building its ~50 ms of plotly objects a figure."""
+    rows = len(titles)
+    spacing = 0.35 / rows
+    height = (1.0 - spacing * (rows - 1)) / rows
+    axes, notes = {}, []
+    for row, title in enumerate(titles, start=1):
+        below = rows - row  # panels under this one
+        start = sum([height] * below) + below * spacing
+        top, bottom = min(start + height, 1.0), max(start, 0.0)
+        n = "" if row == 1 else str(row)
+        axes[f"xaxis{n}"] = {"anchor": f"y{n}", "domain": [0.0, 1.0]}
+        if row < rows:
+            axes[f"xaxis{n}"] |= {"matches": f"x{rows}", "showticklabels": False}
+        axes[f"yaxis{n}"] = {"anchor": f"x{n}", "domain": [bottom, top]}
+        notes.append({"text": title, "font": {"size": 16}, "showarrow": False, "x": 0.5,
+                      "xanchor": "center", "xref": "paper", "y": top, "yanchor": "bottom",
+                      "yref": "paper"})
+    return axes, notes
+
+
 def bands_figure(runs: Sequence[Run], scenarios: Sequence[str], metric: str, label: str,
-                 note: str) -> go.Figure | None:
+                 note: str) -> Figure | None:
     """Per scenario (one panel each) and tier: P50 line and P50–P95 band per run, read from
     each run's summary (its ``by_scenario`` block). Scenarios without a run at the minimum n
     get no panel (:func:`thin_scenarios`; the page says why); a P95 withheld below its own
@@ -116,10 +148,11 @@ def bands_figure(runs: Sequence[Run], scenarios: Sequence[str], metric: str, lab
     runs = _runs_with_scenarios(runs)
     if not runs or not scenarios:
         return None
-    fig = make_subplots(rows=len(scenarios), cols=1, shared_xaxes=True,
-                        subplot_titles=list(scenarios), vertical_spacing=0.35 / len(scenarios))
-    ns: list[int] = []
+    axes, notes = _panels(scenarios)
+    data, ns = [], []
     for row, scn in enumerate(scenarios, start=1):
+        ax = "" if row == 1 else str(row)  # the panel's axes: x, y, x2, y2, …
+        panel = {"xaxis": f"x{ax}", "yaxis": f"y{ax}"}
         for tier in TIERS:
             xs, p50, p95, n_col = [], [], [], []
             for run in runs:
@@ -134,51 +167,54 @@ def bands_figure(runs: Sequence[Run], scenarios: Sequence[str], metric: str, lab
                 p95.append(stat.p95 if enough and stat else None)
                 n_col.append(n)
             colour = TIER_COLOURS[tier]
-            fig.add_trace(go.Scatter(
-                x=xs, y=p50, name=f"{tier} P50", legendgroup=tier, showlegend=row == 1,
-                mode="lines+markers", line={"color": colour, "width": 2}, customdata=n_col,
+            data.append(dict(
+                type="scatter", x=xs, y=p50, name=f"{tier} P50", legendgroup=tier,
+                showlegend=row == 1, mode="lines+markers", line={"color": colour, "width": 2},
+                customdata=n_col, **panel,
                 hovertemplate=f"{scn} {tier} P50 %{{y:.0f}} ms (n=%{{customdata}})<extra></extra>",
-            ), row=row, col=1)
-            fig.add_trace(go.Scatter(
-                x=xs, y=p95, name=f"{tier} P95 (band from P50)", legendgroup=tier,
+            ))
+            data.append(dict(
+                type="scatter", x=xs, y=p95, name=f"{tier} P95 (band from P50)", legendgroup=tier,
                 showlegend=row == 1, mode="lines", fill="tonexty", fillcolor=TIER_BANDS[tier],
-                line={"color": colour, "width": 1, "dash": "dot"}, customdata=n_col,
+                line={"color": colour, "width": 1, "dash": "dot"}, customdata=n_col, **panel,
                 hovertemplate=f"{scn} {tier} P95 %{{y:.0f}} ms (n=%{{customdata}})<extra></extra>",
-            ), row=row, col=1)
-        fig.update_yaxes(title_text=f"{label} (ms)", rangemode="tozero", row=row, col=1)
-    fig.update_xaxes(title_text="run time (UTC)", row=len(scenarios), col=1)
+            ))
+        axes[f"yaxis{ax}"] |= {"title": {"text": f"{label} (ms)"}, "rangemode": "tozero"}
+    axes[f"xaxis{ax}"]["title"] = {"text": "run time (UTC)"}
     n_text = f"n = {min(ns)}–{max(ns)}" if ns else "no tier-run reached min n"
-    _layout(fig, f"{label} per scenario over time: P50 and P95 per tier{note}",
-            f"one point per probe run · {n_text} successes per tier, scenario and run · "
-            "below min n left out · P95 band only from n ≥ 59", "run time (UTC)", f"{label} (ms)",
-            height=140 + 190 * len(scenarios))
-    fig.update_layout(xaxis={"title": None})
-    return fig
+    layout = _layout(f"{label} per scenario over time: P50 and P95 per tier{note}",
+                     f"one point per probe run · {n_text} successes per tier, scenario and run · "
+                     "below min n left out · P95 band only from n ≥ 59", "run time (UTC)",
+                     f"{label} (ms)", height=140 + 190 * len(scenarios))
+    # the top panel's x axis has no title (the bottom one's says it; with one panel, none does)
+    layout = merged(layout, **axes, annotations=notes)
+    layout["xaxis"]["title"] = {}
+    return figure(data, layout)
 
 
-def breakdown_figure(report: dict[str, Any], note: str) -> go.Figure:
+def breakdown_figure(report: dict[str, Any], note: str) -> Figure:
     """Where the time goes: stacked medians per scenario and tier (ms)."""
-    fig = go.Figure()
+    data = []
     cats = [(scn, tier) for scn in report["scenarios"] for tier in ("fast", "base")]
     x = [[scn for scn, _ in cats], [tier for _, tier in cats]]
     ns = [report["breakdown"][scn][tier]["n"] for scn, tier in cats]
     for part, label in BREAKDOWN:
         ys = [report["breakdown"][scn][tier][part] for scn, tier in cats]
-        fig.add_trace(go.Bar(
-            x=x, y=ys, name=label, marker={"color": PART_COLOURS[part]}, customdata=ns,
+        data.append(dict(
+            type="bar", x=x, y=ys, name=label, marker={"color": PART_COLOURS[part]}, customdata=ns,
             hovertemplate=f"{label}: %{{y:.1f}} ms (n=%{{customdata}})<extra></extra>",
         ))
     n_text = f"n = {min(ns)}–{max(ns)}" if ns else "no samples"
-    _layout(fig, f"Where the time goes, per scenario and tier{note}",
-            f"medians of each part over successful samples · {n_text} per bar · medians do not "
-            "add up exactly to the E2E median", "scenario / tier", "time (ms, median)")
-    fig.update_layout(barmode="stack")
-    return fig
+    return figure(data, _layout(
+        f"Where the time goes, per scenario and tier{note}",
+        f"medians of each part over successful samples · {n_text} per bar · medians do not "
+        "add up exactly to the E2E median", "scenario / tier", "time (ms, median)",
+    ) | {"barmode": "stack"})
 
 
-def load_figure(load: dict[str, Any], note: str) -> go.Figure:
+def load_figure(load: dict[str, Any], note: str) -> Figure:
     """P95 TTFT and E2E against concurrency per tier (the newest load probe)."""
-    fig = go.Figure()
+    data = []
     levels = sorted(load["levels"], key=int)
     ns: list[int] = []
     for tier in TIERS:
@@ -189,26 +225,27 @@ def load_figure(load: dict[str, Any], note: str) -> go.Figure:
                 ys.append(stat.p95)
                 n_col.append(stat.n)
             ns += n_col
-            fig.add_trace(go.Scatter(
-                x=[int(lv) for lv in levels], y=ys, name=f"{tier} {label} P95",
+            data.append(dict(
+                type="scatter", x=[int(lv) for lv in levels], y=ys, name=f"{tier} {label} P95",
                 mode="lines+markers", customdata=n_col,
                 line={"color": TIER_COLOURS[tier], "dash": dash, "width": 2},
                 hovertemplate=f"{tier} {label} P95 %{{y:.0f}} ms at concurrency %{{x}} "
                               "(n=%{customdata})<extra></extra>",
             ))
     n_text = f"n = {min(ns)}–{max(ns)}" if ns else "no requests"
-    _layout(fig, f"Latency under load: P95 against concurrency{note}",
-            f"load probe run #{load['run']} · each tier probed alone · {n_text} successes per "
-            "point · below min n left out", "concurrent requests per tier (log scale)",
-            "P95 latency (ms)", rangemode="tozero")
-    fig.update_xaxes(type="log", tickvals=[int(lv) for lv in levels])
-    return fig
+    layout = _layout(f"Latency under load: P95 against concurrency{note}",
+                     f"load probe run #{load['run']} · each tier probed alone · {n_text} "
+                     "successes per point · below min n left out",
+                     "concurrent requests per tier (log scale)", "P95 latency (ms)",
+                     rangemode="tozero")
+    return figure(data, merged(layout, xaxis={"type": "log",
+                                              "tickvals": [int(lv) for lv in levels]}))
 
 
 def speed_charts(report: dict[str, Any], runs: Sequence[Run]) -> dict[str, Chart]:
     """The speed page's figures by role: speedup, ttft_bands, e2e_bands, breakdown, load."""
     note = " · simulated" if report.get("simulated") else ""
-    figures: dict[str, tuple[str, go.Figure | None]] = {}  # role: (title, figure)
+    figures: dict[str, tuple[str, Figure | None]] = {}  # role: (title, figure)
     if report["scenarios"]:
         figures["speedup"] = ("Speed-up per scenario", speedup_figure(report, note))
         figures["breakdown"] = ("Where the time goes", breakdown_figure(report, note))
@@ -220,6 +257,6 @@ def speed_charts(report: dict[str, Any], runs: Sequence[Run]) -> dict[str, Chart
         figures["load"] = ("Latency under load", load_figure(report["load"], note))
     return {
         role: SpeedChart(id=f"speed-{role.replace('_', '-')}", title=title,
-                         json=figure_json(fig), height=int(fig.layout.height or HEIGHT_PX))
+                         json=figure_json(fig), height=int(fig["layout"]["height"] or HEIGHT_PX))
         for role, (title, fig) in figures.items() if fig is not None
     }

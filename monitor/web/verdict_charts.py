@@ -13,10 +13,17 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-import plotly.graph_objects as go
-
 from monitor.run_summary import Verdict
-from monitor.web.chart_kit import HEIGHT_PX, SIM_COLOURS, Chart, charts_of, titled_layout
+from monitor.web.chart_kit import (
+    HEIGHT_PX,
+    SIM_COLOURS,
+    Chart,
+    Figure,
+    charts_of,
+    figure,
+    merged,
+    titled_layout,
+)
 
 LABEL_COLOURS = {  # Okabe–Ito, as on the pair page
     "no_detectable_difference": "#009E73",
@@ -28,68 +35,68 @@ FLOOR, OBSERVED, THRESHOLD, EVENT = "#009E73", "#D55E00", "#555555", "#56B4E9"
 MMD_AXIS = "MMD² (unitless)"
 
 
-def _layout(fig: go.Figure, title: str, subtitle: str, x_title: str, y_title: str,
-            **extra: Any) -> None:
-    titled_layout(fig, title=title, subtitle=subtitle, x_title=x_title, y_title=y_title,
-                  height=HEIGHT_PX, top=90, **extra)
+def _layout(title: str, subtitle: str, x_title: str, y_title: str,
+            **extra: Any) -> dict[str, Any]:
+    return titled_layout(title=title, subtitle=subtitle, x_title=x_title, y_title=y_title,
+                         height=HEIGHT_PX, top=90, **extra)
 
 
-def _vline(fig: go.Figure, x: float, top: float, name: str, colour: str, dash: str) -> None:
+def _vline(x: float, top: float, name: str, colour: str, dash: str) -> dict[str, Any]:
     """A vertical line as a trace, so it has a legend entry, a hover and joins autorange."""
-    fig.add_trace(go.Scatter(
-        x=[x, x], y=[0, top], mode="lines", name=name, line={"color": colour, "dash": dash,
-                                                              "width": 2},
+    return dict(
+        type="scatter", x=[x, x], y=[0, top], mode="lines", name=name,
+        line={"color": colour, "dash": dash, "width": 2},
         hovertemplate=f"{name}: {x:.3g}<extra></extra>",
-    ))
+    )
 
 
-def null_figure(verdict: Verdict, *, note: str = "") -> go.Figure:
+def null_figure(verdict: Verdict, *, note: str = "") -> Figure:
     """The fast-vs-base MMD² against its permutation null, with the run's critical value (the
     null's 1 − α quantile: caught half the time) and the MMD² it catches with 80% power."""
     fvb = verdict.mmd("fast_vs_base")
     hist = fvb.get("null_hist") or {"edges": [], "counts": []}
     edges, counts = hist["edges"], hist["counts"]
-    fig = go.Figure()
+    data = []
     top = max(counts, default=1) * 1.05
     if counts:
         centres = [(a + b) / 2 for a, b in zip(edges, edges[1:], strict=False)]
-        fig.add_trace(go.Bar(
-            x=centres, y=counts, width=[b - a for a, b in zip(edges, edges[1:], strict=False)],
+        data.append(dict(
+            type="bar", x=centres, y=counts,
+            width=[b - a for a, b in zip(edges, edges[1:], strict=False)],
             name=f"permutation null (B = {fvb['B']})", marker={"color": "#BBBBBB"},
             hovertemplate="MMD² %{x:.3g}: %{y} permutations<extra></extra>",
         ))
     if fvb.get("critical_value") is not None:
         alpha = verdict.alpha
-        _vline(fig, fvb["critical_value"], top, f"detection threshold (1 − {alpha:g} quantile)",
-               THRESHOLD, "dot")
+        data.append(_vline(fvb["critical_value"], top,
+                           f"detection threshold (1 − {alpha:g} quantile)", THRESHOLD, "dot"))
     if verdict.detectable_80 is not None:
-        _vline(fig, verdict.detectable_80, top, "caught with 80% power", FLOOR, "dash")
+        data.append(_vline(verdict.detectable_80, top, "caught with 80% power", FLOOR, "dash"))
     if fvb.get("statistic") is not None:
-        _vline(fig, fvb["statistic"], top, "fast vs base (observed)", OBSERVED, "solid")
+        data.append(_vline(fvb["statistic"], top, "fast vs base (observed)", OBSERVED, "solid"))
     n_fast, n_base = fvb.get("n_per_tier") or (0, 0)
     subtitle = (f"n = {n_fast} fast / {n_base} base samples, {fvb.get('n_prompts', 0)} prompts, "
                 f"L = {fvb.get('L')} chars<br>kernel: share of matching characters · labels "
                 f"permuted within prompts{note}")
-    _layout(fig, "MMD² fast vs base against chance", subtitle, MMD_AXIS, "permutations (count)",
-            bargap=0)
-    return fig
+    return figure(data, _layout("MMD² fast vs base against chance", subtitle, MMD_AXIS,
+                                "permutations (count)", bargap=0))
 
 
-def ladder_figure(verdict: Verdict, *, note: str = "") -> go.Figure:
+def ladder_figure(verdict: Verdict, *, note: str = "") -> Figure:
     """The reference ladder's significant rungs on a log scale (context, as in
     ``evals.stats.labels.ladder_context``), with this run's statistic and 80%-power effect.
     Values ≤ 0 cannot sit on a log axis and are named in the subtitle instead."""
     ladder = verdict.data.get("ladder") or {}
     rungs = [r for r in ladder.get("rungs") or () if (r.get("mmd2") or 0) > 0
              and r["key"] != "a_vs_a" and r.get("p_value", 1.0) < verdict.alpha]  # fmt: skip
-    fig = go.Figure()
-    fig.add_trace(go.Scatter(
-        x=[r["mmd2"] for r in rungs], y=["reference ladder"] * len(rungs), mode="markers+text",
+    data = [dict(
+        type="scatter", x=[r["mmd2"] for r in rungs], y=["reference ladder"] * len(rungs),
+        mode="markers+text",
         text=[r["key"] for r in rungs], textposition="top center", name="reference rungs",
         marker={"symbol": "line-ns-open", "size": 22, "color": "#333333"},
         customdata=[r["label"] for r in rungs],
         hovertemplate="%{customdata}: MMD² %{x:.3g}<extra></extra>",
-    ))
+    )]
     marks = [("fast vs base", verdict.statistic, OBSERVED),
              ("caught with 80% power", verdict.detectable_80, FLOOR)]
     hidden = []
@@ -97,8 +104,8 @@ def ladder_figure(verdict: Verdict, *, note: str = "") -> go.Figure:
         if value is None or value <= 0:
             hidden.append(f"{name} {'n/a' if value is None else f'{value:.2g}'}")
             continue
-        fig.add_trace(go.Scatter(
-            x=[value], y=["this run"], mode="markers", name=name,
+        data.append(dict(
+            type="scatter", x=[value], y=["this run"], mode="markers", name=name,
             marker={"size": 13, "color": colour},
             hovertemplate=f"{name}: %{{x:.3g}}<extra></extra>",
         ))
@@ -106,78 +113,80 @@ def ladder_figure(verdict: Verdict, *, note: str = "") -> go.Figure:
     sub += f", L = {ladder.get('L')}"
     if hidden:
         sub += "<br>not on the log axis (≤ 0): " + ", ".join(hidden)
-    _layout(fig, "For context: MMD² of known differences", sub + note,
-            f"{MMD_AXIS}, log scale", "")
+    layout = _layout("For context: MMD² of known differences", sub + note,
+                     f"{MMD_AXIS}, log scale", "")
     shown = [r["mmd2"] for r in rungs] + [v for _, v, _ in marks if v is not None and v > 0]
+    xaxis: dict[str, Any] = {"type": "log"}
     if shown:  # log10 range with half a decade of room, so labels at the ends fit
-        fig.update_xaxes(range=[math.log10(min(shown)) - 0.5, math.log10(max(shown)) + 0.5])
-    fig.update_xaxes(type="log")
-    fig.update_yaxes(range=[-0.6, 1.8])  # room for the rung labels above their marks
-    return fig
+        xaxis["range"] = [math.log10(min(shown)) - 0.5, math.log10(max(shown)) + 0.5]
+    # room for the rung labels above their marks
+    return figure(data, merged(layout, xaxis=xaxis, yaxis={"range": [-0.6, 1.8]}))
 
 
-def similarity_figure(t0: dict[str, Any], *, note: str = "") -> go.Figure:
+def similarity_figure(t0: dict[str, Any], *, note: str = "") -> Figure:
     """Overlaid histograms of temperature-0 Indel similarity, fast-vs-base over the
     base-vs-base pairs (the noise floor)."""
-    fig = go.Figure()
+    data = []
     for key, name in (("fast_vs_base", "fast vs base"), ("base_vs_base", "base vs base (floor)")):
         block = t0.get(key) or {}
         ratios = [100.0 * r for r in block.get("ratios") or ()]
-        fig.add_trace(go.Histogram(
-            x=ratios, name=f"{name}, n = {len(ratios)}", opacity=0.6,
+        data.append(dict(
+            type="histogram", x=ratios, name=f"{name}, n = {len(ratios)}", opacity=0.6,
             xbins={"start": 0, "end": 100.01, "size": 2.5}, histnorm="percent",
             marker={"color": SIM_COLOURS[key]},
             hovertemplate=f"{name}: %{{y:.0f}}% of pairs at %{{x}}%<extra></extra>",
         ))
-    _layout(fig, "Temperature-0 similarity: fast vs base beside base vs base",
-            f"probe run #{t0['run_id']} · rapidfuzz Indel ratio, 100% = identical{note}",
-            "Indel similarity (%)", "share of text pairs (%)", barmode="group")
+    layout = _layout("Temperature-0 similarity: fast vs base beside base vs base",
+                     f"probe run #{t0['run_id']} · rapidfuzz Indel ratio, 100% = identical{note}",
+                     "Indel similarity (%)", "share of text pairs (%)", barmode="group")
     lowest = min((100.0 * r for k in ("fast_vs_base", "base_vs_base")
                   for r in (t0.get(k) or {}).get("ratios") or ()), default=90.0)
-    fig.update_xaxes(range=[max(0.0, min(lowest, 90.0) - 5.0), 102.5])
-    return fig
+    return figure(data, merged(layout, xaxis={"range": [max(0.0, min(lowest, 90.0) - 5.0),
+                                                        102.5]}))
 
 
-def divergence_figure(t0: dict[str, Any], *, note: str = "") -> go.Figure:
+def divergence_figure(t0: dict[str, Any], *, note: str = "") -> Figure:
     """Box plots of the first-divergence position (characters) of the pairs that diverge."""
-    fig = go.Figure()
+    data = []
     for key, name in (("fast_vs_base", "fast vs base"), ("base_vs_base", "base vs base (floor)")):
         block = t0.get(key) or {}
         pos = [d for d in block.get("first_divergence") or () if d is not None]
         n_all = block.get("n") or 0
-        fig.add_trace(go.Box(
-            x=pos, name=f"{name}<br>{len(pos)} of {n_all} diverge", boxpoints="all",
+        data.append(dict(
+            type="box", x=pos, name=f"{name}<br>{len(pos)} of {n_all} diverge", boxpoints="all",
             jitter=0.4, marker={"color": SIM_COLOURS[key]}, orientation="h",
             hovertemplate="first divergence at character %{x}<extra></extra>",
         ))
-    if not any(len(t.x or ()) for t in fig.data):
-        fig.add_annotation(text="no text pair diverges: every pair is identical",
-                           showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
-    _layout(fig, "Where temperature-0 answers first differ",
-            f"probe run #{t0['run_id']} · identical pairs have no divergence and are left out"
-            f"{note}", "first divergence (character index)", "", showlegend=False)
-    return fig
+    layout = _layout("Where temperature-0 answers first differ",
+                     f"probe run #{t0['run_id']} · identical pairs have no divergence and are "
+                     f"left out{note}", "first divergence (character index)", "",
+                     showlegend=False)
+    if not any(t["x"] for t in data):
+        layout["annotations"] = [{"text": "no text pair diverges: every pair is identical",
+                                  "showarrow": False, "xref": "paper", "yref": "paper",
+                                  "x": 0.5, "y": 0.5}]
+    return figure(data, layout)
 
 
 def history_figure(
     history: Sequence[dict[str, Any]], track: dict[str, Any] | None,
     events: Sequence[dict[str, Any]], *, note: str = "",
-) -> go.Figure:
+) -> Figure:
     """Each audit's MMD² fast vs base (coloured by its label), the MMD² each audit would catch
     with 80% power, the audits where the pair's e-detector was alarmed and the model id /
     fingerprint changes."""
-    fig = go.Figure()
     xs = [h["at"] for h in history]
-    fig.add_trace(go.Scatter(
-        x=xs, y=[h["detectable_80"] for h in history], name="caught with 80% power",
+    data = [dict(
+        type="scatter", x=xs, y=[h["detectable_80"] for h in history], name="caught with 80% power",
         mode="lines", line={"color": THRESHOLD, "dash": "dot"},
         hovertemplate="80% power above MMD² %{y:.3g}<extra></extra>",
-    ))
+    )]
     for label, colour in LABEL_COLOURS.items():
         rows = [h for h in history if h["label"] == label]
         if rows:
-            fig.add_trace(go.Scatter(
-                x=[h["at"] for h in rows], y=[h["statistic"] for h in rows], mode="markers",
+            data.append(dict(
+                type="scatter", x=[h["at"] for h in rows], y=[h["statistic"] for h in rows],
+                mode="markers",
                 name=label.replace("_", " "), marker={"color": colour, "size": 11},
                 customdata=[[h["run_id"], h["sentence"]] for h in rows],
                 hovertemplate="run #%{customdata[0]}: %{customdata[1]}<extra></extra>",
@@ -187,25 +196,24 @@ def history_figure(
     top = top * 1.1 if top > 0 else 1.0
     alarmed = [h for h in history if h.get("alarm")]
     if alarmed:
-        fig.add_trace(go.Scatter(
-            x=[h["at"] for h in alarmed], y=[top] * len(alarmed), mode="markers",
+        data.append(dict(
+            type="scatter", x=[h["at"] for h in alarmed], y=[top] * len(alarmed), mode="markers",
             name="e-detector alarmed", marker={"symbol": "x", "size": 14, "color": "#CC0000"},
             hovertemplate="evidence across audits: alarmed<extra></extra>",
         ))
     changed = [e for e in events if e["change"]]
     if changed:
-        fig.add_trace(go.Scatter(
-            x=[e["first_seen"].isoformat() for e in changed], y=[top] * len(changed),
-            mode="markers", name="new model id / fingerprint",
+        data.append(dict(
+            type="scatter", x=[e["first_seen"].isoformat() for e in changed],
+            y=[top] * len(changed), mode="markers", name="new model id / fingerprint",
             marker={"symbol": "diamond", "size": 12, "color": EVENT},
             customdata=[f"{e['endpoint']}: {e['what']} {e['value']}" for e in changed],
             hovertemplate="%{customdata}<extra></extra>",
         ))
-    _layout(fig, "Verdict history: MMD² fast vs base per audit run",
-            f"{len(history)} audit runs · markers coloured by label · ✕ e-detector alarmed, "
-            f"◆ new model id / fingerprint{note}",
-            "audit time (UTC)", MMD_AXIS, hovermode="closest")
-    return fig
+    return figure(data, _layout(
+        "Verdict history: MMD² fast vs base per audit run",
+        f"{len(history)} audit runs · markers coloured by label · ✕ e-detector alarmed, "
+        f"◆ new model id / fingerprint{note}", "audit time (UTC)", MMD_AXIS, hovermode="closest"))
 
 
 def verdict_charts(
@@ -214,7 +222,7 @@ def verdict_charts(
 ) -> list[Chart]:
     """The verdict page's figures that have data, in page order."""
     note = " · simulated" if simulated else ""
-    figures: list[tuple[str, str, go.Figure]] = []
+    figures: list[tuple[str, str, Figure]] = []
     if verdict and verdict.mmd("fast_vs_base").get("statistic") is not None:
         figures.append(("chart-null", "MMD² against its permutation null",
                         null_figure(verdict, note=note)))
