@@ -186,9 +186,10 @@ def bands_figure(runs: Sequence[Run], scenarios: Sequence[str], metric: str, lab
                      f"one point per probe run · {n_text} successes per tier, scenario and run · "
                      "below min n left out · P95 band only from n ≥ 59", "run time (UTC)",
                      f"{label} (ms)", height=140 + 190 * len(scenarios))
-    # the top panel's x axis has no title (the bottom one's says it; with one panel, none does)
+    # only the bottom panel's x axis has a title (with one panel, the top one is the bottom)
     layout = merged(layout, **axes, annotations=notes)
-    layout["xaxis"]["title"] = {}
+    if len(scenarios) > 1:
+        layout["xaxis"]["title"] = {}
     return figure(data, layout)
 
 

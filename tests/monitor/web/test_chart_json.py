@@ -4,14 +4,16 @@ one value the browser draws.
 
 The golden file ``data/chart_golden.json`` was written by commit 9f56979 (main, before the
 figures were built as dicts) from ``data/chart_inputs.json`` (pair00 of the 10 M-sample scale
-database, plus the blocks ``chart_golden`` adds). When a chart changes on purpose, regenerate it
-with the changed code and review the diff:
+database, plus the blocks ``chart_golden`` adds), then regenerated once on purpose: a one-panel
+speed bands figure now keeps its x-axis title (it had none). When a chart changes on purpose,
+regenerate it with the changed code and review the diff:
 ``python -m tests.monitor.web.chart_golden golden`` (any DATABASE_URL; nothing is read from it).
 """
 
 from __future__ import annotations
 
 import json
+from datetime import datetime
 
 import plotly.graph_objects as go
 import pytest
@@ -21,6 +23,14 @@ from monitor.web.speed_charts import _panels
 from tests.monitor.web.chart_golden import GOLDEN, INPUTS, build
 
 EXPECTED = json.loads(GOLDEN.read_text())
+
+
+def _is_time(value: object) -> bool:
+    try:
+        datetime.fromisoformat(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 @pytest.fixture(scope="module")
@@ -53,3 +63,18 @@ def test_the_panels_are_laid_out_as_make_subplots_does(rows):
                            vertical_spacing=0.35 / rows).layout.to_plotly_json()
     axes, notes = _panels(titles)
     assert {k: v for k, v in layout.items() if k != "template"} == {**axes, "annotations": notes}
+
+
+@pytest.mark.parametrize("page,chart", [(p, c) for p, cs in EXPECTED.items() for c in cs])
+def test_a_chart_says_what_its_axes_measure(built, page, chart):
+    """Some x axis and some y axis of every figure has a title (units are in the titles),
+    except an axis of labels (no numbers or times on it: names, or a box plot's trace names)."""
+    fig = built[page][chart]["figure"]
+    layout = fig["layout"]
+    for axis in ("xaxis", "yaxis"):
+        values = [v for trace in fig["data"] for v in (trace.get(axis[0]) or [])]
+        if not any(isinstance(v, int | float) or _is_time(v) for v in values):
+            continue
+        titles = [v.get("title", {}).get("text") for k, v in layout.items()
+                  if k.startswith(axis) and isinstance(v, dict)]
+        assert any(titles), (axis, titles)
