@@ -13,6 +13,7 @@ page 175 → 60 ms, speed 150 → 85 ms; docs/benchmarks.md, "At 10 M samples"),
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,6 +70,15 @@ def merged(base: dict[str, Any], **updates: Any) -> dict[str, Any]:
         out[key] = merged(old, **value) if isinstance(old, dict) and isinstance(value, dict) \
             else value
     return out
+
+
+def log_ticks(low: float, high: float) -> dict[str, Any]:
+    """Ticks at 1, 2 and 5 × 10^k from ``low`` to ``high`` (> 0), each labelled in full:
+    plotly's own log ticks label 20 and 50 as "2" and "5", so "5" stood above "10"."""
+    values = [m * 10.0 ** k for k in range(math.floor(math.log10(low)),
+                                            math.ceil(math.log10(high)) + 1) for m in (1, 2, 5)]
+    shown = [round(v, 12) for v in values if low <= v <= high]
+    return {"tickvals": shown, "ticktext": [f"{v:g}" for v in shown]}
 
 
 def run_time(run: Run) -> str:

@@ -23,6 +23,7 @@ from monitor.web.chart_kit import (
     Figure,
     figure,
     figure_json,
+    log_ticks,
     merged,
     titled_layout,
 )
@@ -85,7 +86,7 @@ def speedup_figure(report: dict[str, Any], note: str) -> Figure:
                      f"base/fast, 95% cluster-bootstrap interval over runs · n = {n} pairs in "
                      f"all · hollow: no interval below {report.get('min_pairs', 20)} pairs · "
                      "failed probes count as slowest", "scenario", "times faster (×, log scale)",
-                     type="log", dtick="D2")
+                     type="log", **log_ticks(0.1, 100))
     return figure(data, {**layout, "shapes": shapes, "scattermode": "group"})
 
 

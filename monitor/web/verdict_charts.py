@@ -21,6 +21,7 @@ from monitor.web.chart_kit import (
     Figure,
     charts_of,
     figure,
+    log_ticks,
     merged,
     titled_layout,
 )
@@ -119,6 +120,7 @@ def ladder_figure(verdict: Verdict, *, note: str = "") -> Figure:
     xaxis: dict[str, Any] = {"type": "log"}
     if shown:  # log10 range with half a decade of room, so labels at the ends fit
         xaxis["range"] = [math.log10(min(shown)) - 0.5, math.log10(max(shown)) + 0.5]
+        xaxis |= log_ticks(*(10 ** end for end in xaxis["range"]))
     # room for the rung labels above their marks
     return figure(data, merged(layout, xaxis=xaxis, yaxis={"range": [-0.6, 1.8]}))
 

@@ -4,8 +4,9 @@ one value the browser draws.
 
 The golden file ``data/chart_golden.json`` was written by commit 9f56979 (main, before the
 figures were built as dicts) from ``data/chart_inputs.json`` (pair00 of the 10 M-sample scale
-database, plus the blocks ``chart_golden`` adds), then regenerated once on purpose: a one-panel
-speed bands figure now keeps its x-axis title (it had none). When a chart changes on purpose,
+database, plus the blocks ``chart_golden`` adds), then regenerated on purpose twice: a one-panel
+speed bands figure keeps its x-axis title (it had none); the speed-up axis labels its log ticks
+in full (plotly's "D2" printed 20 and 50 as "2" and "5"). When a chart changes on purpose,
 regenerate it with the changed code and review the diff:
 ``python -m tests.monitor.web.chart_golden golden`` (any DATABASE_URL; nothing is read from it).
 """
@@ -78,3 +79,11 @@ def test_a_chart_says_what_its_axes_measure(built, page, chart):
         titles = [v.get("title", {}).get("text") for k, v in layout.items()
                   if k.startswith(axis) and isinstance(v, dict)]
         assert any(titles), (axis, titles)
+
+
+@pytest.mark.parametrize("page,chart", [(p, c) for p, cs in EXPECTED.items() for c in cs])
+def test_a_log_axis_labels_its_ticks_in_full(built, page, chart):
+    """Plotly's own log ticks label 20 and 50 as "2" and "5" above "10"; ours are listed."""
+    for key, axis in built[page][chart]["figure"]["layout"].items():
+        if isinstance(axis, dict) and axis.get("type") == "log":
+            assert axis.get("tickvals") and "dtick" not in axis, key
