@@ -81,7 +81,11 @@ def test_the_real_engine_s_q4_pair_gets_a_verdict(admin_client, tmp_path):
                      log=lambda _: None)
     try:
         [pair] = register(urls=urls, ctx=4096, suite_name="smoke")
-        sync_builtin_suite(name="audit")  # as ``demo --engine llama.cpp`` does
+        audit = sync_builtin_suite(name="audit")  # as ``demo --engine llama.cpp`` does
+        # Answers cut to 16 tokens, as a user may save them (a case's max_tokens): 250 answers
+        # of 50 tokens from the f16 base at one thread took 466 s of CI on an Intel Xeon (the
+        # test was written on an AMD EPYC, where the whole CI took 871 s); 16 tokens: 274 s.
+        audit.cases.update(max_tokens=16)
         assert pair.name == "smollm2-q4-vs-f16" and pair.repeat == 1
         probe = execute_run(run_id=probe_pair_task.run(pair.name, "probe"), cases_limit=2)
         assert probe.status == "done", probe.error
