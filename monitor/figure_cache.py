@@ -33,7 +33,7 @@ from django.core.cache import cache
 from django.db import connection, transaction
 from django.db.models import Count, Max, Model
 
-CODE_VERSION = 3
+CODE_VERSION = 4
 T = TypeVar("T")
 
 

@@ -47,7 +47,6 @@ class Measured:
 
     verdict_html: SafeString  # the newest verdict and the TTFT trend line
     numbers_html: SafeString  # TTFT P95, speed-ups, similarity, pass rates
-    window: dict[str, dict]  # tier → TTFT {"n", "p95"} over the window (absent: no run in it)
     drifting: tuple[str, ...]  # the series its CUSUM finds in drift, if any
     availability: dict[str, float]  # tier → availability of the newest comparable run
     valid_until: datetime | None  # the oldest windowed run leaves the window then
@@ -127,7 +126,6 @@ def build(pairs: Mapping[int, tuple[str, int | None]], now: datetime) -> dict[in
                 "spark_last": [sparkline.ms(trend.last(t)) for t in TIERS]}),
             numbers_html=render_to_string(f"{TEMPLATE}#numbers",
                                           newest_numbers(summary, tier_window)),
-            window=tier_window,
             drifting=tuple(drift.drifting) if drift and drift.state == "drift" else (),
             availability={t: s.availability for t, s in summary.tiers.items()
                           if s.availability is not None},
