@@ -64,6 +64,14 @@ def _fields(obj: Model | None) -> list[tuple[str, Any]]:
     return [(f.attname, getattr(obj, f.attname)) for f in obj._meta.concrete_fields]
 
 
+def digest(pair: Model) -> str:
+    """The pair's and its endpoints' fields, hashed: a changed claim, SLO or name, or another
+    pair under an id used before (SQLite reuses the highest id after a delete)."""
+    endpoints = [getattr(pair, name, None) for name in ("fast", "base")]
+    fields = repr([_fields(pair), *map(_fields, endpoints)])
+    return hashlib.sha1(fields.encode()).hexdigest()[:16]
+
+
 def data_version(pair: Model) -> str:
     """The pair's data version (module docstring): one query and one cache read, once per pair
     object (a view reads its pair once per request, so every entry of the request shares it)."""
@@ -73,10 +81,7 @@ def data_version(pair: Model) -> str:
     runs = pair.runs.filter(finished_at__isnull=False).aggregate(
         newest=Max("id"), n=Count("id"), finished=Max("finished_at"))
     token = generations([pair.pk])[pair.pk]
-    endpoints = [getattr(pair, name, None) for name in ("fast", "base")]
-    fields = repr([_fields(pair), *map(_fields, endpoints)])
-    digest = hashlib.sha1(fields.encode()).hexdigest()[:16]
-    pair._data_version = f"{runs['newest']}:{runs['n']}:{runs['finished']}:{token}:{digest}"
+    pair._data_version = f"{runs['newest']}:{runs['n']}:{runs['finished']}:{token}:{digest(pair)}"
     return pair._data_version
 
 

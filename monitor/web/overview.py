@@ -64,8 +64,7 @@ class Context:
     def read(cls, items: Sequence[selectors.PairOverview]) -> Context:
         now = timezone.now()
         pairs = [i.pair for i in items]
-        newest = {i.pair.pk: (i.pair.name, i.last_done.pk if i.last_done else None)
-                  for i in items}
+        newest = [(i.pair, i.last_done) for i in items]
         return cls(now=now, windows=maintenance.active_by_pair(pairs, now),
                    intervals=probe_intervals([p.name for p in pairs]),
                    measured=overview_cells.measured(newest, now),

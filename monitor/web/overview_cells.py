@@ -7,9 +7,12 @@ when a run of the pair ends or writes its summary, or when the oldest run in the
 out, and the overview refreshes every 5 s in every open browser.
 
 An entry's version is the pair's generation (``monitor.figure_cache.generations``, renewed on
-commit by every ``Run.summary`` write and every run's end, ``RunQuerySet.end``) with the id of
-its newest comparable run; the entry also says until when it holds (``valid_until``: the
-moment its oldest windowed run leaves the window), so it is exact, not merely recent. What can
+commit by every ``Run.summary`` write and every run's end, ``RunQuerySet.end``) and the digest
+of its and its endpoints' fields (``figure_cache.digest``), with the id and finish time of its
+newest comparable run (an id alone can come back: SQLite reuses the highest id after a delete,
+and a test database's ids start again each test); the entry also says until when it holds
+(``valid_until``: the moment its oldest windowed run leaves the window), so it is exact, not
+merely recent. What can
 change without a run stays out and is read on every view: status, last run, open alerts,
 maintenance windows, the e-BH flags across pairs.
 """
@@ -133,14 +136,14 @@ def build(pairs: Mapping[int, tuple[str, int | None]], now: datetime) -> dict[in
     return out
 
 
-def measured(pairs: Mapping[int, tuple[str, int | None]], now: datetime) -> dict[int, Measured]:
+def measured(rows: Sequence[tuple[Pair, Run | None]], now: datetime) -> dict[int, Measured]:
     """Pair id → its cells, from the cache where the pair's version is unchanged and the
-    entry's window still holds, built for the rest in one pass. ``pairs``: pair id → its name
-    (in the cells' links) and the id of its newest comparable finished run
-    (``selectors.pairs_overview`` reads it)."""
-    tokens = figure_cache.generations(pairs)
-    versions = {pair_id: f"{tokens[pair_id]}:{newest}:{name}"
-                for pair_id, (name, newest) in pairs.items()}
+    entry's window still holds, built for the rest in one pass. ``rows``: each pair with its
+    newest comparable finished run (``selectors.pairs_overview`` reads it), or None."""
+    tokens = figure_cache.generations([pair.pk for pair, _ in rows])
+    versions = {pair.pk: f"{tokens[pair.pk]}:{run and run.pk}:{run and run.finished_at}:"
+                         f"{figure_cache.digest(pair)}" for pair, run in rows}
+    pairs = {pair.pk: (pair.name, run and run.pk) for pair, run in rows}
     return figure_cache.cached_many(
         "overview", versions, lambda missing: build({p: pairs[p] for p in missing}, now),
         fresh=lambda cells: cells.valid_until is None or now < cells.valid_until)
@@ -149,5 +152,5 @@ def measured(pairs: Mapping[int, tuple[str, int | None]], now: datetime) -> dict
 def warm(pair: Pair, now: datetime) -> None:
     """Build one pair's cells into the cache (the pipeline, after a run's last write)."""
     newest = (Run.objects.trend().filter(pair=pair).order_by("-created_at", "-id")
-              .values_list("id", flat=True).first())
-    measured({pair.pk: (pair.name, newest)}, now)
+              .only("id", "finished_at").first())
+    measured([(pair, newest)], now)

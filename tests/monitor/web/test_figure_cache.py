@@ -161,11 +161,11 @@ def test_a_cached_window_p95_is_rebuilt_when_its_oldest_run_leaves_the_window(mo
     newest = rollup_run(pair, hours_ago=1, fast_ms=100.0, base_ms=500.0)
     built = counting_builders(monkeypatch)
     now = timezone.now()
-    cells = overview_cells.measured({pair.pk: ("demo", newest.pk)}, now)[pair.pk]
+    cells = overview_cells.measured([(pair, newest)], now)[pair.pk]
     assert cells.numbers_html.count("n = 40 &lt; 59") == 2  # both tiers' P95 over 2 runs
-    assert overview_cells.measured({pair.pk: ("demo", newest.pk)}, now + timedelta(minutes=20)
+    assert overview_cells.measured([(pair, newest)], now + timedelta(minutes=20)
                                    ) == {pair.pk: cells}  # the oldest run is still inside 24 h
-    later = overview_cells.measured({pair.pk: ("demo", newest.pk)},
+    later = overview_cells.measured([(pair, newest)],
                                     now + timedelta(hours=1))[pair.pk]
     assert later.numbers_html.count("n = 20 &lt; 59") == 2  # it aged out: rebuilt without it
     assert built == [f"overview:{pair.pk}"] * 2
