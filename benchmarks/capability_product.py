@@ -61,10 +61,18 @@ PRICES = {"fast": (0.5, 2.0), "base": (3.0, 15.0)}  # USD per million tokens: in
 
 def full_probe(url: str) -> tuple[Pair, Run, float]:
     suite = sync_benchmark_suite(name="capability")
-    eps = {tier: Endpoint.objects.create(
-        name=f"sim-{tier}", base_url=url, model=model, simulated=True, max_concurrency=8,
-        price_input_per_mtok=PRICES[tier][0], price_output_per_mtok=PRICES[tier][1])
-        for tier, model in (("fast", "demo-distilled"), ("base", "demo-base"))}
+    eps = {
+        tier: Endpoint.objects.create(
+            name=f"sim-{tier}",
+            base_url=url,
+            model=model,
+            simulated=True,
+            max_concurrency=8,
+            price_input_per_mtok=PRICES[tier][0],
+            price_output_per_mtok=PRICES[tier][1],
+        )
+        for tier, model in (("fast", "demo-distilled"), ("base", "demo-base"))
+    }
     pair = Pair.objects.create(name="sim", fast=eps["fast"], base=eps["base"], suite=suite)
     t0 = time.perf_counter()
     run = execute_run(run_id=create_run(pair=pair).id)
@@ -74,8 +82,7 @@ def full_probe(url: str) -> tuple[Pair, Run, float]:
 def fill_window(pair: Pair, run: Run) -> int:
     samples = list(Sample.objects.filter(run=run))
     for _ in range(capability.WINDOW_RUNS - 1):
-        copy = Run.objects.create(pair=pair, suite=run.suite, status="done",
-                                  summary=run.summary)
+        copy = Run.objects.create(pair=pair, suite=run.suite, status="done", summary=run.summary)
         for s in samples:
             s.pk, s.run = None, copy
         Sample.objects.bulk_create(samples, batch_size=2000)
@@ -104,10 +111,12 @@ def before_rows(before: str | None, report_s, page_s) -> list[str]:
     if not before:
         return []
     rw, rc, pw, pc = (float(x) for x in before.split(","))
-    return [f"| before the rollups (samples read every view, commit 7fe26a1): `window_report` "
-            f"| {rw:.2f} s wall, {rc:.2f} s CPU (CPU ratio {rc / report_s[1]:.1f}×) |",
-            f"| before the rollups: the whole page | {pw:.2f} s wall, {pc:.2f} s CPU (CPU "
-            f"ratio {pc / page_s[1]:.1f}×) |"]
+    return [
+        f"| before the rollups (samples read every view, commit 7fe26a1): `window_report` "
+        f"| {rw:.2f} s wall, {rc:.2f} s CPU (CPU ratio {rc / report_s[1]:.1f}×) |",
+        f"| before the rollups: the whole page | {pw:.2f} s wall, {pc:.2f} s CPU (CPU "
+        f"ratio {pc / page_s[1]:.1f}×) |",
+    ]
 
 
 def main() -> None:
@@ -130,8 +139,11 @@ def main() -> None:
         client = Client()
         client.force_login(user)
         page_s = timed(lambda: client.get(f"/pairs/{pair.name}/worse/"))
-        print(f"window_report: wall {report_s[0]:.2f} s, CPU {report_s[1]:.2f} s; page: wall "
-              f"{page_s[0]:.2f} s, CPU {page_s[1]:.2f} s", flush=True)
+        print(
+            f"window_report: wall {report_s[0]:.2f} s, CPU {report_s[1]:.2f} s; page: wall "
+            f"{page_s[0]:.2f} s, CPU {page_s[1]:.2f} s",
+            flush=True,
+        )
         report = capability.window_report(pair)
         Pair.objects.filter(pk=pair.pk).update(daily_budget_usd=args.budget)
         # a new day: the full probe (yesterday) leaves its observed reply lengths, not its cost
@@ -140,18 +152,24 @@ def main() -> None:
         pair.refresh_from_db()
         limited = execute_run(run_id=create_run(pair=pair).id)
     block = limited.summary_obj.budget
-    lost = sum(1 for r in report.results if r.p_adjusted is not None and r.p_adjusted < 0.05
-               and (r.diff_points or 0) < 0)
+    lost = sum(
+        1
+        for r in report.results
+        if r.p_adjusted is not None and r.p_adjusted < 0.05 and (r.diff_points or 0) < 0
+    )
     lines = [
-        SECTION, "",
+        SECTION,
+        "",
         f"Measured {time.strftime('%Y-%m-%d')} on {platform.machine()} ({os.cpu_count()} cores "
         f"shared with other work, load average {os.getloadavg()[0]:.1f}), Python "
         f"{platform.python_version()}, SQLite, sandbox `{isolation()}`. Command: "
         f"`.venv/bin/python benchmarks/capability_product.py{command_before(args.before)} "
         "--write-docs`. The pair is "
         "SIMULATED (`demo-distilled` vs `demo-base`, no delays), so the times are tierwatch's "
-        "own work: requests through the client, storage, scoring, summary.", "",
-        "| measure | value |", "| --- | --- |",
+        "own work: requests through the client, storage, scoring, summary.",
+        "",
+        "| measure | value |",
+        "| --- | --- |",
         f"| one full probe of `capability` ({n_cases} cases × 2 tiers = {n_samples} samples) "
         f"| {wall:.0f} s ({n_samples / wall:.1f} samples/s, unit tests in the sandbox) |",
         f"| its cost at fast ${PRICES['fast'][0]}/${PRICES['fast'][1]}, base "
@@ -173,14 +191,15 @@ def main() -> None:
         "",
         "The copied window repeats one run's outcomes 30 times (the simulated tiers are "
         "deterministic at temperature 0), so its detections say nothing about power; power "
-        "and time to detect at a budget are in \"Capability benchmarks\" above. The budget's "
+        'and time to detect at a budget are in "Capability benchmarks" above. The budget\'s '
         "estimate takes each reply at the P90 of the case's output tokens in the pair's recent "
         "runs (here: the one full probe before it), `max_tokens` for a case never answered; "
         "a run that still overshoots says so in its summary (before, at `max_tokens` for "
         "every reply, the same $0.05 took 6 cases, an upper bound of $0.0484 for a cost of "
         "$0.0076). Wall times follow the machine's load; CPU times are the figures to "
         "compare. What CPU remains is mostly the permutation tests (4,000 draws × 11 "
-        "categories, ~0.5 s) and decoding the 60 rollups' per-case JSON.", "",
+        "categories, ~0.5 s) and decoding the 60 rollups' per-case JSON.",
+        "",
     ]
     text = "\n".join(lines) + "\n"
     print(text)

@@ -92,9 +92,11 @@ async def collect(url: str, cases: list[CaseSpec], model: str, concurrency: int 
     endpoint = EndpointSpec(model, "openai", url, model)
     gate = asyncio.Semaphore(concurrency)
     async with make_client() as client:
+
         async def one(case: CaseSpec):
             async with gate:
                 return await stream_chat(client, endpoint, score.request_for(case))
+
         return await asyncio.gather(*(one(c) for c in cases))
 
 
@@ -102,8 +104,9 @@ def score_all(cases, records, workers: int = 4) -> dict[str, bool]:
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(workers) as ex:
-        outcomes = list(ex.map(lambda cr: score.score(*cr).passed, zip(cases, records,
-                                                                          strict=True)))
+        outcomes = list(
+            ex.map(lambda cr: score.score(*cr).passed, zip(cases, records, strict=True))
+        )
     return {c.key: ok for c, ok in zip(cases, outcomes, strict=True)}
 
 
@@ -131,19 +134,23 @@ def rotation(cases: list[CaseSpec], budget: int, runs: int, seed: int) -> list[l
     return plan
 
 
-def replay(plan, fast: dict[str, bool], base: dict[str, bool], alpha: float = 0.05,
-           n_perm: int = 1000) -> dict[str, int | None]:
+def replay(
+    plan, fast: dict[str, bool], base: dict[str, bool], alpha: float = 0.05, n_perm: int = 1000
+) -> dict[str, int | None]:
     """Run index (1-based) at which each category was first reported as a loss, else None."""
     outcomes: list[tuple[str, str, str, bool]] = []
     first: dict[str, int | None] = {}
     for r, cases in enumerate(plan, 1):
         for c in cases:
-            outcomes += [(c.key, c.category, "fast", fast[c.key]),
-                         (c.key, c.category, "base", base[c.key])]
+            outcomes += [
+                (c.key, c.category, "fast", fast[c.key]),
+                (c.key, c.category, "base", base[c.key]),
+            ]
         for res in compare(accumulate(outcomes), alpha, n_perm, seed=r):
             first.setdefault(res.category, None)
-            lost = res.p_adjusted is not None and res.p_adjusted < alpha \
-                and (res.diff_points or 0) < 0
+            lost = (
+                res.p_adjusted is not None and res.p_adjusted < alpha and (res.diff_points or 0) < 0
+            )
             if lost and first[res.category] is None:
                 first[res.category] = r
     return first
@@ -159,8 +166,9 @@ def sandbox_throughput(cases: list[CaseSpec]) -> list[tuple[int, float, int]]:
     return rows
 
 
-def noisy_null(cases, budget: int, runs: int, histories: int,
-               alpha: float = 0.05) -> tuple[float, float, float]:
+def noisy_null(
+    cases, budget: int, runs: int, histories: int, alpha: float = 0.05
+) -> tuple[float, float, float]:
     """(share of category-looks with p < α and fast worse before Holm, share of looks with a
     false loss report after Holm, share of histories with any)."""
     rng = np.random.default_rng(0)
@@ -174,10 +182,13 @@ def noisy_null(cases, budget: int, runs: int, histories: int,
                 for tier in ("fast", "base"):
                     outcomes.append((c.key, c.category, tier, bool(rng.random() < p_case[c.key])))
             res = compare(accumulate(outcomes), alpha, 500, seed=r)
-            raw += [x.p_value < alpha and (x.diff_points or 0) < 0
-                    for x in res if x.p_value is not None]
-            false = any(x.p_adjusted is not None and x.p_adjusted < alpha
-                        and (x.diff_points or 0) < 0 for x in res)
+            raw += [
+                x.p_value < alpha and (x.diff_points or 0) < 0 for x in res if x.p_value is not None
+            ]
+            false = any(
+                x.p_adjusted is not None and x.p_adjusted < alpha and (x.diff_points or 0) < 0
+                for x in res
+            )
             looks += false
             hit = hit or false
         per_look.append(looks / runs)
@@ -190,20 +201,23 @@ RUNS_PER_QUARTER = 2160  # hourly probes, the product's default cadence
 BUDGET_PER_QUARTER = 0.5  # monitor.services.monitoring.BUDGET_PER_QUARTER
 
 
-def fold(states: dict, run: list[tuple[CaseSpec, bool, bool]], threshold: float,
-         run_id: int) -> dict:
+def fold(
+    states: dict, run: list[tuple[CaseSpec, bool, bool]], threshold: float, run_id: int
+) -> dict:
     """One run's (case, fast passed, base passed) into the per-category loss states."""
     by_cat: dict[str, list[CaseCounts]] = defaultdict(list)
     for c, fast, base in run:
         by_cat[c.category].append(CaseCounts(c.category, 1, int(fast), 1, int(base)))
     for cat, rows in by_cat.items():
-        states[cat] = capability_loss.update(states.get(cat, capability_loss.LossState()),
-                                             rows, threshold=threshold, run_id=run_id)
+        states[cat] = capability_loss.update(
+            states.get(cat, capability_loss.LossState()), rows, threshold=threshold, run_id=run_id
+        )
     return states
 
 
-def monitored_month(cases, budget: int, runs: int, histories: int, loss: bool
-                    ) -> dict[str, list[int]]:
+def monitored_month(
+    cases, budget: int, runs: int, histories: int, loss: bool
+) -> dict[str, list[int]]:
     """Per category: the run of each loss report over ``histories`` months (a report is
     acknowledged at once, so the detector restarts). Both tiers draw each answer from a
     per-case pass probability (uniform on 0.3-0.9); with ``loss`` the fast tier's is lowered
@@ -216,9 +230,14 @@ def monitored_month(cases, budget: int, runs: int, histories: int, loss: bool
         p_case = {c.key: float(rng.uniform(0.3, 0.9)) for c in cases}
         states: dict = {}
         for r, picked in enumerate(rotation(cases, budget, runs, seed=2000 + h), 1):
-            drawn = [(c, rng.random() < p_case[c.key] * (1 - (simulate.loss_rate(c) if loss
-                                                              else 0.0)),
-                      rng.random() < p_case[c.key]) for c in picked]
+            drawn = [
+                (
+                    c,
+                    rng.random() < p_case[c.key] * (1 - (simulate.loss_rate(c) if loss else 0.0)),
+                    rng.random() < p_case[c.key],
+                )
+                for c in picked
+            ]
             fold(states, drawn, threshold, r)
             for cat, state in states.items():
                 if state.alarmed:
@@ -238,7 +257,8 @@ def monitor_part(cases, args) -> str:
     stated = BUDGET_PER_QUARTER / 3 / k
     per_cat = max(1, args.budget // k)
     lines = [
-        MONITOR_SECTION, "",
+        MONITOR_SECTION,
+        "",
         f"Measured {dt.date.today().isoformat()} on {platform.machine()} ({os.cpu_count()} "
         f"cores, load average {os.getloadavg()[0]:.1f}). Command: `.venv/bin/python "
         f"benchmarks/capability_validation.py --part monitor --histories {args.histories} "
@@ -253,32 +273,40 @@ def monitor_part(cases, args) -> str:
         f"per pair a month, ≤ {stated:.3g} per category. Both tiers draw each answer from "
         "one per-case pass probability (uniform on 0.3-0.9); in the losing rows the fast "
         "tier's probability is lowered by the simulated distilled tier's configured loss "
-        "rate for the case. A report is acknowledged at once (the detector restarts).", "",
+        "rate for the case. A report is acknowledged at once (the detector restarts).",
+        "",
         "| category | configured loss | equal tiers: false loss reports per month (stated "
         f"≤ {stated:.3g}) | losing fast tier: detected (months) | runs to detect, median "
-        "(max) |", "| --- | --- | --- | --- | --- |",
+        "(max) |",
+        "| --- | --- | --- | --- | --- |",
     ]
     for cat in cats:
         false = len(null[cat]) / args.histories
         loss = statistics.mean(simulate.loss_rate(c) for c in cases if c.category == cat)
         detected = detect_runs(lost[cat], args.month_runs)
         runs = f"{statistics.median(detected):.0f} ({max(detected)})" if detected else "-"
-        lines.append(f"| `{cat}` | {loss:.2f} | {false:.3f} | {len(detected)} / "
-                     f"{args.histories} | {runs} |")
+        lines.append(
+            f"| `{cat}` | {loss:.2f} | {false:.3f} | {len(detected)} / {args.histories} | {runs} |"
+        )
     total = sum(len(v) for v in null.values()) / args.histories
-    lines += ["", f"Over the pair's {k} categories: **{total:.3f}** false loss reports per "
-              f"month with equal tiers (stated ≤ {BUDGET_PER_QUARTER / 3:.3g}). The per-look "
-              "window test of the section above, by contrast, bounds nothing over the month. "
-              "Runs to detect count hourly probes from the start of the month (runs are "
-              "hours).", "",
-              f"With no false report in {args.histories * k} category-months, the one-sided "
-              f"95% upper bound on the rate is 3 / {args.histories * k} = "
-              f"{3 / (args.histories * k):.4f} per category a month (the rule of three), "
-              f"below the stated {stated:.3g}: the renewal bound is conservative, as the bet "
-              "only loses on equal tiers. The price of the control is time: the window test "
-              "above reports the deterministic simulated loss within 4-10 runs, without any "
-              "bound on its false reports; the detector needs days of hourly probes at this "
-              "budget (more cases per run shorten it).", ""]
+    lines += [
+        "",
+        f"Over the pair's {k} categories: **{total:.3f}** false loss reports per "
+        f"month with equal tiers (stated ≤ {BUDGET_PER_QUARTER / 3:.3g}). The per-look "
+        "window test of the section above, by contrast, bounds nothing over the month. "
+        "Runs to detect count hourly probes from the start of the month (runs are "
+        "hours).",
+        "",
+        f"With no false report in {args.histories * k} category-months, the one-sided "
+        f"95% upper bound on the rate is 3 / {args.histories * k} = "
+        f"{3 / (args.histories * k):.4f} per category a month (the rule of three), "
+        f"below the stated {stated:.3g}: the renewal bound is conservative, as the bet "
+        "only loses on equal tiers. The price of the control is time: the window test "
+        "above reports the deterministic simulated loss within 4-10 runs, without any "
+        "bound on its false reports; the detector needs days of hourly probes at this "
+        "budget (more cases per run shorten it).",
+        "",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -324,14 +352,23 @@ def main() -> None:
                 raise SystemExit(f"{tier}: {len(failed)} failed requests: {failed[:3]}")
             passed[tier] = score_all(cases, records)
     collect_s = time.perf_counter() - t
-    print(f"collected and scored {len(cases)} cases x {len(TIERS)} tiers in {collect_s:.0f} s",
-          flush=True)
+    print(
+        f"collected and scored {len(cases)} cases x {len(TIERS)} tiers in {collect_s:.0f} s",
+        flush=True,
+    )
 
     cats = sorted({c.category for c in cases})
-    rate = {tier: {cat: statistics.mean(passed[tier][c.key] for c in cases if c.category == cat)
-                   for cat in cats} for tier in TIERS}
-    configured = {cat: statistics.mean(simulate.loss_rate(c) for c in cases
-                                       if c.category == cat) for cat in cats}
+    rate = {
+        tier: {
+            cat: statistics.mean(passed[tier][c.key] for c in cases if c.category == cat)
+            for cat in cats
+        }
+        for tier in TIERS
+    }
+    configured = {
+        cat: statistics.mean(simulate.loss_rate(c) for c in cases if c.category == cat)
+        for cat in cats
+    }
     detect: dict[str, dict[str, list[int | None]]] = {t: defaultdict(list) for t in TIERS[1:]}
     for h in range(args.histories):
         plan = rotation(cases, args.budget, args.runs, seed=h)
@@ -340,23 +377,38 @@ def main() -> None:
                 detect[tier][cat].append(r)
     # one history's final advice, as a page would show it
     plan = rotation(cases, args.budget, args.runs, seed=0)
-    outcomes = [(c.key, c.category, tier, passed["demo-distilled" if tier == "fast"
-                                                  else "demo-base"][c.key])
-                for run in plan for c in run for tier in ("fast", "base")]
+    outcomes = [
+        (
+            c.key,
+            c.category,
+            tier,
+            passed["demo-distilled" if tier == "fast" else "demo-base"][c.key],
+        )
+        for run in plan
+        for c in run
+        for tier in ("fast", "base")
+    ]
     states: dict = {}
     threshold = capability_loss.threshold_for(RUNS_PER_QUARTER, len(cats), BUDGET_PER_QUARTER)
     for r, run in enumerate(plan, 1):
-        fold(states, [(c, passed["demo-distilled"][c.key], passed["demo-base"][c.key])
-                      for c in run], threshold, r)
-    advice = [routing_advice(r, loss_detected=states[r.category].alarmed)
-              for r in compare(accumulate(outcomes))]
+        fold(
+            states,
+            [(c, passed["demo-distilled"][c.key], passed["demo-base"][c.key]) for c in run],
+            threshold,
+            r,
+        )
+    advice = [
+        routing_advice(r, loss_detected=states[r.category].alarmed)
+        for r in compare(accumulate(outcomes))
+    ]
     raw, per_look, any_false = noisy_null(cases, args.budget, args.runs, args.histories)
     print("noisy null", raw, per_look, any_false, flush=True)
 
     per_cat = max(1, args.budget // len(cats))
     load = os.getloadavg()[0]
     lines = [
-        SECTION, "",
+        SECTION,
+        "",
         f"Measured {dt.date.today().isoformat()} on {platform.machine()} ({os.cpu_count()} "
         f"cores, load average {load:.1f} while it ran: other work shared the cores), "
         f"{len(cases)} cases, sandbox isolation `{isolation()}`. Command: "
@@ -365,20 +417,28 @@ def main() -> None:
         f"history, {args.histories} rotation orders). Cases: HumanEval (164), BFCL v4 "
         + ", ".join(f"{k} ({v})" for k, v in BFCL_SLICE.items())
         + ", tierwatch's instruction (40), structured-output (10) and long-tail (32) cases.",
-        "", "### Sandbox throughput: a full HumanEval pass of both tiers", "",
+        "",
+        "### Sandbox throughput: a full HumanEval pass of both tiers",
+        "",
         "The canonical solutions as the answers, 164 x 2 evaluations, each in its own "
-        "sandboxed process.", "",
-        "| workers | wall time (s) | evaluations/s | passed |", "| --- | --- | --- | --- |",
+        "sandboxed process.",
+        "",
+        "| workers | wall time (s) | evaluations/s | passed |",
+        "| --- | --- | --- | --- |",
     ]
-    lines += [f"| {w} | {s:.1f} | {2 * len(he) / s:.1f} | {p} / {2 * len(he)} |"
-              for w, s, p in throughput]
     lines += [
-        "", "### The simulated distilled tier's loss, detected", "",
+        f"| {w} | {s:.1f} | {2 * len(he) / s:.1f} | {p} / {2 * len(he)} |" for w, s, p in throughput
+    ]
+    lines += [
+        "",
+        "### The simulated distilled tier's loss, detected",
+        "",
         f"Each tier answered every case once through the client and the checkers "
         f"({len(cases)} x {len(TIERS)} requests and checks: {collect_s:.0f} s). "
         "Detected = Holm-adjusted p < 0.05 with the fast tier worse; runs to detect are the "
         f"median (and max) over the histories that detected it within {args.runs} runs (at "
-        "one run an hour, runs are hours).", "",
+        "one run an hour, runs are hours).",
+        "",
         "| category | base pass rate | distilled pass rate | configured loss | detected "
         "(histories) | runs to detect, median (max) | honest fast tier: false loss reports |",
         "| --- | --- | --- | --- | --- | --- | --- |",
@@ -390,30 +450,38 @@ def main() -> None:
         lines.append(
             f"| `{cat}` | {rate['demo-base'][cat]:.2f} | {rate['demo-distilled'][cat]:.2f} | "
             f"{configured[cat]:.2f} | {len(hits)} / {args.histories} | {runs} | "
-            f"{false} / {args.histories} |")
+            f"{false} / {args.histories} |"
+        )
     lines += [
-        "", "Routing advice after one history (distilled as the fast tier), as the page "
-        "words it:", "",
-        *[f"- {a}" for a in advice], "",
+        "",
+        "Routing advice after one history (distilled as the fast tier), as the page words it:",
+        "",
+        *[f"- {a}" for a in advice],
+        "",
         "(p-values are permutation p-values from 4,000 draws, so the smallest is 1/4,001; "
-        f"Holm over {len(cats)} categories makes that {len(cats) / 4001:.3g}.)", "",
-        "### False loss reports when both tiers are the same noisy model", "",
+        f"Holm over {len(cats)} categories makes that {len(cats) / 4001:.3g}.)",
+        "",
+        "### False loss reports when both tiers are the same noisy model",
+        "",
         "The simulated honest fast tier is deterministic and can never disagree with base, so "
         "its zero above says little. Here both tiers draw each answer at random from one "
         "per-case pass probability (uniform on 0.3-0.9, drawn per case), rotated and tested "
-        "after every run exactly as above:", "",
+        "after every run exactly as above:",
+        "",
         f"- one category, one look, before Holm: p < 0.05 with the fast tier worse in "
         f"**{raw:.3f}** of the category-looks (the target: half of α, ≤ 0.025);",
         f"- share of looks (one look = all categories, Holm-adjusted, after one run) with a "
         f"false loss report: **{per_look:.3f}** (target ≤ 0.025);",
         f"- share of {args.runs}-run histories with at least one false loss report: "
-        f"**{any_false:.2f}**.", "",
+        f"**{any_false:.2f}**.",
+        "",
         "The test is conservative here: many cases have one answer per tier, and the "
         "conditional (hypergeometric) null is discrete. Nothing in it bounds the error over "
         "a window of looks, though: testing after every run is repeated testing. So the "
         "decision to keep a category on base comes from the loss detector carried across "
-        "runs (\"Capability loss controlled across runs\" below); these p-values are the "
-        "evidence shown beside it.", "",
+        'runs ("Capability loss controlled across runs" below); these p-values are the '
+        "evidence shown beside it.",
+        "",
     ]
     text = "\n".join(lines) + "\n"
     print(text)

@@ -77,8 +77,9 @@ def long_prompt(nonce: str) -> str:
 
 async def ask(spec: EndpointSpec, content: str, max_tokens: int) -> TimingRecord:
     async with make_client() as client:
-        request = ChatRequest(messages=[{"role": "user", "content": content}],
-                              max_tokens=max_tokens, temperature=0.0)
+        request = ChatRequest(
+            messages=[{"role": "user", "content": content}], max_tokens=max_tokens, temperature=0.0
+        )
         return await stream_chat(client, spec, request)
 
 
@@ -167,11 +168,22 @@ def probe_pairs() -> list[str]:
     rows = []
     try:
         subprocess.run([*manage, "migrate", "-v0"], env=env, cwd=ROOT, check=True)
-        subprocess.run([*manage, "local_vendor", "up", *state], env=env, cwd=ROOT, check=True,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [*manage, "local_vendor", "up", *state],
+            env=env,
+            cwd=ROOT,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         for pair in vendor.PAIRS:
-            out = subprocess.run([*manage, "probe", pair.name, "--json", "--repeat", "2"],
-                                 env=env, cwd=ROOT, check=True, capture_output=True, text=True)
+            out = subprocess.run(
+                [*manage, "probe", pair.name, "--json", "--repeat", "2"],
+                env=env,
+                cwd=ROOT,
+                check=True,
+                capture_output=True,
+                text=True,
+            )
             summary = json.loads(out.stdout)
             fast, base = summary["tiers"]["fast"], summary["tiers"]["base"]
             sim = summary["similarity"]["fast_vs_base"]
@@ -182,11 +194,13 @@ def probe_pairs() -> list[str]:
                 f"{fast['decode_tps_p50']:.0f} / {base['decode_tps_p50']:.0f} | "
                 f"{sim['exact_rate']:.0%} (n={sim['n']}) | {sim['mean_ratio']:.2f} | "
                 f"{'-' if div is None else f'{div:.0f}'} | "
-                f"{base['n'] - base['n_ok'] + fast['n'] - fast['n_ok']} |")
+                f"{base['n'] - base['n_ok'] + fast['n'] - fast['n_ok']} |"
+            )
             print(rows[-1], flush=True)
     finally:
-        subprocess.run([*manage, "local_vendor", "down", *state], env=env, cwd=ROOT,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [*manage, "local_vendor", "down", *state], env=env, cwd=ROOT, stdout=subprocess.DEVNULL
+        )
         shutil.rmtree(var, ignore_errors=True)
     return rows
 
@@ -214,14 +228,23 @@ def main() -> None:
             res = probe(vendor.endpoint_spec(name, url))
             if name == "smollm2-f16":
                 base_texts = [r.text for r in res["first"]]
-            rows.append(row(name, res, base_texts if name != "smollm2-f16" else None,
-                            rss_mb(recs[name]["pid"])))
+            rows.append(
+                row(
+                    name,
+                    res,
+                    base_texts if name != "smollm2-f16" else None,
+                    rss_mb(recs[name]["pid"]),
+                )
+            )
             print(rows[-1], flush=True)
         q4 = models.prepare_model("smollm2-q4_0", binaries=binaries)
         spec = server.ServerSpec(
-            "f16-draft", models.prepare_model("smollm2-f16", binaries=binaries),
-            server.free_port(), "f16-draft",
-            args=("--no-cache-prompt", "--spec-type", "draft-simple", "-md", str(q4)))
+            "f16-draft",
+            models.prepare_model("smollm2-f16", binaries=binaries),
+            server.free_port(),
+            "f16-draft",
+            args=("--no-cache-prompt", "--spec-type", "draft-simple", "-md", str(q4)),
+        )
         draft = server.start(binaries.server, spec, log=state.parent / "f16-draft.log")
         res = probe(EndpointSpec("f16-draft", "openai", draft.url, "f16-draft"))
         rows.append(row(DRAFT_ROW, res, base_texts, rss_mb(draft.pid)))
@@ -232,9 +255,16 @@ def main() -> None:
         vendor.down(state=state)
     probe_rows = probe_pairs() if args.probe else None
     starts = ", ".join(f"{n} {r['ready_s']:.1f} s" for n, r in recs.items())
-    figures = {"cold": cold, "cached_build_s": cached_build_s, "up_s": up_s, "starts": starts,
-               "build_record": binaries.build_seconds, "load": (load0, os.getloadavg()),
-               "probe_rows": probe_rows, "took": time.monotonic() - started}
+    figures = {
+        "cold": cold,
+        "cached_build_s": cached_build_s,
+        "up_s": up_s,
+        "starts": starts,
+        "build_record": binaries.build_seconds,
+        "load": (load0, os.getloadavg()),
+        "probe_rows": probe_rows,
+        "took": time.monotonic() - started,
+    }
     text = section(rows, figures, binaries)
     print(text)
     if args.write_docs:
@@ -259,17 +289,26 @@ def build_load(binaries: build.Binaries) -> str:
 def section(rows: list[str], f: dict[str, Any], binaries: build.Binaries) -> str:
     cold = f["cold"]
     flags = (" --cold" if cold else "") + (" --probe" if f["probe_rows"] else "")
-    cold_text = (f"cold path measured now: {cold['total_s']:.0f} s in total, of which the "
-                 f"llama.cpp build {cold['build_s']:.0f} s" if cold else
-                 f"cold build recorded in the cache's build.json: {f['build_record']:.0f} s"
-                 f"{build_load(binaries)} (rerun with `--cold` to measure the whole cold path)")
+    cold_text = (
+        f"cold path measured now: {cold['total_s']:.0f} s in total, of which the "
+        f"llama.cpp build {cold['build_s']:.0f} s"
+        if cold
+        else f"cold build recorded in the cache's build.json: {f['build_record']:.0f} s"
+        f"{build_load(binaries)} (rerun with `--cold` to measure the whole cold path)"
+    )
     load = "; ".join(f"{a[0]:.1f}" for a in f["load"])
-    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text()
-                .splitlines() if ln.startswith("model name")), "unknown CPU")
+    cpu = next(
+        (
+            ln.split(":", 1)[1].strip()
+            for ln in Path("/proc/cpuinfo").read_text().splitlines()
+            if ln.startswith("model name")
+        ),
+        "unknown CPU",
+    )
     return f"""{SECTION}
 
 Command: `.venv/bin/python benchmarks/engines.py --write-docs{flags}` \
-({f['took'] / 60:.0f} min). Date: {dt.date.today().isoformat()}. Machine: {os.cpu_count()} \
+({f["took"] / 60:.0f} min). Date: {dt.date.today().isoformat()}. Machine: {os.cpu_count()} \
 cores ({cpu}), Linux {platform.release()}; load average at start / end: {load} (other jobs \
 shared the machine: absolute figures are noisy, the comparisons between rows are the point).
 
@@ -296,8 +335,8 @@ different numerics". Gemma is a base model without a chat template: the vendor s
 a plain "Question: / Answer:" template (ChatML made it echo the markup).
 
 Build and start: {cold_text}; `build_binaries()` with the cache present \
-{f['cached_build_s'] * 1000:.1f} ms; `up` of all six targets with build and models cached \
-{f['up_s']:.1f} s (to healthy: {f['starts']}).
+{f["cached_build_s"] * 1000:.1f} ms; `up` of all six targets with build and models cached \
+{f["up_s"]:.1f} s (to healthy: {f["starts"]}).
 
 Per target, one request at a time with `evals.client.stream_chat`, temperature 0. TTFT short:
 10 distinct short prompts, 64 output tokens. ~1.5k: a 1,500-token prompt, 16 output tokens,

@@ -73,8 +73,11 @@ def main() -> None:
         f"| queries per scrape | {', '.join(map(str, sorted(queries)))} |\n"
         f"| series (samples) in the output | {series:,} |\n"
         f"| output size | {max(sizes) / 1024:.0f} KiB |\n"
-        + "".join(f"| {part}, median | {sec * 1000:.0f} ms |\n"
-                  for part, sec in breakdown(args.repeats).items()) + "\n"
+        + "".join(
+            f"| {part}, median | {sec * 1000:.0f} ms |\n"
+            for part, sec in breakdown(args.repeats).items()
+        )
+        + "\n"
         "The query count does not grow with the pairs (the latest run per pair is one "
         "correlated subquery); the time grows with the series, i.e. with pairs × scenarios.\n\n"
     )

@@ -28,43 +28,75 @@ SCENARIOS = ("long_cached", "short_long_out", "long_cold")
 
 
 def _p(n: int, p50: float) -> Percentiles:
-    return Percentiles(n=n, too_small=False, p50=p50, p90=p50 * 1.5, p95=p50 * 1.8,
-                       p99=p50 * 2.4)
+    return Percentiles(n=n, too_small=False, p50=p50, p90=p50 * 1.5, p95=p50 * 1.8, p99=p50 * 2.4)
 
 
 def _summary(i: int) -> dict:
     def tier(ttft: float) -> TierStats:
-        return TierStats(n=60, n_ok=59, availability=0.98, ttft_ms=_p(60, ttft),
-                         e2e_ms=_p(60, ttft * 6), tpot_ms=_p(60, 20.0), decode_tps_p50=50.0)
+        return TierStats(
+            n=60,
+            n_ok=59,
+            availability=0.98,
+            ttft_ms=_p(60, ttft),
+            e2e_ms=_p(60, ttft * 6),
+            tpot_ms=_p(60, 20.0),
+            decode_tps_p50=50.0,
+        )
 
-    scenarios = {s: ScenarioStats(fast=Timings(_p(20, 90.0 + k), _p(20, 600.0), _p(20, 9.0)),
-                                  base=Timings(_p(20, 400.0), _p(20, 2500.0), _p(20, 20.0)),
-                                  speedup=SpeedUp(4.0 + k, 3.5, 2.0))
-                 for k, s in enumerate(SCENARIOS)}
-    return RunSummary(min_n=5, tiers={"fast": tier(100.0 + i), "base": tier(420.0)},
-                      similarity={"fast_vs_base": Similarity(20, 0.93),
-                                  "base_vs_base": Similarity(20, 0.98)},
-                      speedup=SpeedUp(4.2, 3.6, 2.1), by_scenario=scenarios).to_json()
+    scenarios = {
+        s: ScenarioStats(
+            fast=Timings(_p(20, 90.0 + k), _p(20, 600.0), _p(20, 9.0)),
+            base=Timings(_p(20, 400.0), _p(20, 2500.0), _p(20, 20.0)),
+            speedup=SpeedUp(4.0 + k, 3.5, 2.0),
+        )
+        for k, s in enumerate(SCENARIOS)
+    }
+    return RunSummary(
+        min_n=5,
+        tiers={"fast": tier(100.0 + i), "base": tier(420.0)},
+        similarity={"fast_vs_base": Similarity(20, 0.93), "base_vs_base": Similarity(20, 0.98)},
+        speedup=SpeedUp(4.2, 3.6, 2.1),
+        by_scenario=scenarios,
+    ).to_json()
 
 
 def populate(*, pairs: int, runs: int) -> None:
     suite = Suite.objects.create(name="bench")
     Case.objects.create(suite=suite, key="c", messages=[])
     rule = AlertRule.objects.create(name="ttft", metric="ttft_p95", threshold=1)
-    verdict = {"label": "no_detectable_difference", "sentence": "no detectable difference",
-               "p_value": 0.4}
-    audit = RunSummary.from_json(_summary(0)).replace(verdict=Verdict(
-        label="no_detectable_difference", p_value=0.4, data=verdict)).to_json()
+    verdict = {
+        "label": "no_detectable_difference",
+        "sentence": "no detectable difference",
+        "p_value": 0.4,
+    }
+    audit = (
+        RunSummary.from_json(_summary(0))
+        .replace(verdict=Verdict(label="no_detectable_difference", p_value=0.4, data=verdict))
+        .to_json()
+    )
     now = timezone.now()
     for i in range(pairs):
-        fast, base = (Endpoint.objects.create(name=f"e{i}-{t}", base_url="http://127.0.0.1:9/v1",
-                                              model=t) for t in ("fast", "base"))
-        pair = Pair.objects.create(name=f"pair-{i}", fast=fast, base=base, suite=suite,
-                                   claimed_speedup=5)
-        rows = [Run(pair=pair, suite=suite, status="done", summary=_summary(k),
-                    finished_at=now - timedelta(minutes=15 * k)) for k in range(runs)]
-        rows += [Run(pair=pair, suite=suite, kind="audit", status="done", summary=audit),
-                 Run(pair=pair, suite=suite, status="failed")]
+        fast, base = (
+            Endpoint.objects.create(name=f"e{i}-{t}", base_url="http://127.0.0.1:9/v1", model=t)
+            for t in ("fast", "base")
+        )
+        pair = Pair.objects.create(
+            name=f"pair-{i}", fast=fast, base=base, suite=suite, claimed_speedup=5
+        )
+        rows = [
+            Run(
+                pair=pair,
+                suite=suite,
+                status="done",
+                summary=_summary(k),
+                finished_at=now - timedelta(minutes=15 * k),
+            )
+            for k in range(runs)
+        ]
+        rows += [
+            Run(pair=pair, suite=suite, kind="audit", status="done", summary=audit),
+            Run(pair=pair, suite=suite, status="failed"),
+        ]
         Run.objects.bulk_create(rows)
         Alert.objects.create(rule=rule, pair=pair, message="TTFT P95 high", value=1.0)
 
@@ -86,8 +118,11 @@ def breakdown(repeats: int) -> dict[str, float]:
 
     from monitor.prometheus import REGISTRY, families, snapshot
 
-    parts: dict[str, list[float]] = {"queries (snapshot)": [], "summaries → series": [],
-                                     "generate_latest (collects again, then formats)": []}
+    parts: dict[str, list[float]] = {
+        "queries (snapshot)": [],
+        "summaries → series": [],
+        "generate_latest (collects again, then formats)": [],
+    }
     for _ in range(repeats):
         t0 = time.perf_counter()
         snap = snapshot()

@@ -112,15 +112,17 @@ class Monitor:
 
     def audit(self, p: float) -> bool:
         self.evidence, decision = eprocess.update(
-            self.evidence, eprocess.AuditEvidence(p_value=p), threshold=self.threshold)
+            self.evidence, eprocess.AuditEvidence(p_value=p), threshold=self.threshold
+        )
         return decision.new_alarm
 
     def probe(self, values: dict[str, float], hour: int) -> bool:
         if self.baseline is None:
             self.calibrating.append((values, hour))
             if len(self.calibrating) >= error_budget.MIN_BASELINE_RUNS:
-                self.baseline = error_budget.freeze([v for v, _ in self.calibrating],
-                                                    [h for _, h in self.calibrating], EVERY_S)
+                self.baseline = error_budget.freeze(
+                    [v for v, _ in self.calibrating], [h for _, h in self.calibrating], EVERY_S
+                )
                 self.cusum = cusum.start(self.baseline) if self.baseline else None
                 self.frozen_h += [self.baseline.h] if self.baseline else []
             return False
@@ -178,7 +180,7 @@ def bank(pool: dict, fast: str, base: str, size: int, seed: int) -> np.ndarray:
             order = rng.permutation(len(base_texts))
             b[key] = [base_texts[j] for j in order[:PER_PROMPT]]
             if fast == base:
-                f[key] = [base_texts[j] for j in order[PER_PROMPT: 2 * PER_PROMPT]]
+                f[key] = [base_texts[j] for j in order[PER_PROMPT : 2 * PER_PROMPT]]
             else:
                 own = pool[fast].get(key, [])
                 f[key] = [own[j] for j in rng.permutation(len(own))[:PER_PROMPT]]
@@ -252,8 +254,10 @@ def rate_line(name: str, alarms: list[list[int]]) -> str:
 
 RATE_HEAD = ["| monitor | false alarms | per pair per month [95% CI] | per quarter [95% CI] | "
              "months with ≥ 1 |", "|---|---|---|---|---|"]  # fmt: skip
-DETECT_HEAD = ["| switch → monitor | median | 90th percentile | missed | notes |",
-               "|---|---|---|---|---|"]
+DETECT_HEAD = [
+    "| switch → monitor | median | 90th percentile | missed | notes |",
+    "|---|---|---|---|---|",
+]
 
 
 def detection_line(name: str, alarms: list[list[int]]) -> str:
@@ -278,10 +282,12 @@ def reading(null: list[dict], distilled: list[dict]) -> str:
         delays = [next((i - SWITCH + 1 for i in m[mon] if i >= SWITCH), math.inf)
                   for m in distilled]  # fmt: skip
         q90 = float(np.percentile(delays, 90, method="higher"))
-        words.append(f"{mon}: false alarms per quarter ≤ {hi:.2f} (upper 95% bound; goal ≤ 1: "
-                     f"{'met' if hi <= 1 else 'NOT met'}), distilled model caught within "
-                     f"{q90:g} h in 90% of months (goal 3 h: "
-                     f"{'met' if q90 <= 3 else 'NOT met'})")
+        words.append(
+            f"{mon}: false alarms per quarter ≤ {hi:.2f} (upper 95% bound; goal ≤ 1: "
+            f"{'met' if hi <= 1 else 'NOT met'}), distilled model caught within "
+            f"{q90:g} h in 90% of months (goal 3 h: "
+            f"{'met' if q90 <= 3 else 'NOT met'})"
+        )
     return "Reading against the goals — " + "; ".join(words) + "."
 
 
@@ -294,24 +300,28 @@ def _h_words(hs: list[float]) -> str:
 
 def header(args: argparse.Namespace, extra: str, t0: float, c0: float) -> str:
     flags = f"--months {args.months} --bank {args.bank}" + extra + " --write-docs"
-    return (f"Measured with `.venv/bin/python benchmarks/monitoring_month.py {flags}` on "
-            "AMD EPYC, 2 cores shared with other sessions (loaded), Python "
-            f"{platform.python_version()}, numpy {np.__version__}, scipy {scipy.__version__}: "
-            f"{time.monotonic() - t0:.0f} s wall, {time.process_time() - c0:.0f} s CPU. "
-            "How a month is simulated is the script's docstring.")
+    return (
+        f"Measured with `.venv/bin/python benchmarks/monitoring_month.py {flags}` on "
+        "AMD EPYC, 2 cores shared with other sessions (loaded), Python "
+        f"{platform.python_version()}, numpy {np.__version__}, scipy {scipy.__version__}: "
+        f"{time.monotonic() - t0:.0f} s wall, {time.process_time() - c0:.0f} s CPU. "
+        "How a month is simulated is the script's docstring."
+    )
 
 
 def settings_line(hs: list[float]) -> str:
     b = error_budget
-    return (f"Settings, the product's (`evals.stats.error_budget`): budget ≤ "
-            f"{b.BUDGET_PER_QUARTER} expected false alarms per pair per quarter at hourly "
-            f"cadence; e-detector c = {b.audit_threshold(EVERY_S):.0f} at hourly audits; drift "
-            f"on {len(b.SERIES)} series ({', '.join(s.name for s in b.SERIES)}), baseline "
-            f"frozen from {b.MIN_BASELINE_RUNS} hourly probes, pair ARL0 = "
-            f"{b.probe_arl(EVERY_S):.0f} probes; h is set per baseline from its runs' lag-1 "
-            f"autocorrelation: {cusum.h_for_arl(b.probe_arl(EVERY_S) * 3, n_baseline=PRE):.2f} "
-            f"without any, {_h_words(hs)} (k = {cusum.K}). Goals (issue 9): "
-            "≤ 1 false alarm per pair per quarter; a different model caught within 3 h.")
+    return (
+        f"Settings, the product's (`evals.stats.error_budget`): budget ≤ "
+        f"{b.BUDGET_PER_QUARTER} expected false alarms per pair per quarter at hourly "
+        f"cadence; e-detector c = {b.audit_threshold(EVERY_S):.0f} at hourly audits; drift "
+        f"on {len(b.SERIES)} series ({', '.join(s.name for s in b.SERIES)}), baseline "
+        f"frozen from {b.MIN_BASELINE_RUNS} hourly probes, pair ARL0 = "
+        f"{b.probe_arl(EVERY_S):.0f} probes; h is set per baseline from its runs' lag-1 "
+        f"autocorrelation: {cusum.h_for_arl(b.probe_arl(EVERY_S) * 3, n_baseline=PRE):.2f} "
+        f"without any, {_h_words(hs)} (k = {cusum.K}). Goals (issue 9): "
+        "≤ 1 false alarm per pair per quarter; a different model caught within 3 h."
+    )
 
 
 def simulated(args: argparse.Namespace) -> str:
@@ -409,10 +419,19 @@ def main() -> None:
     ap.add_argument("--months", type=int, default=100)
     ap.add_argument("--bank", type=int, default=200)
     ap.add_argument("--pool", type=int, default=40, help="simulated texts per prompt per model")
-    ap.add_argument("--pools", type=Path, nargs="?", const=None, default=False,
-                    help="replay real-engine pools (default path: verdict_validation's)")
-    ap.add_argument("--target", action="append",
-                    help="role=target name in the pools (roles: base, q4, different model)")
+    ap.add_argument(
+        "--pools",
+        type=Path,
+        nargs="?",
+        const=None,
+        default=False,
+        help="replay real-engine pools (default path: verdict_validation's)",
+    )
+    ap.add_argument(
+        "--target",
+        action="append",
+        help="role=target name in the pools (roles: base, q4, different model)",
+    )
     ap.add_argument("--write-docs", action="store_true")
     args = ap.parse_args()
     args.default_pools = args.pools is None

@@ -34,8 +34,11 @@ TABLES = {  # table: (time columns to shift, run id column)
 
 def columns(table: str) -> list[str]:
     with connection.cursor() as cur:
-        cur.execute("SELECT column_name FROM information_schema.columns WHERE table_name = %s "
-                    "ORDER BY ordinal_position", [table])
+        cur.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = %s "
+            "ORDER BY ordinal_position",
+            [table],
+        )
         return [r[0] for r in cur.fetchall()]
 
 
@@ -51,8 +54,10 @@ def copy(table: str, k: int, shift_days: int) -> int:
         else:
             exprs.append(c)
     with connection.cursor() as cur:
-        cur.execute(f"INSERT INTO {table} ({', '.join(cols)}) SELECT {', '.join(exprs)} "
-                    f"FROM {table} WHERE {run_col} < {OFFSET}")
+        cur.execute(
+            f"INSERT INTO {table} ({', '.join(cols)}) SELECT {', '.join(exprs)} "
+            f"FROM {table} WHERE {run_col} < {OFFSET}"
+        )
         return cur.rowcount
 
 
@@ -70,8 +75,10 @@ def main(argv: list[str] | None = None) -> int:
             n = {t: copy(t, k, args.shift_days) for t in TABLES if t in present}
         print(f"copy {k}: {n} ({time.monotonic() - t0:.0f} s)", file=sys.stderr, flush=True)
     with connection.cursor() as cur:
-        cur.execute("SELECT setval(pg_get_serial_sequence('monitor_run', 'id'), "
-                    "(SELECT max(id) FROM monitor_run))")
+        cur.execute(
+            "SELECT setval(pg_get_serial_sequence('monitor_run', 'id'), "
+            "(SELECT max(id) FROM monitor_run))"
+        )
         cur.execute("ANALYZE")
     return 0
 

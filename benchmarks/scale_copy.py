@@ -34,8 +34,15 @@ from monitor.retention import EMPTY
 from monitor.rollups import slo_of, tier_rollups
 from monitor.services.verdict import compute_verdict
 
-SAMPLE_VARS = ("id", "run_id", "endpoint_id", "started_at", "model_id", "system_fingerprint",
-               "pruned_at")
+SAMPLE_VARS = (
+    "id",
+    "run_id",
+    "endpoint_id",
+    "started_at",
+    "model_id",
+    "system_fingerprint",
+    "pruned_at",
+)
 RUN_VARS = ("id", "pair_id", "created_at", "started_at", "finished_at")
 ROLLUP_VARS = ("id", "run_id", "pair_id", "endpoint_id", "at")
 TABLES = (Run, Sample, RunRollup)
@@ -51,8 +58,13 @@ def cell(value) -> str:
         return value.isoformat()
     if isinstance(value, dict | list):
         value = json.dumps(value)
-    return (str(value).replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
-            .replace("\r", "\\r"))
+    return (
+        str(value)
+        .replace("\\", "\\\\")
+        .replace("\t", "\\t")
+        .replace("\n", "\\n")
+        .replace("\r", "\\r")
+    )
 
 
 def attnames(model: type[Model], skip: tuple[str, ...] = ()) -> list[str]:
@@ -87,21 +99,31 @@ class Template:
             full = cells(s, self.PAYLOAD)
             for name, value in EMPTY.items():
                 setattr(s, name, value)
-            self.samples.append((s.started_at - at, s.tier, bool(s.model_id),
-                                 f"{full}\t{rest}", f"{cells(s, self.PAYLOAD)}\t{rest}"))
+            self.samples.append(
+                (
+                    s.started_at - at,
+                    s.tier,
+                    bool(s.model_id),
+                    f"{full}\t{rest}",
+                    f"{cells(s, self.PAYLOAD)}\t{rest}",
+                )
+            )
         self.rollups = []
         for tier, values in sorted(tier_rollups(rows, slo).items()):
             values.pop("endpoint_id")
             rollup = RunRollup(tier=tier, kind=run.kind, trigger=run.trigger, **values)
             self.rollups.append((tier, cells(rollup, self.ROLLUP_REST)))
-        self.model_counts = {t: sum(1 for s in self.samples if s[1] == t and s[2])
-                             for t in ("fast", "base")}
+        self.model_counts = {
+            t: sum(1 for s in self.samples if s[1] == t and s[2]) for t in ("fast", "base")
+        }
 
 
 def templates(rng: random.Random, n: int, pair: Pair, cases: tuple) -> list[list[Template]]:
     """``n`` template days for the template pair: [day][slot] (24 probes + 4 audits a day)."""
-    fake = {"fast": Endpoint(pk=998, model="TEMPLATE-F"),
-            "base": Endpoint(pk=999, model="TEMPLATE-B")}
+    fake = {
+        "fast": Endpoint(pk=998, model="TEMPLATE-F"),
+        "base": Endpoint(pk=999, model="TEMPLATE-B"),
+    }
     slo = slo_of(pair.slo_ttft_ms, pair.slo_e2e_ms)
     day0 = datetime(2026, 11, 1, tzinfo=gen.UTC)
     out = []
@@ -117,8 +139,10 @@ def templates(rng: random.Random, n: int, pair: Pair, cases: tuple) -> list[list
 
 def provenance_names(endpoint: Endpoint, at: datetime) -> tuple[str, str]:
     """The model id and fingerprint ``scale_data.sample_row`` gives this endpoint that month."""
-    return (endpoint.model + ("-2026-06" if at.month > 6 else ""),
-            f"fp_{endpoint.pk:03d}{at.month:02d}")
+    return (
+        endpoint.model + ("-2026-06" if at.month > 6 else ""),
+        f"fp_{endpoint.pk:03d}{at.month:02d}",
+    )
 
 
 class Loader:
@@ -130,38 +154,48 @@ class Loader:
         self.ids[table] += 1
         return self.ids[table]
 
-    def day(self, rng: random.Random, pairs: list[Pair], day0: datetime,
-            tmpl: list[list[Template]]) -> int:
+    def day(
+        self, rng: random.Random, pairs: list[Pair], day0: datetime, tmpl: list[list[Template]]
+    ) -> int:
         runs, samples, rollups = [], [], []
         for pair in pairs:
             endpoints = {"fast": pair.fast, "base": pair.base}
             names = {t: provenance_names(e, day0) for t, e in endpoints.items()}
             fixes = [(f"TEMPLATE-{t[0].upper()}-2026-06", names[t][0]) for t in names] + [
-                (f"fp_{998 + (t == 'base')}11", names[t][1]) for t in names]
+                (f"fp_{998 + (t == 'base')}11", names[t][1]) for t in names
+            ]
             for slot in range(len(tmpl[0])):
                 t = tmpl[rng.randrange(len(tmpl))][slot]
                 run_id, at = self.next_id("run"), day0 + t.offset
                 rest = t.run_rest
                 for old, new in fixes:
                     rest = rest.replace(old, new)
-                runs.append(f"{run_id}\t{pair.id}\t{at.isoformat()}\t{at.isoformat()}\t"
-                            f"{(at + t.duration).isoformat()}\t{rest}\n")
-                pruned = (at + timedelta(days=30, hours=1)).isoformat() if at < self.cutoff \
-                    else None
+                runs.append(
+                    f"{run_id}\t{pair.id}\t{at.isoformat()}\t{at.isoformat()}\t"
+                    f"{(at + t.duration).isoformat()}\t{rest}\n"
+                )
+                pruned = (
+                    (at + timedelta(days=30, hours=1)).isoformat() if at < self.cutoff else None
+                )
                 for offset, tier, has_model, full, emptied in t.samples:
                     ep = endpoints[tier]
                     model, fp = names[tier] if has_model else ("", "")
-                    samples.append(f"{self.next_id('sample')}\t{run_id}\t{ep.id}\t"
-                                   f"{(at + offset).isoformat()}\t{model}\t{fp}\t"
-                                   f"{pruned or chr(92) + 'N'}\t{emptied if pruned else full}\n")
+                    samples.append(
+                        f"{self.next_id('sample')}\t{run_id}\t{ep.id}\t"
+                        f"{(at + offset).isoformat()}\t{model}\t{fp}\t"
+                        f"{pruned or chr(92) + 'N'}\t{emptied if pruned else full}\n"
+                    )
                 for tier, rest in t.rollups:
-                    rollups.append(f"{self.next_id('rollup')}\t{run_id}\t{pair.id}\t"
-                                   f"{endpoints[tier].id}\t{at.isoformat()}\t{rest}\n")
+                    rollups.append(
+                        f"{self.next_id('rollup')}\t{run_id}\t{pair.id}\t"
+                        f"{endpoints[tier].id}\t{at.isoformat()}\t{rest}\n"
+                    )
                 last = at + t.samples[-1][0]
                 for tier, n in t.model_counts.items():
                     for kind, value in zip(("model_id", "fingerprint"), names[tier], strict=True):
-                        seen = self.seen.setdefault((endpoints[tier].id, kind, value),
-                                                    [at, last, 0, run_id])
+                        seen = self.seen.setdefault(
+                            (endpoints[tier].id, kind, value), [at, last, 0, run_id]
+                        )
                         seen[1], seen[2] = last, seen[2] + n
         self.write(Run, RUN_VARS, Template.RUN_REST, runs)
         self.write(Sample, SAMPLE_VARS, Template.PAYLOAD + Template.SAMPLE_REST, samples)
@@ -173,19 +207,31 @@ class Loader:
             copy.write("".join(lines))
 
     def provenance(self) -> None:
-        ProvenanceEvent.objects.bulk_create([
-            ProvenanceEvent(endpoint_id=ep, kind=kind, value=value, first_seen=first,
-                            last_seen=last, count=n, run_id=run)
-            for (ep, kind, value), (first, last, n, run) in self.seen.items()])
+        ProvenanceEvent.objects.bulk_create(
+            [
+                ProvenanceEvent(
+                    endpoint_id=ep,
+                    kind=kind,
+                    value=value,
+                    first_seen=first,
+                    last_seen=last,
+                    count=n,
+                    run_id=run,
+                )
+                for (ep, kind, value), (first, last, n, run) in self.seen.items()
+            ]
+        )
 
 
 def secondary_indexes(cur) -> list[tuple[str, str]]:
     """Indexes of the loaded tables that back no constraint: (name, CREATE statement)."""
-    cur.execute("SELECT i.indexrelid::regclass::text, pg_get_indexdef(i.indexrelid) "
-                "FROM pg_index i "
-                "WHERE i.indrelid = ANY(%s::regclass[]) AND NOT EXISTS "
-                "(SELECT 1 FROM pg_constraint c WHERE c.conindid = i.indexrelid)",
-                [[m._meta.db_table for m in TABLES]])
+    cur.execute(
+        "SELECT i.indexrelid::regclass::text, pg_get_indexdef(i.indexrelid) "
+        "FROM pg_index i "
+        "WHERE i.indrelid = ANY(%s::regclass[]) AND NOT EXISTS "
+        "(SELECT 1 FROM pg_constraint c WHERE c.conindid = i.indexrelid)",
+        [[m._meta.db_table for m in TABLES]],
+    )
     return cur.fetchall()
 
 
@@ -196,8 +242,9 @@ def main(args, rng: random.Random, end: datetime) -> int:
     pairs, probe_cases, audit_cases = gen.setup_pairs(args.pairs)
     pairs = list(Pair.objects.filter(id__in=[p.id for p in pairs]).select_related("fast", "base"))
     t0 = time.monotonic()
-    tmpl = templates(rng, args.templates, pairs[0], (probe_cases, audit_cases,
-                                                     audit_cases[0].suite))
+    tmpl = templates(
+        rng, args.templates, pairs[0], (probe_cases, audit_cases, audit_cases[0].suite)
+    )
     print(f"{args.templates} template days in {time.monotonic() - t0:.0f} s", file=sys.stderr)
     connection.ensure_connection()
     raw = connection.connection
@@ -220,16 +267,22 @@ def main(args, rng: random.Random, end: datetime) -> int:
             day0 = end - timedelta(days=d)
             total += loader.day(rng, pairs, day0, tmpl)
             if d % 10 == 0 or d == 1:
-                print(f"{day0.date()}: {total:,} samples, "
-                      f"{total / (time.monotonic() - t0):,.0f}/s", file=sys.stderr, flush=True)
+                print(
+                    f"{day0.date()}: {total:,} samples, {total / (time.monotonic() - t0):,.0f}/s",
+                    file=sys.stderr,
+                    flush=True,
+                )
         cur.execute("RESET session_replication_role")
         cur.execute("RESET synchronous_commit")
         t1 = time.monotonic()
         for _, create in indexes:
             cur.execute(create)
         print(f"{len(indexes)} indexes rebuilt in {time.monotonic() - t1:.0f} s", file=sys.stderr)
-        for table, key in (("monitor_run", "run"), ("monitor_sample", "sample"),
-                           ("monitor_runrollup", "rollup")):
+        for table, key in (
+            ("monitor_run", "run"),
+            ("monitor_sample", "sample"),
+            ("monitor_runrollup", "rollup"),
+        ):
             cur.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), {ids[key]})")
         cur.execute("RESET maintenance_work_mem")
     loader.provenance()

@@ -41,8 +41,10 @@ from monitor.services.suites import sync_builtin_suite  # noqa: E402
 from monitor.services.summary import summarise_samples  # noqa: E402
 from monitor.services.verdict import compute_verdict  # noqa: E402
 
-WORDS = ("the model returns a streamed answer with tokens and chunks that arrive over time "
-         "while the client measures each gap between reads and counts the tokens ").split()
+WORDS = (
+    "the model returns a streamed answer with tokens and chunks that arrive over time "
+    "while the client measures each gap between reads and counts the tokens "
+).split()
 PROBE_CASES, PROBE_REPEAT = 3, 2
 AUDIT_PROMPTS, AUDIT_REPEAT, AUDIT_EVERY_H = 8, 3, 6
 POOL: Payloads
@@ -62,9 +64,13 @@ class Payloads:
 
     def __init__(self, rng: random.Random, size: int = 512) -> None:
         self.texts = [text(rng) for _ in range(size)]
-        self.gaps = {tier: [[round(rng.lognormvariate(mu, 0.4), 3)
-                             for _ in range(rng.randrange(40, 80))] for _ in range(size)]
-                     for tier, mu in (("fast", 1.5), ("base", 3.0))}
+        self.gaps = {
+            tier: [
+                [round(rng.lognormvariate(mu, 0.4), 3) for _ in range(rng.randrange(40, 80))]
+                for _ in range(size)
+            ]
+            for tier, mu in (("fast", 1.5), ("base", 3.0))
+        }
         self.tokens = [[rng.choice((1, 1, 1, 2)) for _ in range(80)] for _ in range(size)]
 
 
@@ -82,29 +88,68 @@ def headers(rng: random.Random) -> dict[str, str]:
     }
 
 
-def sample_row(rng: random.Random, *, run: Run, case: Case, endpoint: Endpoint, tier: str,
-               batch: int, repetition: int, seq: int, at: datetime) -> Sample:
+def sample_row(
+    rng: random.Random,
+    *,
+    run: Run,
+    case: Case,
+    endpoint: Endpoint,
+    tier: str,
+    batch: int,
+    repetition: int,
+    seq: int,
+    at: datetime,
+) -> Sample:
     fast = tier == "fast"
     if rng.random() < 0.01:
         cls = rng.choice(["rate_limited", "timeout", "http_5xx"])
-        return Sample(run=run, case=case, endpoint=endpoint, tier=tier, batch=batch,
-                      repetition=repetition, seq=seq, started_at=at, ok=False, error_class=cls,
-                      error_message=f"{cls} from vendor", http_status=429 if cls ==
-                      "rate_limited" else 503, retry_after_s=1.0 if cls == "rate_limited" else None)
+        return Sample(
+            run=run,
+            case=case,
+            endpoint=endpoint,
+            tier=tier,
+            batch=batch,
+            repetition=repetition,
+            seq=seq,
+            started_at=at,
+            ok=False,
+            error_class=cls,
+            error_message=f"{cls} from vendor",
+            http_status=429 if cls == "rate_limited" else 503,
+            retry_after_s=1.0 if cls == "rate_limited" else None,
+        )
     ttft = rng.lognormvariate(5.0 if fast else 5.8, 0.35)
     gaps = rng.choice(POOL.gaps[tier])
-    tokens = rng.choice(POOL.tokens)[:len(gaps)]
+    tokens = rng.choice(POOL.tokens)[: len(gaps)]
     e2e = ttft + sum(gaps)
     body = rng.choice(POOL.texts)
     return Sample(
-        run=run, case=case, endpoint=endpoint, tier=tier, batch=batch, repetition=repetition,
-        seq=seq, started_at=at, ok=True, http_status=200, connect_ms=rng.uniform(0.2, 2),
-        headers_ms=ttft * 0.6, ttfb_ms=ttft * 0.9, ttft_ms=ttft, e2e_ms=e2e,
-        tpot_ms=sum(gaps) / max(1, sum(tokens) - 1), chunk_gaps_ms=gaps, chunk_tokens=tokens,
-        text=body, finish_reason="stop", prompt_tokens=rng.randrange(20, 400),
-        completion_tokens=sum(tokens), estimated_tokens=sum(tokens) + rng.randrange(-2, 3),
+        run=run,
+        case=case,
+        endpoint=endpoint,
+        tier=tier,
+        batch=batch,
+        repetition=repetition,
+        seq=seq,
+        started_at=at,
+        ok=True,
+        http_status=200,
+        connect_ms=rng.uniform(0.2, 2),
+        headers_ms=ttft * 0.6,
+        ttfb_ms=ttft * 0.9,
+        ttft_ms=ttft,
+        e2e_ms=e2e,
+        tpot_ms=sum(gaps) / max(1, sum(tokens) - 1),
+        chunk_gaps_ms=gaps,
+        chunk_tokens=tokens,
+        text=body,
+        finish_reason="stop",
+        prompt_tokens=rng.randrange(20, 400),
+        completion_tokens=sum(tokens),
+        estimated_tokens=sum(tokens) + rng.randrange(-2, 3),
         model_id=endpoint.model + ("-2026-06" if at.month > 6 else ""),
-        system_fingerprint=f"fp_{endpoint.pk:03d}{at.month:02d}", headers=headers(rng),
+        system_fingerprint=f"fp_{endpoint.pk:03d}{at.month:02d}",
+        headers=headers(rng),
     )
 
 
@@ -114,47 +159,103 @@ def setup_pairs(n: int) -> tuple[list[Pair], list[Case], list[Case]]:
     pairs = []
     for i in range(n):
         fast, _ = Endpoint.objects.get_or_create(
-            name=f"vendor{i:02d}-fast", defaults={"base_url": "http://127.0.0.1:9/v1",
-                                                  "model": f"model-{i:02d}-turbo"})
+            name=f"vendor{i:02d}-fast",
+            defaults={"base_url": "http://127.0.0.1:9/v1", "model": f"model-{i:02d}-turbo"},
+        )
         base, _ = Endpoint.objects.get_or_create(
-            name=f"vendor{i:02d}-base", defaults={"base_url": "http://127.0.0.1:9/v1",
-                                                  "model": f"model-{i:02d}"})
+            name=f"vendor{i:02d}-base",
+            defaults={"base_url": "http://127.0.0.1:9/v1", "model": f"model-{i:02d}"},
+        )
         pair, _ = Pair.objects.get_or_create(
-            name=f"pair{i:02d}", defaults={"fast": fast, "base": base, "suite": scenarios,
-                                           "repeat": PROBE_REPEAT, "slo_ttft_ms": 400,
-                                           "slo_e2e_ms": 3000})
+            name=f"pair{i:02d}",
+            defaults={
+                "fast": fast,
+                "base": base,
+                "suite": scenarios,
+                "repeat": PROBE_REPEAT,
+                "slo_ttft_ms": 400,
+                "slo_e2e_ms": 3000,
+            },
+        )
         pairs.append(pair)
     probe_cases = list(scenarios.cases.exclude(scenario="xl_context").order_by("key"))
     audit_cases = list(audit.cases.order_by("key"))[:AUDIT_PROMPTS]
     return pairs, probe_cases, audit_cases
 
 
-def plan_day(rng: random.Random, pair: Pair, day0: datetime, probe_cases: list[Case],
-             audit_cases: list[Case], audit_suite) -> list[tuple[Run, datetime, list]]:
+def plan_day(
+    rng: random.Random,
+    pair: Pair,
+    day0: datetime,
+    probe_cases: list[Case],
+    audit_cases: list[Case],
+    audit_suite,
+) -> list[tuple[Run, datetime, list]]:
     """One pair-day's runs (unsaved), their start times and plans of (case, tier, batch, rep)."""
     plans: list[tuple[Run, datetime, list[tuple[Case, str, int, int]]]] = []
     for hour in range(24):
         at = day0 + timedelta(hours=hour, seconds=rng.randrange(60))
-        cases = [probe_cases[(hour * PROBE_CASES + k) % len(probe_cases)]
-                 for k in range(PROBE_CASES)]
+        cases = [
+            probe_cases[(hour * PROBE_CASES + k) % len(probe_cases)] for k in range(PROBE_CASES)
+        ]
         items = [(c, t, 0, r) for c in cases for r in range(PROBE_REPEAT) for t in ("fast", "base")]
-        plans.append((Run(pair=pair, suite=pair.suite, kind="probe", trigger="scheduled",
-                          repeat=PROBE_REPEAT, status="done"), at, items))
+        plans.append(
+            (
+                Run(
+                    pair=pair,
+                    suite=pair.suite,
+                    kind="probe",
+                    trigger="scheduled",
+                    repeat=PROBE_REPEAT,
+                    status="done",
+                ),
+                at,
+                items,
+            )
+        )
         if hour % AUDIT_EVERY_H == 0:
-            items = [(c, t, b, r) for c in audit_cases for r in range(AUDIT_REPEAT)
-                     for t, b in (("fast", 0), ("base", 0), ("base", 1))]
-            plans.append((Run(pair=pair, suite=audit_suite, kind="audit", trigger="scheduled",
-                              repeat=AUDIT_REPEAT, temperature=1.0, status="done"),
-                          at + timedelta(minutes=30), items))
+            items = [
+                (c, t, b, r)
+                for c in audit_cases
+                for r in range(AUDIT_REPEAT)
+                for t, b in (("fast", 0), ("base", 0), ("base", 1))
+            ]
+            plans.append(
+                (
+                    Run(
+                        pair=pair,
+                        suite=audit_suite,
+                        kind="audit",
+                        trigger="scheduled",
+                        repeat=AUDIT_REPEAT,
+                        temperature=1.0,
+                        status="done",
+                    ),
+                    at + timedelta(minutes=30),
+                    items,
+                )
+            )
     return plans
 
 
-def draw_samples(rng: random.Random, run: Run, at: datetime, items: list,
-                 endpoints: dict[str, Endpoint]) -> list[Sample]:
+def draw_samples(
+    rng: random.Random, run: Run, at: datetime, items: list, endpoints: dict[str, Endpoint]
+) -> list[Sample]:
     """The samples of one planned run, 400 ms apart in plan order."""
-    return [sample_row(rng, run=run, case=case, endpoint=endpoints[tier], tier=tier, batch=batch,
-                       repetition=rep, seq=seq, at=at + timedelta(milliseconds=400 * seq))
-            for seq, (case, tier, batch, rep) in enumerate(items)]
+    return [
+        sample_row(
+            rng,
+            run=run,
+            case=case,
+            endpoint=endpoints[tier],
+            tier=tier,
+            batch=batch,
+            repetition=rep,
+            seq=seq,
+            at=at + timedelta(milliseconds=400 * seq),
+        )
+        for seq, (case, tier, batch, rep) in enumerate(items)
+    ]
 
 
 def finish_run(run: Run, at: datetime, items: list, rows: list[Sample]) -> None:
@@ -165,8 +266,14 @@ def finish_run(run: Run, at: datetime, items: list, rows: list[Sample]) -> None:
     run.summary = summarise_samples(rows)
 
 
-def one_day(rng: random.Random, pair: Pair, day0: datetime, probe_cases: list[Case],
-            audit_cases: list[Case], audit_suite) -> int:
+def one_day(
+    rng: random.Random,
+    pair: Pair,
+    day0: datetime,
+    probe_cases: list[Case],
+    audit_cases: list[Case],
+    audit_suite,
+) -> int:
     """Write one pair-day: runs, samples, summaries. Returns samples written."""
     endpoints = {"fast": pair.fast, "base": pair.base}
     plans = plan_day(rng, pair, day0, probe_cases, audit_cases, audit_suite)
@@ -179,8 +286,11 @@ def one_day(rng: random.Random, pair: Pair, day0: datetime, probe_cases: list[Ca
         finish = None
     for (run, at, items), rows in zip(plans, samples_by_run, strict=True):
         finish_run(run, at, items, rows)
-    Run.objects.bulk_update(run_rows, ["created_at", "started_at", "finished_at", "planned",
-                                       "completed", "summary"], batch_size=200)
+    Run.objects.bulk_update(
+        run_rows,
+        ["created_at", "started_at", "finished_at", "planned", "completed", "summary"],
+        batch_size=200,
+    )
     if finish is not None:
         for run, rows in zip(run_rows, samples_by_run, strict=True):
             finish(run=run, samples=rows)
@@ -193,17 +303,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--days", type=int, default=10)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--end", default=None, help="last day (UTC, YYYY-MM-DD), default today")
-    parser.add_argument("--copy", action="store_true",
-                        help="bulk-load with COPY from template runs (benchmarks/scale_copy.py)")
+    parser.add_argument(
+        "--copy",
+        action="store_true",
+        help="bulk-load with COPY from template runs (benchmarks/scale_copy.py)",
+    )
     parser.add_argument("--templates", type=int, default=16, help="--copy: template days")
     args = parser.parse_args(argv)
     rng = random.Random(args.seed)
     global POOL
     POOL = Payloads(rng)
-    end = (datetime.fromisoformat(args.end).replace(tzinfo=UTC) if args.end
-           else datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0))
+    end = (
+        datetime.fromisoformat(args.end).replace(tzinfo=UTC)
+        if args.end
+        else datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    )
     if args.copy:
         from benchmarks import scale_copy
+
         return scale_copy.main(args, rng, end)
     pairs, probe_cases, audit_cases = setup_pairs(args.pairs)
     audit_suite = audit_cases[0].suite

@@ -62,30 +62,59 @@ def setup(vendor_url: str, n: int) -> list[str]:
     names = []
     for i in range(n):
         base, _ = Endpoint.objects.update_or_create(
-            name=f"lag{i:02d}-base", defaults={"base_url": vendor_url, "model": "demo-base",
-                                               "simulated": True})
+            name=f"lag{i:02d}-base",
+            defaults={"base_url": vendor_url, "model": "demo-base", "simulated": True},
+        )
         fast, _ = Endpoint.objects.update_or_create(
-            name=f"lag{i:02d}-fast", defaults={"base_url": vendor_url, "model": "demo-fast",
-                                               "simulated": True})
-        Pair.objects.update_or_create(name=f"lag{i:02d}", defaults={
-            "fast": fast, "base": base, "suite": suite, "repeat": 1, "cases_per_run": 3})
+            name=f"lag{i:02d}-fast",
+            defaults={"base_url": vendor_url, "model": "demo-fast", "simulated": True},
+        )
+        Pair.objects.update_or_create(
+            name=f"lag{i:02d}",
+            defaults={"fast": fast, "base": base, "suite": suite, "repeat": 1, "cases_per_run": 3},
+        )
         names.append(f"lag{i:02d}")
     return names
 
 
-def measure(names: list[str], workers: int, every: float, cycles: int,
-            stagger: bool = False) -> dict:
+def measure(
+    names: list[str], workers: int, every: float, cycles: int, stagger: bool = False
+) -> dict:
     env = {**os.environ, "TIERWATCH_VENDOR_CONCURRENCY": "64"}
-    subprocess.run([sys.executable, "-m", "celery", "-A", "monitor", "purge", "-f"], cwd=ROOT,
-                   env=env, capture_output=True, check=True)
-    procs = [subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "monitor", "worker", "-Q", "probes,celery",
-         "--pool=threads", "--concurrency=8", "--loglevel=WARNING", "-n", f"lag{k}@%h"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for k in range(workers)]
+    subprocess.run(
+        [sys.executable, "-m", "celery", "-A", "monitor", "purge", "-f"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        check=True,
+    )
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "monitor",
+                "worker",
+                "-Q",
+                "probes,celery",
+                "--pool=threads",
+                "--concurrency=8",
+                "--loglevel=WARNING",
+                "-n",
+                f"lag{k}@%h",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for k in range(workers)
+    ]
     try:
         time.sleep(8)  # workers connect
-        first_id = (Run.objects.order_by("-id").values_list("id", flat=True).first() or 0)
+        first_id = Run.objects.order_by("-id").values_list("id", flat=True).first() or 0
         due: dict[tuple[str, int], datetime] = {}
         t0 = time.monotonic()
         slot = every / len(names) if stagger else 0.0
@@ -98,16 +127,18 @@ def measure(names: list[str], workers: int, every: float, cycles: int,
         deadline = time.monotonic() + every
         runs = Run.objects.filter(id__gt=first_id)
         while time.monotonic() < deadline and (
-                runs.count() < len(names) * cycles or runs.exclude(status__in=["done", "failed"])
-                .exists()):
+            runs.count() < len(names) * cycles
+            or runs.exclude(status__in=["done", "failed"]).exists()
+        ):
             time.sleep(1)
     finally:
         for proc in procs:
             proc.terminate()
         for proc in procs:
             proc.wait(timeout=60)
-    firsts = dict(Sample.objects.filter(run__in=runs).values_list("run_id").annotate(
-        first=Min("started_at")))
+    firsts = dict(
+        Sample.objects.filter(run__in=runs).values_list("run_id").annotate(first=Min("started_at"))
+    )
     lags, started = [], 0
     for name in names:
         mine = list(runs.filter(pair__name=name).order_by("created_at", "id"))
@@ -117,9 +148,15 @@ def measure(names: list[str], workers: int, every: float, cycles: int,
                 if lag <= every:
                     started += 1
                 lags.append(lag)
-    return {"workers": workers, "runs": len(lags), "expected": len(names) * cycles,
-            "skipped": len(names) * cycles - started, "p50": median(lags), "p95": p95(lags),
-            "max": max(lags)}
+    return {
+        "workers": workers,
+        "runs": len(lags),
+        "expected": len(names) * cycles,
+        "skipped": len(names) * cycles - started,
+        "p50": median(lags),
+        "p95": p95(lags),
+        "max": max(lags),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,13 +166,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cycles", type=int, default=3)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--time-scale", type=float, default=0.5)
-    parser.add_argument("--stagger", action="store_true",
-                        help="pair i due at i × every / pairs into each cycle, not all at once")
+    parser.add_argument(
+        "--stagger",
+        action="store_true",
+        help="pair i due at i × every / pairs into each cycle, not all at once",
+    )
     args = parser.parse_args(argv)
     port = free_port()
-    vendor = subprocess.Popen([sys.executable, "-m", "evals.demo_vendor", "--port", str(port),
-                               "--time-scale", str(args.time_scale)], cwd=ROOT,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    vendor = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "evals.demo_vendor",
+            "--port",
+            str(port),
+            "--time-scale",
+            str(args.time_scale),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     wait_healthy(f"http://127.0.0.1:{port}/health")
     try:
         names = setup(f"http://127.0.0.1:{port}/v1", args.pairs)
@@ -143,8 +194,11 @@ def main(argv: list[str] | None = None) -> int:
         print("|---|---|---|---|---|---|")
         for workers in args.workers:
             r = measure(names, workers, args.every, args.cycles, args.stagger)
-            print(f"| {r['workers']} | {r['runs']} / {r['expected']} | {r['skipped']} | "
-                  f"{r['p50']:.1f} | {r['p95']:.1f} | {r['max']:.1f} |", flush=True)
+            print(
+                f"| {r['workers']} | {r['runs']} / {r['expected']} | {r['skipped']} | "
+                f"{r['p50']:.1f} | {r['p95']:.1f} | {r['max']:.1f} |",
+                flush=True,
+            )
     finally:
         vendor.terminate()
         vendor.wait(timeout=10)

@@ -45,8 +45,9 @@ def p95(values: list[float]) -> float:
     return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
 
 
-def timed(call, repeat: int, before=None, slow_ms: float = 0
-          ) -> tuple[list[float], list[float], list[float]]:
+def timed(
+    call, repeat: int, before=None, slow_ms: float = 0
+) -> tuple[list[float], list[float], list[float]]:
     """Wall and CPU milliseconds of each of ``repeat`` calls (``before()`` untimed ahead of each
     one) after one warm-up, and the query times of one call (printing those over ``slow_ms``,
     to EXPLAIN them, when it is set)."""
@@ -84,8 +85,10 @@ def new_generation(pair: Pair):
 
 
 def row(label: str, times: list[float], cpu: list[float], queries: list[float]) -> str:
-    return (f"| {label} | {median(times):.0f} / {p95(times):.0f} | {median(cpu):.0f} / "
-            f"{p95(cpu):.0f} | {len(queries)} | {sum(queries):.0f} |")
+    return (
+        f"| {label} | {median(times):.0f} / {p95(times):.0f} | {median(cpu):.0f} / "
+        f"{p95(cpu):.0f} | {len(queries)} | {sum(queries):.0f} |"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     setup_test_environment()  # adds "testserver" to ALLOWED_HOSTS
     user, _ = get_user_model().objects.update_or_create(  # every page: all permissions
-        username="bench", defaults={"is_staff": True, "is_superuser": True})
+        username="bench", defaults={"is_staff": True, "is_superuser": True}
+    )
     client = Client()
     client.force_login(user)
     pair = Pair.objects.get(name=args.pair)
@@ -112,26 +116,36 @@ def main(argv: list[str] | None = None) -> int:
         f"audit run ({audit.samples.count()} samples)": f"/runs/{audit.id}/",
     }
     load = os.getloadavg()[0]
-    print(f"samples: {Sample.objects.count():,}  runs: {Run.objects.count():,}  "
-          f"load average: {load:.1f} on {os.cpu_count()} cores")
-    print("| page | wall ms P50 / P95 | CPU ms P50 / P95 (this process) | queries | query ms |\n"
-          "|---|---|---|---|---|")
+    print(
+        f"samples: {Sample.objects.count():,}  runs: {Run.objects.count():,}  "
+        f"load average: {load:.1f} on {os.cpu_count()} cores"
+    )
+    print(
+        "| page | wall ms P50 / P95 | CPU ms P50 / P95 (this process) | queries | query ms |\n"
+        "|---|---|---|---|---|"
+    )
     touch = new_generation(pair)
     for label, url in pages.items():
+
         def get(url=url):
             response = client.get(url)
             assert response.status_code == 200, (url, response.status_code)
+
         cold = timed(get, args.repeat, before=touch or (lambda: None))
         warm = timed(get, args.repeat, slow_ms=args.slow_ms)
         print(row(f"{label}, cold", *cold), flush=True)
         print(row(f"{label}, warm", *warm), flush=True)
+
     def overview():
         assert client.get("/").status_code == 200
 
     emptied = timed(overview, args.repeat, before=cache.clear)  # a Redis restart, a flush
     print(row("overview `/`, cache emptied", *emptied), flush=True)
-    times, cpu, queries = timed(lambda: render_text(build_sla_report(week=args.week)),
-                                args.report_repeat, slow_ms=args.slow_ms)
+    times, cpu, queries = timed(
+        lambda: render_text(build_sla_report(week=args.week)),
+        args.report_repeat,
+        slow_ms=args.slow_ms,
+    )
     print(row(f"`sla_report --week {args.week}`", times, cpu, queries))
     return 0
 

@@ -40,8 +40,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--days", type=int, default=0)
     parser.add_argument("--batch-size", type=int, default=5000)
-    parser.add_argument("--no-vacuum-full", action="store_true",
-                        help="skip VACUUM FULL (it rewrites the table: minutes at 10 M samples)")
+    parser.add_argument(
+        "--no-vacuum-full",
+        action="store_true",
+        help="skip VACUUM FULL (it rewrites the table: minutes at 10 M samples)",
+    )
     args = parser.parse_args(argv)
     n = Sample.objects.count()
     rollups = RunRollup.objects.count()
@@ -49,8 +52,10 @@ def main(argv: list[str] | None = None) -> int:
     print("| sample table | size | bytes per sample |\n|---|---|---|")
     report("full payloads", n)
     result = prune_payloads(days=args.days, batch_size=args.batch_size, max_seconds=3600)
-    print(f"pruned {result.rows:,} rows in {result.batches} batches of ≤ {args.batch_size}: "
-          f"{result.seconds:.1f} s, {result.rows_per_s:,.0f} rows/s")
+    print(
+        f"pruned {result.rows:,} rows in {result.batches} batches of ≤ {args.batch_size}: "
+        f"{result.seconds:.1f} s, {result.rows_per_s:,.0f} rows/s"
+    )
     with connection.cursor() as cur:
         cur.execute("VACUUM ANALYZE monitor_sample")
     report("after pruning + VACUUM (space reusable, file not shrunk)", n)

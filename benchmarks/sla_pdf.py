@@ -52,29 +52,54 @@ def populate(per_day: int) -> int:
     case = Case.objects.create(suite=suite, key="hello", messages=[])
     rows = []
     for vendor, speed in (("acme", 1.0), ("globex", 1.6)):
-        fast = Endpoint.objects.create(name=f"{vendor}-fast", base_url="https://x.test/v1",
-                                       model=f"{vendor}-1-fast", expected_tier="priority")
-        base = Endpoint.objects.create(name=f"{vendor}-base", base_url="https://x.test/v1",
-                                       model=f"{vendor}-1")
-        pair = Pair.objects.create(name=vendor, fast=fast, base=base, suite=suite,
-                                   slo_ttft_ms=600 * speed, slo_e2e_ms=4000 * speed)
+        fast = Endpoint.objects.create(
+            name=f"{vendor}-fast",
+            base_url="https://x.test/v1",
+            model=f"{vendor}-1-fast",
+            expected_tier="priority",
+        )
+        base = Endpoint.objects.create(
+            name=f"{vendor}-base", base_url="https://x.test/v1", model=f"{vendor}-1"
+        )
+        pair = Pair.objects.create(
+            name=vendor,
+            fast=fast,
+            base=base,
+            suite=suite,
+            slo_ttft_ms=600 * speed,
+            slo_e2e_ms=4000 * speed,
+        )
         run = Run.objects.create(pair=pair, suite=suite, status="done", summary={})
         Run.objects.filter(pk=run.pk).update(created_at=MONDAY + timedelta(hours=1))
         for tier, endpoint, ttft in (("fast", fast, 180 * speed), ("base", base, 520 * speed)):
             for day in range(7):
                 for i in range(per_day):
                     roll = rng.random()
-                    error = ("rate_limited" if roll < 0.02 else "timeout" if roll < 0.03
-                             else "")
+                    error = "rate_limited" if roll < 0.02 else "timeout" if roll < 0.03 else ""
                     load = 1.6 if day in (2, 3) else 1.0
-                    served = ("default" if tier == "fast" and rng.random() < 0.04 * load
-                              else "priority" if tier == "fast" else "default")
+                    served = (
+                        "default"
+                        if tier == "fast" and rng.random() < 0.04 * load
+                        else "priority"
+                        if tier == "fast"
+                        else "default"
+                    )
                     t = rng.lognormvariate(0, 0.3) * ttft * load
-                    rows.append(Sample(
-                        run=run, case=case, endpoint=endpoint, tier=tier, seq=len(rows),
-                        started_at=MONDAY + timedelta(days=day, seconds=i * 86400 // per_day),
-                        ok=not error, error_class=error, ttft_ms=None if error else t,
-                        e2e_ms=None if error else t + 2500 * speed, served_tier=served))
+                    rows.append(
+                        Sample(
+                            run=run,
+                            case=case,
+                            endpoint=endpoint,
+                            tier=tier,
+                            seq=len(rows),
+                            started_at=MONDAY + timedelta(days=day, seconds=i * 86400 // per_day),
+                            ok=not error,
+                            error_class=error,
+                            ttft_ms=None if error else t,
+                            e2e_ms=None if error else t + 2500 * speed,
+                            served_tier=served,
+                        )
+                    )
     Sample.objects.bulk_create(rows, batch_size=2000)
     return len(rows)
 
@@ -108,11 +133,25 @@ def main() -> None:
     load = os.getloadavg()[0]
     Path(args.pdf).write_bytes(pdf)
     if shutil.which("pdftoppm"):
-        subprocess.run(["pdftoppm", "-png", "-r", "80", "-f", "1", "-l", "1", args.pdf,
-                        str(Path(args.pdf).with_suffix(""))], check=True)
+        subprocess.run(
+            [
+                "pdftoppm",
+                "-png",
+                "-r",
+                "80",
+                "-f",
+                "1",
+                "-l",
+                "1",
+                args.pdf,
+                str(Path(args.pdf).with_suffix("")),
+            ],
+            check=True,
+        )
     pages = subprocess.run(["pdfinfo", args.pdf], capture_output=True, text=True).stdout
-    n_pages = next((line.split()[-1] for line in pages.splitlines()
-                    if line.startswith("Pages:")), "?")
+    n_pages = next(
+        (line.split()[-1] for line in pages.splitlines() if line.startswith("Pages:")), "?"
+    )
     lines = [
         HEADER,
         "",

@@ -46,8 +46,11 @@ from evals.records import ChatRequest, EndpointSpec  # noqa: E402
 SCRIPT = {"ttft_ms": 50, "gap_ms": 20, "n_tokens": 20}
 PLAN = [(1, 40), (50, 200), (100, 200), (200, 400)]  # (concurrent streams, requests)
 QUICK_PLAN = [(1, 10), (50, 100), (200, 200)]
-CLIENTS = ("stream_chat, ProbeClient (aiohttp)", "stream_chat, httpx.AsyncClient (httpcore)",
-           "raw socket (floor)")
+CLIENTS = (
+    "stream_chat, ProbeClient (aiohttp)",
+    "stream_chat, httpx.AsyncClient (httpcore)",
+    "raw socket (floor)",
+)
 DOC = ROOT / "docs" / "benchmarks.md"
 
 
@@ -97,8 +100,9 @@ async def server_log(port: int, ids: list[str]) -> dict[str, dict]:
     out: dict[str, dict] = {}
     async with httpx.AsyncClient(timeout=30) as client:
         for i in range(0, len(ids), 100):
-            resp = await client.get(f"http://127.0.0.1:{port}/log",
-                                    params={"request_id": ",".join(ids[i : i + 100])})
+            resp = await client.get(
+                f"http://127.0.0.1:{port}/log", params={"request_id": ",".join(ids[i : i + 100])}
+            )
             out.update((e["request_id"], e) for e in resp.json() if e)
     return out
 
@@ -144,9 +148,14 @@ async def measure_client(port: int, make_stream: Stream, concurrency: int, n: in
 
 
 async def with_stream_chat(port: int, backend: str, concurrency: int, n: int) -> Errors:
-    endpoint = EndpointSpec(name="scripted", protocol="openai", model="scripted",
-                            base_url=f"http://127.0.0.1:{port}/v1", timeout_s=60,
-                            extra_body={"script": SCRIPT})
+    endpoint = EndpointSpec(
+        name="scripted",
+        protocol="openai",
+        model="scripted",
+        base_url=f"http://127.0.0.1:{port}/v1",
+        timeout_s=60,
+        extra_body={"script": SCRIPT},
+    )
     request = ChatRequest(messages=[{"role": "user", "content": "count"}], max_tokens=32)
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with make_client(backend=backend, limits=limits) as client:
@@ -215,9 +224,15 @@ async def measure(port: int, plan: list[tuple[int, int]], clients: tuple[str, ..
             else:
                 results[CLIENT_KEYS[key]] = await with_stream_chat(port, key, conc, n)
         rows.append((conc, n, results))
-        print(f"{conc:>4} streams: " + " | ".join(
-            f"{name.split('(')[-1][:-1]}: TTFT P99 {pct(e.ttft_ms, 99):.2f}, gap P99 "
-            f"{pct(e.gap_ms, 99):.2f} ms" for name, e in results.items()), flush=True)
+        print(
+            f"{conc:>4} streams: "
+            + " | ".join(
+                f"{name.split('(')[-1][:-1]}: TTFT P99 {pct(e.ttft_ms, 99):.2f}, gap P99 "
+                f"{pct(e.gap_ms, 99):.2f} ms"
+                for name, e in results.items()
+            ),
+            flush=True,
+        )
     return rows
 
 
@@ -236,11 +251,16 @@ def machine() -> str:
         pass
     import aiohttp
 
-    policy = {os.SCHED_OTHER: "normal", os.SCHED_FIFO: "real-time FIFO",
-              os.SCHED_RR: "real-time RR"}.get(os.sched_getscheduler(0), "other")
-    return (f"{os.cpu_count()} cores ({cpu}), Linux {platform.release()}, "
-            f"Python {platform.python_version()}, httpx {httpx.__version__}, "
-            f"aiohttp {aiohttp.__version__}; scheduling {policy}, nice {os.nice(0)}")
+    policy = {
+        os.SCHED_OTHER: "normal",
+        os.SCHED_FIFO: "real-time FIFO",
+        os.SCHED_RR: "real-time RR",
+    }.get(os.sched_getscheduler(0), "other")
+    return (
+        f"{os.cpu_count()} cores ({cpu}), Linux {platform.release()}, "
+        f"Python {platform.python_version()}, httpx {httpx.__version__}, "
+        f"aiohttp {aiohttp.__version__}; scheduling {policy}, nice {os.nice(0)}"
+    )
 
 
 def table(rows: list[Row]) -> str:
@@ -254,8 +274,10 @@ def table(rows: list[Row]) -> str:
         for name, e in results.items():
             ratio = "—"
             if floor is not None and e is not floor:
-                ratio = (f"{pct(e.ttft_ms, 99) / pct(floor.ttft_ms, 99):.1f}x, "
-                         f"{pct(e.gap_ms, 99) / pct(floor.gap_ms, 99):.1f}x")
+                ratio = (
+                    f"{pct(e.ttft_ms, 99) / pct(floor.ttft_ms, 99):.1f}x, "
+                    f"{pct(e.gap_ms, 99) / pct(floor.gap_ms, 99):.1f}x"
+                )
             fail = f" ({e.failed} unmatched)" if e.failed else ""
             out.append(
                 f"| {conc} | {name} | {n}{fail} | {pct(e.ttft_ms, 50):.3f} "
@@ -303,8 +325,12 @@ def write_docs(title: str, body: str) -> None:
     DOC.write_text(text[: match.start()] + section + text[match.end() :])
 
 
-def run_pass(port: int, plan: list[tuple[int, int]], uvloop: bool,
-             clients: tuple[str, ...] = tuple(CLIENT_KEYS)) -> list[Row]:
+def run_pass(
+    port: int,
+    plan: list[tuple[int, int]],
+    uvloop: bool,
+    clients: tuple[str, ...] = tuple(CLIENT_KEYS),
+) -> list[Row]:
     if uvloop:
         import uvloop as uv  # optional: pip install uvloop
 
@@ -317,12 +343,20 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer requests (a smoke run)")
     parser.add_argument("--uvloop", action="store_true", help="add a pass on uvloop")
     parser.add_argument("--write-docs", action="store_true", help="update docs/benchmarks.md")
-    parser.add_argument("--plan", action="append", metavar="STREAMS:REQUESTS",
-                        help="instead of the standard plan (diagnosis; not with --write-docs)")
-    parser.add_argument("--clients", default="aiohttp,httpcore,floor",
-                        help="comma-separated subset of aiohttp,httpcore,floor")
-    parser.add_argument("--no-gc", action="store_true",
-                        help="automatic garbage collection off (diagnosis)")
+    parser.add_argument(
+        "--plan",
+        action="append",
+        metavar="STREAMS:REQUESTS",
+        help="instead of the standard plan (diagnosis; not with --write-docs)",
+    )
+    parser.add_argument(
+        "--clients",
+        default="aiohttp,httpcore,floor",
+        help="comma-separated subset of aiohttp,httpcore,floor",
+    )
+    parser.add_argument(
+        "--no-gc", action="store_true", help="automatic garbage collection off (diagnosis)"
+    )
     args = parser.parse_args()
     clients = tuple(c.strip() for c in args.clients.split(",") if c.strip())
     if not clients or set(clients) - set(CLIENT_KEYS):
@@ -356,8 +390,10 @@ def main() -> None:
         cmd = ("chrt -f 10 " if realtime else "") + ".venv/bin/python benchmarks/timing_fidelity.py"
         cmd += (" --uvloop" if args.uvloop else "") + " --write-docs"
         title = "Run at real-time priority" if realtime else "Run at normal priority"
-        lines = [f"Command: `{cmd}` ({took:.0f} s, {load}). Date: {dt.date.today().isoformat()}."
-                 f" Machine: {machine()}.\n"]
+        lines = [
+            f"Command: `{cmd}` ({took:.0f} s, {load}). Date: {dt.date.today().isoformat()}."
+            f" Machine: {machine()}.\n"
+        ]
         for name, text in tables.items():
             lines.append(f"Clients on the {name} event loop (server on asyncio):\n\n{text}\n")
         write_docs(title, "\n".join(lines))

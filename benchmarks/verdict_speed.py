@@ -53,8 +53,14 @@ def timed(fn: Callable[[], object], repeats: int) -> tuple[float, float, float]:
 def speed(repeats: int) -> list[tuple[str, tuple[float, float, float]]]:
     fast, base, _ = tiers(0, (0.33, BASE_RATE, BASE_RATE), PROMPTS, K, LENGTH)
     fvb = mmd_test(fast, base)
-    runs = [{"ttft_p50:fast": 20.0 + i % 7, "ttft_p50:base": 40.0 + i % 5,
-             "similarity:fast_vs_base": 0.9 + 0.001 * (i % 3)} for i in range(48)]
+    runs = [
+        {
+            "ttft_p50:fast": 20.0 + i % 7,
+            "ttft_p50:base": 40.0 + i % 5,
+            "similarity:fast_vs_base": 0.9 + 0.001 * (i % 3),
+        }
+        for i in range(48)
+    ]
     frozen = error_budget.freeze(runs, [i % 24 for i in range(48)], error_budget.HOURLY_S)
     state, threshold = cusum.start(frozen), error_budget.audit_threshold(error_budget.HOURLY_S)
     stream = [(p, fast[p], base[p]) for p in fast]
@@ -104,8 +110,10 @@ def power(fast_rates: tuple[float, ...], runs: int) -> list[dict]:
         for seed in range(runs):
             fast, base = tiers(seed, (rate, BASE_RATE), PROMPTS, K, LENGTH)
             fixed_full += mmd_test(fast, base, B=200, seed=seed, normalise=False).p_value < 0.05
-            fixed_half += mmd_test(*first_pairs(fast, base, total // 2), B=200,
-                                   normalise=False).p_value < 0.05
+            fixed_half += (
+                mmd_test(*first_pairs(fast, base, total // 2), B=200, normalise=False).p_value
+                < 0.05
+            )
             res = sequential_test([(p, fast[p], base[p]) for p in fast], alpha=0.05)
             seq_full += res.rejected
             seq_half += res.rejected and res.stopped_at_pair <= total // 2
@@ -173,7 +181,7 @@ def section(speeds, rows, runs: int, took: float, load: float) -> str:
         "primary verdict.",
         "",
         "False alarms and detection delays of the drift CUSUM and the e-detector at the "
-        "product's settings: \"Monitoring over a month (error budget)\" below.",
+        'product\'s settings: "Monitoring over a month (error budget)" below.',
         "",
         "",
     ]

@@ -82,8 +82,12 @@ COMPARISONS = {
 }
 PER_PROMPT = (2, 5, 10)  # × 25 prompts = 50, 125, 250 samples per tier
 ALPHA = 0.05
-LABELS = ("no_detectable_difference", "numerics_scale_difference", "different_model",
-          "inconclusive")
+LABELS = (
+    "no_detectable_difference",
+    "numerics_scale_difference",
+    "different_model",
+    "inconclusive",
+)
 
 
 def pool_dir() -> Path:
@@ -121,8 +125,16 @@ def save(pools: dict, path: Path) -> None:
     tmp.replace(path)
 
 
-async def send_all(todo: list[tuple], urls: dict[str, str], pools: dict, path: Path, *,
-                   budget_s: float, concurrency: int, per_target: dict[str, int]) -> Counter:
+async def send_all(
+    todo: list[tuple],
+    urls: dict[str, str],
+    pools: dict,
+    path: Path,
+    *,
+    budget_s: float,
+    concurrency: int,
+    per_target: dict[str, int],
+) -> Counter:
     cases = {c.key: c for c in get_suite("audit").cases}
     specs = {t: vendor.endpoint_spec(t, u) for t, u in urls.items()}
     total = asyncio.Semaphore(concurrency)
@@ -138,17 +150,29 @@ async def send_all(todo: list[tuple], urls: dict[str, str], pools: dict, path: P
                 counts["skipped (budget)"] += 1
                 return
             case = cases[key]
-            rec = await stream_chat(client, specs[target], ChatRequest(
-                messages=case.messages, max_tokens=case.max_tokens, temperature=1.0))
+            rec = await stream_chat(
+                client,
+                specs[target],
+                ChatRequest(messages=case.messages, max_tokens=case.max_tokens, temperature=1.0),
+            )
         entry = pools["targets"].setdefault(target, {"samples": {}, "failed": []})
         if rec.ok:
-            entry["samples"].setdefault(key, []).append({
-                "text": rec.text, "t": rec.started_at,
-                "retried": RETRIED_MARKER in (rec.headers or {})})
+            entry["samples"].setdefault(key, []).append(
+                {
+                    "text": rec.text,
+                    "t": rec.started_at,
+                    "retried": RETRIED_MARKER in (rec.headers or {}),
+                }
+            )
             counts[f"{target} ok"] += 1
         else:
-            entry["failed"].append({"key": key, "t": rec.started_at,
-                                    "error": f"{rec.error_class}: {rec.error_message}"})
+            entry["failed"].append(
+                {
+                    "key": key,
+                    "t": rec.started_at,
+                    "error": f"{rec.error_class}: {rec.error_message}",
+                }
+            )
             counts[f"{target} failed"] += 1
         if time.monotonic() - last_save > 30:
             save(pools, path)
@@ -177,17 +201,33 @@ def collect(args: argparse.Namespace) -> None:
     urls = vendor.up(list(quotas), state=state, log=lambda m: print(m, file=sys.stderr))
     version = json.loads(state.read_text())[BASE]["llama_cpp"]
     try:
-        counts = asyncio.run(send_all(
-            todo, urls, pools, path, budget_s=args.budget_s, concurrency=args.concurrency,
-            per_target={BASE: 2}))
+        counts = asyncio.run(
+            send_all(
+                todo,
+                urls,
+                pools,
+                path,
+                budget_s=args.budget_s,
+                concurrency=args.concurrency,
+                per_target={BASE: 2},
+            )
+        )
     finally:
         vendor.down(list(quotas), state=state)
-    pools["runs"].append({
-        "started": started_at.isoformat(timespec="seconds"), "requests": len(todo),
-        "seconds": round(time.monotonic() - t0, 1), "loadavg_start": load_start,
-        "loadavg_end": loadavg(), "quotas": quotas, "concurrency": args.concurrency,
-        "llama_cpp": version, "nproc": os.cpu_count(), "counts": dict(counts),
-    })
+    pools["runs"].append(
+        {
+            "started": started_at.isoformat(timespec="seconds"),
+            "requests": len(todo),
+            "seconds": round(time.monotonic() - t0, 1),
+            "loadavg_start": load_start,
+            "loadavg_end": loadavg(),
+            "quotas": quotas,
+            "concurrency": args.concurrency,
+            "llama_cpp": version,
+            "nproc": os.cpu_count(),
+            "counts": dict(counts),
+        }
+    )
     save(pools, path)
     print(json.dumps(pools["runs"][-1], indent=2))
     for target in quotas:
@@ -209,7 +249,7 @@ def draws(pool: dict[str, list[str]], sizes: list[int], rng: np.random.Generator
     for key, items in pool.items():
         order, start = rng.permutation(len(items)), 0
         for i, size in enumerate(sizes):
-            out[i][key] = [items[j] for j in order[start:start + size]]
+            out[i][key] = [items[j] for j in order[start : start + size]]
             start += size
     return out
 
@@ -221,10 +261,17 @@ def one_verdict(fast: dict, base0: dict, base1: dict, *, B: int, seed: int) -> d
     fvf_p = a.fast_vs_fast.p_value if a.fast_vs_fast else None
     flagged = v.label in ("numerics_scale_difference", "different_model")
     graded = fvb.statistic if flagged else v.min_detectable_effect
-    return {"p": fvb.p_value, "mmd2": fvb.statistic, "q95": fvb.critical_value(ALPHA),
-            "bvb_p": bvb.p_value if bvb else None, "fvf_p": fvf_p, "label": v.label,
-            "sentence": v.sentence, "flagged": flagged,
-            "phrase": grade_effect(graded, REFERENCE_LADDER)[1] if graded else ""}
+    return {
+        "p": fvb.p_value,
+        "mmd2": fvb.statistic,
+        "q95": fvb.critical_value(ALPHA),
+        "bvb_p": bvb.p_value if bvb else None,
+        "fvf_p": fvf_p,
+        "label": v.label,
+        "sentence": v.sentence,
+        "flagged": flagged,
+        "phrase": grade_effect(graded, REFERENCE_LADDER)[1] if graded else "",
+    }
 
 
 def resample(pools: dict, target: str, k: int, rng: np.random.Generator) -> tuple[dict, ...]:
@@ -253,28 +300,45 @@ def power_rows(pools: dict, resamples: int, B: int, seed: int) -> list[dict]:
         base_n = min(len(v) for v in texts(pools, BASE).values())
         for k in PER_PROMPT:
             rng = np.random.default_rng([seed, k, len(rows)])
-            runs = [one_verdict(*resample(pools, target, k, rng), B=B, seed=seed + 3 * i)
-                    for i in range(resamples)]
+            runs = [
+                one_verdict(*resample(pools, target, k, rng), B=B, seed=seed + 3 * i)
+                for i in range(resamples)
+            ]
             hits = sum(r["p"] < ALPHA for r in runs)
             labels = Counter(r["label"] for r in runs)
             median_run = sorted(runs, key=lambda r: r["mmd2"])[len(runs) // 2]
-            rows.append({
-                "comparison": name, "target": target, "k": k, "n": k * len(pools["prompts"]),
-                "tests": resamples, "rejects": hits / resamples,
-                "ci": wilson(hits, resamples), "labels": dict(labels),
-                "median_mmd2": statistics.median(r["mmd2"] for r in runs),
-                "median_q95": statistics.median(r["q95"] for r in runs),
-                "bvb_rejects_05": sum(r["bvb_p"] < ALPHA for r in runs) / resamples,
-                "bvb_rejects_01": sum(r["bvb_p"] < 0.01 for r in runs) / resamples,
-                "overlap": [k / pool_n, k / base_n],  # share two resamples have in common
-                "example": median_run["sentence"],
-                "phrases": {kind: dict(Counter(x["phrase"] for x in runs
-                                               if x["label"] != "inconclusive"
-                                               and x["flagged"] == (kind == "flagged")))
-                            for kind in ("flagged", "unflagged")},
-            })
-            print(f"{name:22} n={k * 25:3} rejects {hits / resamples:.2f} {dict(labels)}",
-                  flush=True)
+            rows.append(
+                {
+                    "comparison": name,
+                    "target": target,
+                    "k": k,
+                    "n": k * len(pools["prompts"]),
+                    "tests": resamples,
+                    "rejects": hits / resamples,
+                    "ci": wilson(hits, resamples),
+                    "labels": dict(labels),
+                    "median_mmd2": statistics.median(r["mmd2"] for r in runs),
+                    "median_q95": statistics.median(r["q95"] for r in runs),
+                    "bvb_rejects_05": sum(r["bvb_p"] < ALPHA for r in runs) / resamples,
+                    "bvb_rejects_01": sum(r["bvb_p"] < 0.01 for r in runs) / resamples,
+                    "overlap": [k / pool_n, k / base_n],  # share two resamples have in common
+                    "example": median_run["sentence"],
+                    "phrases": {
+                        kind: dict(
+                            Counter(
+                                x["phrase"]
+                                for x in runs
+                                if x["label"] != "inconclusive"
+                                and x["flagged"] == (kind == "flagged")
+                            )
+                        )
+                        for kind in ("flagged", "unflagged")
+                    },
+                }
+            )
+            print(
+                f"{name:22} n={k * 25:3} rejects {hits / resamples:.2f} {dict(labels)}", flush=True
+            )
     return rows
 
 
@@ -285,25 +349,43 @@ def whole_pool_rows(pools: dict, B: int, seed: int) -> list[dict]:
     rows = []
     order = {k: rng.permutation(len(v)) for k, v in base.items()}
     first = {k: [base[k][j] for j in o[: len(o) // 2]] for k, o in order.items()}
-    second = {k: [base[k][j] for j in o[len(o) // 2:]] for k, o in order.items()}
-    by_time = {k: [s["text"] for s in sorted(v, key=lambda s: s["t"])]
-               for k, v in pools["targets"][BASE]["samples"].items()}
+    second = {k: [base[k][j] for j in o[len(o) // 2 :]] for k, o in order.items()}
+    by_time = {
+        k: [s["text"] for s in sorted(v, key=lambda s: s["t"])]
+        for k, v in pools["targets"][BASE]["samples"].items()
+    }
     early = {k: v[: len(v) // 2] for k, v in by_time.items()}
-    late = {k: v[len(v) // 2:] for k, v in by_time.items()}
-    cases = [("f16 vs f16, random halves", first, second),
-             ("f16 vs f16, early vs late half", late, early)]
-    cases += [(f"{name.split(' vs ')[0]} vs f16, whole pools", texts(pools, t), base)
-              for name, (t, _) in COMPARISONS.items() if t != BASE]
+    late = {k: v[len(v) // 2 :] for k, v in by_time.items()}
+    cases = [
+        ("f16 vs f16, random halves", first, second),
+        ("f16 vs f16, early vs late half", late, early),
+    ]
+    cases += [
+        (f"{name.split(' vs ')[0]} vs f16, whole pools", texts(pools, t), base)
+        for name, (t, _) in COMPARISONS.items()
+        if t != BASE
+    ]
     for name, a, b in cases:
         r = mmd_test(a, b, B=B, seed=seed)
-        rows.append({"comparison": name, "n": list(r.n_per_tier), "mmd2": r.statistic,
-                     "p": r.p_value, "q95": r.critical_value(ALPHA)})
+        rows.append(
+            {
+                "comparison": name,
+                "n": list(r.n_per_tier),
+                "mmd2": r.statistic,
+                "p": r.p_value,
+                "q95": r.critical_value(ALPHA),
+            }
+        )
         print(f"{name:34} MMD² {r.statistic:.5f} p {r.p_value:.3g} n {r.n_per_tier}", flush=True)
     return rows
 
 
-LADDER_RUNGS = {"a_vs_a": BASE, "q8_0": "smollm2-q8", "q4_0": "smollm2-q4",
-                "different_model": "gemma-270m"}
+LADDER_RUNGS = {
+    "a_vs_a": BASE,
+    "q8_0": "smollm2-q8",
+    "q4_0": "smollm2-q4",
+    "different_model": "gemma-270m",
+}
 
 
 def ladder_replay(pools: dict, resamples: int, seed: int) -> dict[str, Any]:
@@ -319,16 +401,20 @@ def ladder_replay(pools: dict, resamples: int, seed: int) -> dict[str, Any]:
             tier = b1 if target == BASE else draws(texts(pools, target), [10], rng)[0]
             values[rung].append(mmd_test(tier, b0, B=1).statistic)
     shipped = {g["key"]: g["mmd2"] for g in REFERENCE_LADDER["rungs"]}
-    ordered = sum(values["a_vs_a"][i] < values["q8_0"][i] < values["q4_0"][i]
-                  < values["different_model"][i] for i in range(resamples))
+    ordered = sum(
+        values["a_vs_a"][i] < values["q8_0"][i] < values["q4_0"][i] < values["different_model"][i]
+        for i in range(resamples)
+    )
     return {
         "resamples": resamples,
-        "quantiles": {k: [float(q) for q in np.quantile(v, [0.1, 0.5, 0.9])]
-                      for k, v in values.items()},
+        "quantiles": {
+            k: [float(q) for q in np.quantile(v, [0.1, 0.5, 0.9])] for k, v in values.items()
+        },
         "corr_a_vs_a_q8": float(np.corrcoef(values["a_vs_a"], values["q8_0"])[0, 1]),
         "ordered": ordered / resamples,
-        "shipped_below": {k: float(np.mean(np.asarray(v) < shipped[k]))
-                          for k, v in values.items() if k in shipped},
+        "shipped_below": {
+            k: float(np.mean(np.asarray(v) < shipped[k])) for k, v in values.items() if k in shipped
+        },
     }
 
 
@@ -349,12 +435,16 @@ def sequential_rows(pools: dict, resamples: int, seed: int) -> list[dict]:
                     break
             stops.append(test.result().stopped_at_pair)
         hit = [s for s in stops if s is not None]
-        rows.append({
-            "comparison": name, "tests": resamples, "pairs": len(order),
-            **{f"within_{n}": sum(s <= n for s in hit) / resamples for n in (50, 125, 250)},
-            "median_stop": statistics.median(hit) if hit else None,
-            "stop_q": [float(q) for q in np.quantile(hit, [0.1, 0.9])] if hit else None,
-        })
+        rows.append(
+            {
+                "comparison": name,
+                "tests": resamples,
+                "pairs": len(order),
+                **{f"within_{n}": sum(s <= n for s in hit) / resamples for n in (50, 125, 250)},
+                "median_stop": statistics.median(hit) if hit else None,
+                "stop_q": [float(q) for q in np.quantile(hit, [0.1, 0.9])] if hit else None,
+            }
+        )
         print(f"seq {name:22} {rows[-1]}", flush=True)
     return rows
 
@@ -375,36 +465,57 @@ def timing(pools: dict, repeats: int = 10) -> dict[str, Any]:
     mmd = clock(lambda: mmd_test(fast, b0, B=1000))
     full = clock(lambda: one_verdict(fast, b0, b1, B=1000, seed=0))
     chars = [len(t) for v in fast.values() for t in v]
-    return {"mmd": mmd, "verdict": full, "repeats": repeats,
-            "median_chars": statistics.median(chars), "max_chars": max(chars)}
+    return {
+        "mmd": mmd,
+        "verdict": full,
+        "repeats": repeats,
+        "median_chars": statistics.median(chars),
+        "max_chars": max(chars),
+    }
 
 
 def analyse(args: argparse.Namespace) -> None:
     pools = json.loads(args.pools.read_text())
     started, load_start = time.monotonic(), loadavg()
     result = {
-        "date": dt.date.today().isoformat(), "loadavg_start": load_start,
+        "date": dt.date.today().isoformat(),
+        "loadavg_start": load_start,
         "n_prompts": len(pools["prompts"]),
-        "resamples": args.resamples, "B": args.B, "seed": args.seed,
-        "pool_sizes": {t: sorted(Counter(len(v) for v in e["samples"].values()).items())
-                       for t, e in pools["targets"].items()},
+        "resamples": args.resamples,
+        "B": args.B,
+        "seed": args.seed,
+        "pool_sizes": {
+            t: sorted(Counter(len(v) for v in e["samples"].values()).items())
+            for t, e in pools["targets"].items()
+        },
         "failed": {t: len(e["failed"]) for t, e in pools["targets"].items()},
-        "retried": {t: sum(s["retried"] for v in e["samples"].values() for s in v)
-                    for t, e in pools["targets"].items()},
-        "mean_chars": {t: statistics.mean(len(s["text"]) for v in e["samples"].values()
-                                          for s in v) for t, e in pools["targets"].items()},
+        "retried": {
+            t: sum(s["retried"] for v in e["samples"].values() for s in v)
+            for t, e in pools["targets"].items()
+        },
+        "mean_chars": {
+            t: statistics.mean(len(s["text"]) for v in e["samples"].values() for s in v)
+            for t, e in pools["targets"].items()
+        },
         "runs": pools["runs"],
         "timing": timing(pools),
         "whole": whole_pool_rows(pools, args.B, args.seed),
         "power": power_rows(pools, args.resamples, args.B, args.seed),
         "sequential": sequential_rows(pools, args.seq_resamples, args.seed),
         "ladder_replay": ladder_replay(pools, args.resamples, args.seed),
-        "ladder_runs": {f.stem: json.loads(f.read_text())
-                        for f in sorted(args.pools.with_name("ladders").glob("*.json"))},
+        "ladder_runs": {
+            f.stem: json.loads(f.read_text())
+            for f in sorted(args.pools.with_name("ladders").glob("*.json"))
+        },
     }
-    result |= {"seconds": round(time.monotonic() - started), "loadavg_end": loadavg(),
-               "python": platform.python_version(), "numpy": np.__version__,
-               "cpu": cpu_model(), "ladder": REFERENCE_LADDER}
+    result |= {
+        "seconds": round(time.monotonic() - started),
+        "loadavg_end": loadavg(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "cpu": cpu_model(),
+        "ladder": REFERENCE_LADDER,
+    }
     out = args.pools.with_name("results.json")
     out.write_text(json.dumps(result, indent=2))
     print(f"wrote {out}")
@@ -425,9 +536,11 @@ def cpu_model() -> str:
 
 # --- 3. the docs section ---------------------------------------------------------------------
 
-PAPER = ("Gao, Liang & Guestrin (ICLR 2025) report a median power of 77.4% across their "
-         "substitutions (quantization, watermarking, finetuning of Llama models) with about 10 "
-         "samples per prompt, i.e. about 250 samples per tier")
+PAPER = (
+    "Gao, Liang & Guestrin (ICLR 2025) report a median power of 77.4% across their "
+    "substitutions (quantization, watermarking, finetuning of Llama models) with about 10 "
+    "samples per prompt, i.e. about 250 samples per tier"
+)
 
 
 def ms(xs: list[float]) -> str:
@@ -456,20 +569,28 @@ def detectability(name: str, rows: list[dict], whole: dict, q95_250: float) -> s
     by_n = {r["n"]: r["rejects"] for r in rows if r["comparison"] == name}
     caught = [n for n, p in sorted(by_n.items()) if p >= 0.95]
     if caught:
-        return (f"caught: flagged in ≥ 95% of resampled runs from n = {caught[0]} per tier "
-                f"({', '.join(f'{by_n[n]:.0%} at {n}' for n in sorted(by_n))})")
-    pools = f"whole pools ({whole['n'][0]} vs {whole['n'][1]}): MMD² {whole['mmd2']:.4f}, " \
-            f"p = {whole['p']:.2g}"
+        return (
+            f"caught: flagged in ≥ 95% of resampled runs from n = {caught[0]} per tier "
+            f"({', '.join(f'{by_n[n]:.0%} at {n}' for n in sorted(by_n))})"
+        )
+    pools = (
+        f"whole pools ({whole['n'][0]} vs {whole['n'][1]}): MMD² {whole['mmd2']:.4f}, "
+        f"p = {whole['p']:.2g}"
+    )
     if whole["p"] < ALPHA:
         n_half = 250 * q95_250 / whole["mmd2"]
-        return (f"flagged in {by_n[250]:.0%} of resampled runs at 250 per tier; {pools}: a "
-                f"real difference that needs about {n_half:,.0f} per tier for 50% power")
+        return (
+            f"flagged in {by_n[250]:.0%} of resampled runs at 250 per tier; {pools}: a "
+            f"real difference that needs about {n_half:,.0f} per tier for 50% power"
+        )
     bound = max(whole["mmd2"], 0.0) + whole["q95"]
-    return (f"NOT detectable at these costs: flagged in {by_n[250]:.0%} of resampled runs at "
-            f"250 per tier, i.e. at the false-alarm rate; {pools}, no difference found. The "
-            f"pools bound its MMD² below about {bound:.4f}; even an effect that large would "
-            f"need about {250 * q95_250 / bound:,.0f} per tier for a 50% chance, and the best "
-            "estimate is zero")
+    return (
+        f"NOT detectable at these costs: flagged in {by_n[250]:.0%} of resampled runs at "
+        f"250 per tier, i.e. at the false-alarm rate; {pools}, no difference found. The "
+        f"pools bound its MMD² below about {bound:.4f}; even an effect that large would "
+        f"need about {250 * q95_250 / bound:,.0f} per tier for a 50% chance, and the best "
+        "estimate is zero"
+    )
 
 
 def ladder_runs(runs: dict[str, dict]) -> list[str]:
@@ -480,14 +601,18 @@ def ladder_runs(runs: dict[str, dict]) -> list[str]:
     rows = []
     for name, lad in runs.items():
         by = {g["key"]: g for g in lad["rungs"]}
-        rows.append(f"| {name} | " + " | ".join(
-            f"{by[k]['mmd2']:.4f} (p = {by[k]['p_value']:.2g})" for k in keys)
-            + f" | {lad.get('failed_requests') or 'none'} |")
+        rows.append(
+            f"| {name} | "
+            + " | ".join(f"{by[k]['mmd2']:.4f} (p = {by[k]['p_value']:.2g})" for k in keys)
+            + f" | {lad.get('failed_requests') or 'none'} |"
+        )
     shipped = [g["mmd2"] for g in REFERENCE_LADDER["rungs"]]
     mark = [name for name, lad in runs.items() if [g["mmd2"] for g in lad["rungs"]] == shipped]
-    alarms = [f"{name} (A-vs-A p = {lad_p:.2g})" for name, lad in runs.items()
-              if (lad_p := next(g["p_value"] for g in lad["rungs"] if g["key"] == "a_vs_a"))
-              < ALPHA]
+    alarms = [
+        f"{name} (A-vs-A p = {lad_p:.2g})"
+        for name, lad in runs.items()
+        if (lad_p := next(g["p_value"] for g in lad["rungs"] if g["key"] == "a_vs_a")) < ALPHA
+    ]
     return [
         "Each `measure_ladder` run made for this section (copies in `validation/ladders/`; "
         f"shipped: {', '.join(mark) or 'none of them'}):",
@@ -496,11 +621,17 @@ def ladder_runs(runs: dict[str, dict]) -> list[str]:
         "|---|" + "---|" * (len(keys) + 1),
         *rows,
         "",
-        *([f"A-vs-A rejected at α in: {', '.join(alarms)}: the base tier against an "
-           "independent batch of itself, a false alarm of the ladder's own noise floor (at "
-           "most 5% of honest runs; the whole-pool and early-vs-late tests above found no "
-           "such difference). A ladder whose A-vs-A rung rejects should be measured again.",
-           ""] if alarms else []),
+        *(
+            [
+                f"A-vs-A rejected at α in: {', '.join(alarms)}: the base tier against an "
+                "independent batch of itself, a false alarm of the ladder's own noise floor (at "
+                "most 5% of honest runs; the whole-pool and early-vs-late tests above found no "
+                "such difference). A ladder whose A-vs-A rung rejects should be measured again.",
+                "",
+            ]
+            if alarms
+            else []
+        ),
     ]
 
 
@@ -533,12 +664,17 @@ def render(r: dict) -> str:
     pools = ", ".join(
         f"{t} {'/'.join(str(n) for n, _ in r['pool_sizes'][t])} per prompt "
         f"({r['failed'][t]} failed, {r['retried'][t]} retried, mean {r['mean_chars'][t]:.0f} "
-        "characters)" for t in QUOTAS if t in r["pool_sizes"])
+        "characters)"
+        for t in QUOTAS
+        if t in r["pool_sizes"]
+    )
     L = [
-        SECTION, "",
+        SECTION,
+        "",
         "Does the verdict find what the local llama.cpp vendor is known to serve? Commands "
         "(the lock keeps other engine benchmarks off the 2 cores while servers run):",
-        "", "```bash",
+        "",
+        "```bash",
         "export TIERWATCH_VAR_DIR=/tmp/tw-ladder   # a private database for the ladder",
         ".venv/bin/python manage.py migrate",
         ".venv/bin/python manage.py local_vendor up --targets smollm2-f16 smollm2-q8 "
@@ -551,7 +687,8 @@ def render(r: dict) -> str:
         "collect",
         "flock /tmp/tierwatch-engine.lock .venv/bin/python benchmarks/verdict_validation.py "
         "analyse --write-docs",
-        "```", "",
+        "```",
+        "",
         f"Machine: {run['nproc']} cores ({r['cpu']}), shared with other work; llama.cpp of "
         f"llama-cpp-python {run['llama_cpp']}, one `llama-server` per target (1 thread, 1 "
         f"slot); Python {r['python']}, numpy {r['numpy']}. Pool collection: {run['started']} "
@@ -576,7 +713,7 @@ def render(r: dict) -> str:
         "last column below). Given the pools, resamples are independent draws, so the "
         "bracketed 95% Wilson intervals hold for the rate *on these pools*; they do not cover "
         "the variation from one collection to the next, which dominates where k/m is near 1 "
-        "(there the rate is close to \"did this one pool reject\"). A split of one pool is "
+        '(there the rate is close to "did this one pool reject"). A split of one pool is '
         "exchangeable by construction and the permutation test is exact given the union of "
         "the two draws, so the A-vs-A rate is ≤ α in expectation whatever the engine does: it "
         "checks the implementation; what speaks for the engine is the split of the f16 "
@@ -585,32 +722,44 @@ def render(r: dict) -> str:
         "",
         "### False alarms and power (MMD fast vs base, p < 0.05)",
         "",
-        "| comparison | known answer | " + " | ".join(f"n = {n} per tier" for n in sizes)
+        "| comparison | known answer | "
+        + " | ".join(f"n = {n} per tier" for n in sizes)
         + " | share two resamples have in common at 250 (fast / base) |",
         "|---|---|" + "---|" * len(sizes) + "---|",
-        *(f"| {name} | {COMPARISONS[name][1]} | "
-          + " | ".join(rate(cell(power, name, n)) for n in sizes)
-          + " | " + " / ".join(f"{x:.2f}" for x in cell(power, name, 250)["overlap"]) + " |"
-          for name in names),
+        *(
+            f"| {name} | {COMPARISONS[name][1]} | "
+            + " | ".join(rate(cell(power, name, n)) for n in sizes)
+            + " | "
+            + " / ".join(f"{x:.2f}" for x in cell(power, name, 250)["overlap"])
+            + " |"
+            for name in names
+        ),
         "",
         f"{r['resamples']} resamples per cell (n per tier = {r['n_prompts']} prompts × 2, 5, "
         f"10), α = {ALPHA}. Rows 1-2 are nulls (false-alarm rate, goal ≤ α), rows 3-5 power "
         "(goal for the different model: ≥ 95%). A-vs-A above α is consistent with chance (its "
         "expected rate is ≤ α by construction, see the method): "
-        + "; ".join(f"P(≥ {round(x['rejects'] * x['tests'])} of {x['tests']} | rate α) = "
-                    f"{binom.sf(round(x['rejects'] * x['tests']) - 1, x['tests'], ALPHA):.2f}"
-                    for x in aa_alarms.values() if x["rejects"] > ALPHA)
+        + "; ".join(
+            f"P(≥ {round(x['rejects'] * x['tests'])} of {x['tests']} | rate α) = "
+            f"{binom.sf(round(x['rejects'] * x['tests']) - 1, x['tests'], ALPHA):.2f}"
+            for x in aa_alarms.values()
+            if x["rejects"] > ALPHA
+        )
         + ". The base-vs-base calibrations inside the same "
         "resamples (two disjoint f16 batches; mean over the five rows) reject at "
-        + "; ".join(f"{calib(power, n, '05'):.3f} (α = 0.05) and {calib(power, n, '01'):.3f} "
-                    f"(0.01, the level at which `decide` voids a run) at n = {n}"
-                    for n in sizes) + ".",
+        + "; ".join(
+            f"{calib(power, n, '05'):.3f} (α = 0.05) and {calib(power, n, '01'):.3f} "
+            f"(0.01, the level at which `decide` voids a run) at n = {n}"
+            for n in sizes
+        )
+        + ".",
         "",
         f"Beside the paper: {PAPER}. Here, at 250 per tier, the median over the three "
         "substitutions (Q8_0, Q4_0, a different model) is "
         f"{statistics.median(cell(power, n_, 250)['rejects'] for n_ in names[2:]):.0%}: "
-        + ", ".join(f"{n_.split(' vs ')[0]} {cell(power, n_, 250)['rejects']:.1%}"
-                    for n_ in names[2:])
+        + ", ".join(
+            f"{n_.split(' vs ')[0]} {cell(power, n_, 250)['rejects']:.1%}" for n_ in names[2:]
+        )
         + " (a median of three says little: one substitution is invisible, two are caught "
         "every time). Their models were billions of parameters, ours 135M/270M, on 25 short "
         "prompts (answers of about 150 characters); the figures are of one kind, not one "
@@ -620,16 +769,22 @@ def render(r: dict) -> str:
         "",
         "| comparison | n (a / b) | MMD² | p | 95% null quantile at this n |",
         "|---|---|---|---|---|",
-        *(f"| {w['comparison']} | {w['n'][0]} / {w['n'][1]} | {w['mmd2']:.5f} | {w['p']:.3g} "
-          f"| {w['q95']:.5f} |" for w in whole),
+        *(
+            f"| {w['comparison']} | {w['n'][0]} / {w['n'][1]} | {w['mmd2']:.5f} | {w['p']:.3g} "
+            f"| {w['q95']:.5f} |"
+            for w in whole
+        ),
         "",
         f"Median 95% null quantile of one 250-per-tier run: {q95_250:.5f} (A-vs-A resamples).",
         "",
         "### Which substitutions can and cannot be detected, at which cost",
         "",
-        *(f"- **{name}** ({COMPARISONS[name][1]}): "
-          + detectability(name, power, whole_by[f"{name}, whole pools"], q95_250)
-          + "." for name in names[2:]),
+        *(
+            f"- **{name}** ({COMPARISONS[name][1]}): "
+            + detectability(name, power, whole_by[f"{name}, whole pools"], q95_250)
+            + "."
+            for name in names[2:]
+        ),
         f"- **no substitution** (A-vs-A; speculative decoding): flagged in "
         f"{aa_alarms[250]['rejects']:.1%} and {cell(power, names[1], 250)['rejects']:.1%} of "
         f"resampled runs at 250 per tier (α = {ALPHA:.0%}); speculative decoding looks "
@@ -645,11 +800,14 @@ def render(r: dict) -> str:
         "| rung | MMD² | p | n (tier / base) | 95% null quantile | replayed on the pools: "
         "10% / 50% / 90% |",
         "|---|---|---|---|---|---|",
-        *(f"| {g['label']} | {g['mmd2']:.4f} | {g.get('p_value', float('nan')):.3g} | "
-          f"{'/'.join(map(str, g.get('n_per_tier', [])))} | "
-          f"{g.get('null_q95', float('nan')):.4f} | "
-          + " / ".join(f"{q:.4f}" for q in replay["quantiles"][g["key"]]) + " |"
-          for g in ladder["rungs"]),
+        *(
+            f"| {g['label']} | {g['mmd2']:.4f} | {g.get('p_value', float('nan')):.3g} | "
+            f"{'/'.join(map(str, g.get('n_per_tier', [])))} | "
+            f"{g.get('null_q95', float('nan')):.4f} | "
+            + " / ".join(f"{q:.4f}" for q in replay["quantiles"][g["key"]])
+            + " |"
+            for g in ladder["rungs"]
+        ),
         "",
         *ladder_runs(r.get("ladder_runs", {})),
         f"Replay: `measure_ladder`'s design (each rung one draw of 10 per prompt against the "
@@ -660,46 +818,63 @@ def render(r: dict) -> str:
         "(share of replays below them): "
         + ", ".join(f"{k} {v:.0%}" for k, v in replay["shipped_below"].items())
         + ". Whole-pool distances for comparison: "
-        + ", ".join(f"{k} {whole_by[k + ', whole pools']['mmd2']:.4f}"
-                    for k in ("q8 vs f16", "q4 vs f16", "gemma vs f16")) + ".",
+        + ", ".join(
+            f"{k} {whole_by[k + ', whole pools']['mmd2']:.4f}"
+            for k in ("q8 vs f16", "q4 vs f16", "gemma vs f16")
+        )
+        + ".",
         "",
         "### What `decide` says (label counts over the resampled runs)",
         "",
         "| comparison | n per tier | " + " | ".join(x.replace("_", " ") for x in LABELS) + " |",
         "|---|---|" + "---|" * len(LABELS),
-        *(f"| {name} | {n} | " + " | ".join(str(cell(power, name, n)["labels"].get(x, 0))
-                                            for x in LABELS) + " |"
-          for name in names for n in sizes),
+        *(
+            f"| {name} | {n} | "
+            + " | ".join(str(cell(power, name, n)["labels"].get(x, 0)) for x in LABELS)
+            + " |"
+            for name in names
+            for n in sizes
+        ),
         "",
         "At 50 per tier (2 per prompt) every run is inconclusive by design (`decide` needs 5 "
-        "samples of a prompt per tier); otherwise \"inconclusive\" means a calibration "
+        'samples of a prompt per tier); otherwise "inconclusive" means a calibration '
         "rejected at 0.01. The run with the median statistic at 250 per tier reads:",
         "",
-        *(f"- {name}: \"{cell(power, name, 250)['example']}\"" for name in names),
+        *(f'- {name}: "{cell(power, name, 250)["example"]}"' for name in names),
         "",
         "Grading with this ladder, the most frequent label at 250 per tier: "
-        + ", ".join(f"{n_} → {majority(cell(power, n_, 250))}" for n_ in names) + ".",
+        + ", ".join(f"{n_} → {majority(cell(power, n_, 250))}" for n_ in names)
+        + ".",
         "",
         "The ladder words in the sentences at 250 per tier (most frequent phrase and its count): "
         "for flagged runs the statistic's nearest rung, for the others the nearest rung of the "
-        "detection threshold (\"could miss differences below …\"):",
+        'detection threshold ("could miss differences below …"):',
         "",
         "| comparison | flagged runs | not flagged |",
         "|---|---|---|",
-        *(f"| {n_} | {top_phrase(cell(power, n_, 250), 'flagged')} | "
-          f"{top_phrase(cell(power, n_, 250), 'unflagged')} |" for n_ in names),
+        *(
+            f"| {n_} | {top_phrase(cell(power, n_, 250), 'flagged')} | "
+            f"{top_phrase(cell(power, n_, 250), 'unflagged')} |"
+            for n_ in names
+        ),
         "",
         "Two things in that wording mislead. (1) Rungs that are not themselves significant "
         "are noise around zero, not distances: "
-        + (", ".join(f"{g['key']} (p = {g['p_value']:.2g})" for g in ladder["rungs"]
-                     if g.get("p_value", 0) >= ALPHA) or "none in the shipped ladder")
-        + "; a sentence that places a run near such a rung, or a false alarm \"about the "
-        "distance of\" a quantization, says more than the data. (2) \"Could miss differences "
-        "below X\" names the rung nearest X, but X (the 95% null quantile) is where power is "
+        + (
+            ", ".join(
+                f"{g['key']} (p = {g['p_value']:.2g})"
+                for g in ladder["rungs"]
+                if g.get("p_value", 0) >= ALPHA
+            )
+            or "none in the shipped ladder"
+        )
+        + '; a sentence that places a run near such a rung, or a false alarm "about the '
+        'distance of" a quantization, says more than the data. (2) "Could miss differences '
+        'below X" names the rung nearest X, but X (the 95% null quantile) is where power is '
         "about 50%: a substitution a little above X is still missed half the time, and one "
         "several times above it is caught every time. With the shipped ladder most "
         "no-difference sentences at 250 per tier place what the run could miss "
-        f"\"{top_phrase(cell(power, names[0], 250), 'unflagged').rsplit(' (', 1)[0]}\"; "
+        f'"{top_phrase(cell(power, names[0], 250), "unflagged").rsplit(" (", 1)[0]}"; '
         f"Q4_0 was caught in {cell(power, 'q4 vs f16', 250)['rejects']:.0%} of such "
         "runs, and what they miss is Q8_0 "
         f"({cell(power, 'q8 vs f16', 250)['rejects']:.1%}).",
@@ -713,12 +888,19 @@ def render(r: dict) -> str:
         "| comparison | sequential: rejected within 50 / 125 / 250 pairs | median stop of "
         "rejecting runs (10%–90%) | fixed test at n = 50 / 125 / 250 |",
         "|---|---|---|---|",
-        *(f"| {s['comparison']} | {s['within_50']:.2f} / {s['within_125']:.2f} / "
-          f"{s['within_250']:.2f} | "
-          + (f"{s['median_stop']:.0f} ({s['stop_q'][0]:.0f}–{s['stop_q'][1]:.0f})"
-             if s["median_stop"] else "–")
-          + " | " + " / ".join(f"{cell(power, s['comparison'], n)['rejects']:.2f}" for n in sizes)
-          + " |" for s in seq),
+        *(
+            f"| {s['comparison']} | {s['within_50']:.2f} / {s['within_125']:.2f} / "
+            f"{s['within_250']:.2f} | "
+            + (
+                f"{s['median_stop']:.0f} ({s['stop_q'][0]:.0f}–{s['stop_q'][1]:.0f})"
+                if s["median_stop"]
+                else "–"
+            )
+            + " | "
+            + " / ".join(f"{cell(power, s['comparison'], n)['rejects']:.2f}" for n in sizes)
+            + " |"
+            for s in seq
+        ),
         "",
         f"Different model: the sequential test stopped within 50 pairs in "
         f"{seq_by['gemma vs f16']['within_50']:.0%} of runs (median stop "

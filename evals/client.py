@@ -71,8 +71,16 @@ from evals.wire import (
 )
 
 __all__ = [
-    "ANTHROPIC_VERSION", "KEPT_HEADERS", "KEPT_HEADER_PREFIXES", "NEVER_KEPT", "RETRIED_MARKER",
-    "HttpcoreClient", "ProbeClient", "key_scrubber", "make_client", "parse_retry_after",
+    "ANTHROPIC_VERSION",
+    "KEPT_HEADERS",
+    "KEPT_HEADER_PREFIXES",
+    "NEVER_KEPT",
+    "RETRIED_MARKER",
+    "HttpcoreClient",
+    "ProbeClient",
+    "key_scrubber",
+    "make_client",
+    "parse_retry_after",
     "stream_chat",
 ]
 
@@ -81,10 +89,24 @@ _DRAIN_AFTER_END_S = 1.0  # read the chunked terminator after [DONE] so the conn
 _ERROR_BODY_BYTES = 16_384  # at most this much of a non-2xx body is read
 KEPT_HEADERS = frozenset(
     {
-        "x-request-id", "request-id", "openai-processing-ms", "openai-version",
-        "openai-organization", "anthropic-organization-id", "server", "date", "retry-after",
-        "cf-cache-status", "cf-ray", "via", "x-cache", "age", "content-type",
-        "x-envoy-upstream-service-time", "x-tierwatch-simulated", "x-served-model",
+        "x-request-id",
+        "request-id",
+        "openai-processing-ms",
+        "openai-version",
+        "openai-organization",
+        "anthropic-organization-id",
+        "server",
+        "date",
+        "retry-after",
+        "cf-cache-status",
+        "cf-ray",
+        "via",
+        "x-cache",
+        "age",
+        "content-type",
+        "x-envoy-upstream-service-time",
+        "x-tierwatch-simulated",
+        "x-served-model",
     }
 )
 KEPT_HEADER_PREFIXES = ("x-ratelimit-", "anthropic-ratelimit-", "x-tierwatch-")
@@ -159,11 +181,15 @@ def _anthropic_body(endpoint: EndpointSpec, request: ChatRequest) -> dict[str, A
     return body
 
 
-def _request_parts(endpoint: EndpointSpec, request: ChatRequest
-                   ) -> tuple[str, dict[str, str], bytes]:
+def _request_parts(
+    endpoint: EndpointSpec, request: ChatRequest
+) -> tuple[str, dict[str, str], bytes]:
     base = endpoint.base_url.rstrip("/")
-    headers = {"Accept": "text/event-stream", "Accept-Encoding": "identity",
-               "Content-Type": "application/json"}
+    headers = {
+        "Accept": "text/event-stream",
+        "Accept-Encoding": "identity",
+        "Content-Type": "application/json",
+    }
     if endpoint.protocol == "anthropic":
         url, body = f"{base}/messages", _anthropic_body(endpoint, request)
         headers["anthropic-version"] = ANTHROPIC_VERSION
@@ -176,15 +202,22 @@ def _request_parts(endpoint: EndpointSpec, request: ChatRequest
     return url, headers, json.dumps(body).encode()
 
 
-async def _via_aiohttp(session: aiohttp.ClientSession, proxy: dict[str, Any], url: str,
-                       headers: dict[str, str], body: bytes, stream: _Stream,
-                       marks: dict[str, Any]) -> None:
+async def _via_aiohttp(
+    session: aiohttp.ClientSession,
+    proxy: dict[str, Any],
+    url: str,
+    headers: dict[str, str],
+    body: bytes,
+    stream: _Stream,
+    marks: dict[str, Any],
+) -> None:
     # No per-request ClientTimeout: stream_chat's one deadline covers connect and reads, and
     # aiohttp's sock_read would re-arm a timer at every socket read.
     token = _MARKS.set(marks)
     try:
-        async with session.post(url, data=body, headers=headers, allow_redirects=False,
-                                **proxy) as resp:
+        async with session.post(
+            url, data=body, headers=headers, allow_redirects=False, **proxy
+        ) as resp:
             marks.setdefault("headers", time.perf_counter())
             content = resp.content
             proto = resp.connection.protocol if resp.connection is not None else None
@@ -193,8 +226,9 @@ async def _via_aiohttp(session: aiohttp.ClientSession, proxy: dict[str, Any], ur
                 proto.reader, stamps = content, proto.stamps
                 stamps.clear()
             try:
-                await _take_response(resp.status, resp.headers, content.readany, stream,
-                                     content.at_eof, stamps)
+                await _take_response(
+                    resp.status, resp.headers, content.readany, stream, content.at_eof, stamps
+                )
             finally:
                 if isinstance(proto, _StampingHandler):
                     proto.reader = None
@@ -203,18 +237,29 @@ async def _via_aiohttp(session: aiohttp.ClientSession, proxy: dict[str, Any], ur
         _MARKS.reset(token)
 
 
-async def _via_httpx(client: httpx.AsyncClient, endpoint: EndpointSpec, url: str,
-                     headers: dict[str, str], body: bytes, stream: _Stream,
-                     marks: dict[str, Any]) -> None:
+async def _via_httpx(
+    client: httpx.AsyncClient,
+    endpoint: EndpointSpec,
+    url: str,
+    headers: dict[str, str],
+    body: bytes,
+    stream: _Stream,
+    marks: dict[str, Any],
+) -> None:
     async def trace(name: str, info: dict[str, Any]) -> None:
         if name in _HTTPCORE_MARKS:
             marks.setdefault(_HTTPCORE_MARKS[name], time.perf_counter())
             if name == "http11.send_request_headers.started" and "tcp" not in marks:
                 marks["reused"] = True  # httpcore connects inside the request that needs it
 
-    req = client.build_request("POST", url, content=body, headers=headers,
-                               timeout=httpx.Timeout(endpoint.timeout_s),
-                               extensions={"trace": trace})
+    req = client.build_request(
+        "POST",
+        url,
+        content=body,
+        headers=headers,
+        timeout=httpx.Timeout(endpoint.timeout_s),
+        extensions={"trace": trace},
+    )
     resp = await client.send(req, stream=True)
     try:
         marks.setdefault("headers", time.perf_counter())
@@ -225,10 +270,14 @@ async def _via_httpx(client: httpx.AsyncClient, endpoint: EndpointSpec, url: str
         await resp.aclose()
 
 
-async def _take_response(status: int, headers: Mapping[str, str],
-                         read: Callable[[], Awaitable[bytes]], stream: _Stream,
-                         at_eof: Callable[[], bool] | None = None,
-                         stamps: list[float] | None = None) -> None:
+async def _take_response(
+    status: int,
+    headers: Mapping[str, str],
+    read: Callable[[], Awaitable[bytes]],
+    stream: _Stream,
+    at_eof: Callable[[], bool] | None = None,
+    stamps: list[float] | None = None,
+) -> None:
     """Status, headers and body of either wire, the same way. ``at_eof`` (aiohttp) says the
     body's end was already read, which spares the drain its timer. ``stamps`` (aiohttp): the
     time each socket read arrived, as body bytes so far then time, taken by the protocol;
@@ -315,8 +364,14 @@ def _classify(exc: BaseException, in_body: bool, timeout_s: float) -> tuple[str,
     cut = "stream_incomplete" if in_body else "protocol"  # after the headers vs before
     if isinstance(exc, _Failure):
         return exc.error_class, str(exc)
-    if isinstance(exc, aiohttp.ClientConnectorError | httpx.ConnectError | aiohttp.InvalidURL
-                  | httpx.UnsupportedProtocol | httpx.InvalidURL):
+    if isinstance(
+        exc,
+        aiohttp.ClientConnectorError
+        | httpx.ConnectError
+        | aiohttp.InvalidURL
+        | httpx.UnsupportedProtocol
+        | httpx.InvalidURL,
+    ):
         return "connect", msg
     if isinstance(exc, httpx.TimeoutException):
         return "timeout", msg
@@ -324,14 +379,25 @@ def _classify(exc: BaseException, in_body: bool, timeout_s: float) -> tuple[str,
         if type(exc) is TimeoutError:
             msg = f"no complete answer within {timeout_s:g} s"
         return "timeout", msg
-    if isinstance(exc, aiohttp.ClientPayloadError | aiohttp.ServerDisconnectedError
-                  | httpx.RemoteProtocolError | httpx.ReadError | aiohttp.ClientOSError):
+    if isinstance(
+        exc,
+        aiohttp.ClientPayloadError
+        | aiohttp.ServerDisconnectedError
+        | httpx.RemoteProtocolError
+        | httpx.ReadError
+        | aiohttp.ClientOSError,
+    ):
         return cut, msg
     return "protocol", msg
 
 
-async def stream_chat(client: httpx.AsyncClient, endpoint: EndpointSpec, request: ChatRequest,
-                      *, on_start: Callable[[float], None] | None = None) -> TimingRecord:
+async def stream_chat(
+    client: httpx.AsyncClient,
+    endpoint: EndpointSpec,
+    request: ChatRequest,
+    *,
+    on_start: Callable[[float], None] | None = None,
+) -> TimingRecord:
     """Send one streaming chat request and time it; never raises for request failures.
 
     ``on_start`` receives t0 (``time.perf_counter()``) for callers that compare absolute times
@@ -341,8 +407,9 @@ async def stream_chat(client: httpx.AsyncClient, endpoint: EndpointSpec, request
     """
     rec = TimingRecord(ok=False)
     lane = _lane()
-    stream = _Stream(rec, endpoint.protocol, endpoint.max_body_bytes, lane,
-                     endpoint.served_tier_fields)
+    stream = _Stream(
+        rec, endpoint.protocol, endpoint.max_body_bytes, lane, endpoint.served_tier_fields
+    )
     marks: dict[str, Any] = {}
     error: tuple[str, str] | None = None
     retried = False
@@ -379,8 +446,19 @@ async def stream_chat(client: httpx.AsyncClient, endpoint: EndpointSpec, request
                 retried = True
                 marks.clear()  # nothing else of the dead attempt was kept: no response byte
                 await attempt(url, headers, body, fresh=True)
-    except (_Failure, TimeoutError, httpx.HTTPError, aiohttp.ClientError, httpx.InvalidURL,
-            ValueError, TypeError, KeyError, AttributeError, UnicodeError, OSError) as exc:
+    except (
+        _Failure,
+        TimeoutError,
+        httpx.HTTPError,
+        aiohttp.ClientError,
+        httpx.InvalidURL,
+        ValueError,
+        TypeError,
+        KeyError,
+        AttributeError,
+        UnicodeError,
+        OSError,
+    ) as exc:
         error = _classify(exc, stream.in_body, endpoint.timeout_s)
     await lane.turn()  # the connection is back in the pool; the rest of the parsing and the
     # record: one piece
@@ -413,12 +491,15 @@ async def stream_chat(client: httpx.AsyncClient, endpoint: EndpointSpec, request
 
 def _keep_prefix(rec: TimingRecord, message: str) -> str:
     """An oversized body keeps a bounded prefix of its texts, and its message says so."""
-    cut = [f"{name} {len(getattr(rec, name))} chars" for name in ("text", "reasoning_text")
-           if len(getattr(rec, name)) > TEXT_KEPT_CHARS]
+    cut = [
+        f"{name} {len(getattr(rec, name))} chars"
+        for name in ("text", "reasoning_text")
+        if len(getattr(rec, name)) > TEXT_KEPT_CHARS
+    ]
     rec.text = rec.text[:TEXT_KEPT_CHARS]
     rec.reasoning_text = rec.reasoning_text[:TEXT_KEPT_CHARS]
     if rec.logprobs is not None:
-        rec.logprobs = rec.logprobs[:TEXT_KEPT_CHARS // 16]
+        rec.logprobs = rec.logprobs[: TEXT_KEPT_CHARS // 16]
     if cut:
         message += f"; kept the first {TEXT_KEPT_CHARS} chars of {', '.join(cut)}"
     return message
@@ -486,8 +567,9 @@ def key_scrubber(key: str | None) -> Callable[[str], str]:
         forms.add(base64.b64encode(raw.encode()).decode().rstrip("="))
     if len(key) >= 12:
         forms |= {key[:8], key[-6:]}
-    pattern = re.compile("|".join(re.escape(f) for f in sorted(forms, key=len, reverse=True)),
-                         re.IGNORECASE)
+    pattern = re.compile(
+        "|".join(re.escape(f) for f in sorted(forms, key=len, reverse=True)), re.IGNORECASE
+    )
     return lambda text: pattern.sub("***", text)
 
 

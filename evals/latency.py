@@ -149,9 +149,14 @@ def error_budget(n_ok: int, n_eligible: int, target: float) -> dict[str, float |
     failures = n_eligible - n_ok
     allowed = (1 - target) * n_eligible
     burn = (failures / n_eligible) / (1 - target) if n_eligible else None
-    return {"target": target, "failures": failures, "allowed_failures": allowed,
-            "burn_rate": burn, "budget_spent": failures / allowed if allowed else None,
-            "budget_left": (1 - failures / allowed) if allowed else None}
+    return {
+        "target": target,
+        "failures": failures,
+        "allowed_failures": allowed,
+        "burn_rate": burn,
+        "budget_spent": failures / allowed if allowed else None,
+        "budget_left": (1 - failures / allowed) if allowed else None,
+    }
 
 
 def downgrades(served: Iterable[str], expected: str) -> dict[str, Any]:
@@ -168,8 +173,11 @@ def downgrades(served: Iterable[str], expected: str) -> dict[str, Any]:
     reported = sum(counts.values())
     down = reported - counts.get(expected, 0)
     return {
-        "expected": expected, "by_tier": dict(sorted(counts.items())), "n_reported": reported,
-        "n_unreported": unreported, "n_downgraded": down if expected else 0,
+        "expected": expected,
+        "by_tier": dict(sorted(counts.items())),
+        "n_reported": reported,
+        "n_unreported": unreported,
+        "n_downgraded": down if expected else 0,
         "downgrade_rate": down / reported if expected and reported else None,
     }
 
@@ -202,12 +210,15 @@ def summarise_tier(
         "errors": dict(errors),
         "rate_limited": rate_limited,
         **availability(len(ok), n, rate_limited),
-        "ttft_ms": percentiles((_get(s, "ttft_ms") for s in ok), min_n=min_n,
-                           per_quantile=per_quantile),
-        "e2e_ms": percentiles((_get(s, "e2e_ms") for s in ok), min_n=min_n,
-                           per_quantile=per_quantile),
-        "tpot_ms": percentiles((_get(s, "tpot_ms") for s in ok), min_n=min_n,
-                           per_quantile=per_quantile),
+        "ttft_ms": percentiles(
+            (_get(s, "ttft_ms") for s in ok), min_n=min_n, per_quantile=per_quantile
+        ),
+        "e2e_ms": percentiles(
+            (_get(s, "e2e_ms") for s in ok), min_n=min_n, per_quantile=per_quantile
+        ),
+        "tpot_ms": percentiles(
+            (_get(s, "tpot_ms") for s in ok), min_n=min_n, per_quantile=per_quantile
+        ),
         "decode_tok_s_p50": decode["p50"],
         "token_count_flags": flags,
     }

@@ -26,8 +26,14 @@ def token_at(logprobs: Sequence[Entry] | None, pos: int) -> Entry | None:
 def top_margin(entry: Entry | None) -> float | None:
     """Logprob of the best candidate minus the second best at one token: a near tie (well under
     1 nat) is where numerics flip a greedy choice. None with fewer than two candidates."""
-    ranked = sorted((t["logprob"] for t in (entry or {}).get("top_logprobs") or ()
-                     if t.get("logprob") is not None), reverse=True)
+    ranked = sorted(
+        (
+            t["logprob"]
+            for t in (entry or {}).get("top_logprobs") or ()
+            if t.get("logprob") is not None
+        ),
+        reverse=True,
+    )
     return ranked[0] - ranked[1] if len(ranked) >= 2 else None
 
 
@@ -47,8 +53,10 @@ def logprob_gap(
     own = base.get("logprob")
     ranked = sorted((v for v in top.values() if v is not None), reverse=True)
     return {
-        "base_token": base.get("token"), "base_logprob": own,
-        "fast_token": fast.get("token"), "fast_logprob": fast.get("logprob"),
+        "base_token": base.get("token"),
+        "base_logprob": own,
+        "fast_token": fast.get("token"),
+        "fast_logprob": fast.get("logprob"),
         "gap": (own - alt) if own is not None and alt is not None else None,
         "base_margin": (ranked[0] - ranked[1]) if len(ranked) >= 2 else None,
         "base_top": list(base.get("top_logprobs") or ())[:5],

@@ -53,22 +53,41 @@ def _med(values) -> float | None:
     vals = [v for v in values if v is not None]
     return median(vals) if vals else None
 
-def _hint(mechanism: str, indication: str, finding: str, evidence: list[str],
-          link: dict[str, Any] | None = None) -> dict[str, Any]:
+
+def _hint(
+    mechanism: str,
+    indication: str,
+    finding: str,
+    evidence: list[str],
+    link: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """``indication``: "suggested" (numbers consistent with it), "no sign", "cannot tell"."""
-    return {"mechanism": mechanism, "indication": indication, "finding": finding,
-            "evidence": evidence, "link": link}
+    return {
+        "mechanism": mechanism,
+        "indication": indication,
+        "finding": finding,
+        "evidence": evidence,
+        "link": link,
+    }
 
 
 def mechanism_hints(
-    *, samples: Sequence[Observed], by: Mapping[tuple[str, str], Sequence[Observed]],
+    *,
+    samples: Sequence[Observed],
+    by: Mapping[tuple[str, str], Sequence[Observed]],
     pairs: Mapping[str, Sequence[tuple[Observed, Observed]]],
-    pass_rates: Mapping[str, tuple[float, int]], audit: AuditRef | None, min_n: int,
+    pass_rates: Mapping[str, tuple[float, int]],
+    audit: AuditRef | None,
+    min_n: int,
 ) -> list[dict[str, Any]]:
     """``by``: samples per (scenario, tier); ``pairs``: ``evals.comparable.comparable_pairs``
     of the samples; ``pass_rates``: tier → (unit-test pass rate, n tested)."""
-    return [prefix_cache_hint(by, min_n), speculative_hint(samples, min_n),
-            numerics_hint(pairs), smaller_model_hint(pass_rates, audit)]
+    return [
+        prefix_cache_hint(by, min_n),
+        speculative_hint(samples, min_n),
+        numerics_hint(pairs),
+        smaller_model_hint(pass_rates, audit),
+    ]
 
 
 def prefix_cache_hint(by: dict[tuple[str, str], list[Observed]], min_n: int) -> dict[str, Any]:
@@ -80,35 +99,47 @@ def prefix_cache_hint(by: dict[tuple[str, str], list[Observed]], min_n: int) -> 
         cached = [s.ttft_ms for s in by.get(("long_cached", tier), []) if s.ok and s.ttft_ms]
         cold = [s.ttft_ms for s in by.get(("long_cold", tier), []) if s.ok and s.ttft_ms]
         if len(cached) < min_n or len(cold) < min_n:
-            evidence.append(f"{tier}: n too small (long_cached n={len(cached)}, "
-                            f"long_cold n={len(cold)}; need {min_n})")
+            evidence.append(
+                f"{tier}: n too small (long_cached n={len(cached)}, "
+                f"long_cold n={len(cold)}; need {min_n})"
+            )
             continue
         ratios[tier] = median(cold) / median(cached)
-        evidence.append(f"{tier}: TTFT P50 long_cold {median(cold):,.0f} ms vs long_cached "
-                        f"{median(cached):,.0f} ms = {ratios[tier]:.1f}x "
-                        f"(n={len(cold)}/{len(cached)})")
+        evidence.append(
+            f"{tier}: TTFT P50 long_cold {median(cold):,.0f} ms vs long_cached "
+            f"{median(cached):,.0f} ms = {ratios[tier]:.1f}x "
+            f"(n={len(cold)}/{len(cached)})"
+        )
         reported = [s for s in by.get(("long_cached", tier), []) if s.cached_tokens is not None]
         if reported:
             tokens = median(s.cached_tokens for s in reported)
             prompt = _med(s.prompt_tokens for s in reported)
             of = f" of ~{prompt:,.0f} prompt tokens" if prompt else ""
-            evidence.append(f"{tier}: usage reports a median {tokens:,.0f} cached tokens{of} in "
-                            f"long_cached (n={len(reported)})")
+            evidence.append(
+                f"{tier}: usage reports a median {tokens:,.0f} cached tokens{of} in "
+                f"long_cached (n={len(reported)})"
+            )
         else:
             evidence.append(f"{tier}: no cached-token count in the usage")
     if not ratios:
-        return _hint("prefix cache", "cannot tell", "Not enough long_cached and long_cold "
-                     "samples: run the scenarios suite.", evidence)
+        return _hint(
+            "prefix cache",
+            "cannot tell",
+            "Not enough long_cached and long_cold samples: run the scenarios suite.",
+            evidence,
+        )
     cachers = [t for t, r in ratios.items() if r >= 1.5]
     if not cachers:
         finding = "A repeated prefix is not answered markedly faster than a unique one."
         return _hint("prefix cache", "no sign", finding, evidence)
     which = " and ".join(cachers)
     verb = "tiers start" if len(cachers) > 1 else "tier starts"
-    finding = (f"The {which} {verb} answering a repeated "
-               f"long prefix {' / '.join(f'{ratios[t]:.1f}x' for t in cachers)} sooner than a "
-               "unique one: consistent with a prefix cache. A headline speed-up measured on "
-               "cached prompts will not carry over to cold ones.")
+    finding = (
+        f"The {which} {verb} answering a repeated "
+        f"long prefix {' / '.join(f'{ratios[t]:.1f}x' for t in cachers)} sooner than a "
+        "unique one: consistent with a prefix cache. A headline speed-up measured on "
+        "cached prompts will not carry over to cold ones."
+    )
     return _hint("prefix cache", "suggested", finding, evidence)
 
 
@@ -151,34 +182,48 @@ def speculative_hint(samples: Sequence[Observed], min_n: int) -> dict[str, Any]:
             evidence.append(f"{tier}: no streamed chunks")
             continue
         cv = "—" if sh["gap_cv_p50"] is None else f"{sh['gap_cv_p50']:.2f}"
-        evidence.append(f"{tier}: {100 * sh['multi_share']:.0f}% of chunks carry > 1 token, "
-                        f"{sh['tokens_per_chunk']:.2f} tokens per chunk (n={sh['n_chunks']} "
-                        f"chunks); gap CV P50 {cv} (n={sh['n_gap_samples']} samples); "
-                        f"{100 * (sh['near_zero_share'] or 0):.0f}% of gaps under "
-                        f"{NEAR_ZERO_GAP_MS:g} ms")
+        evidence.append(
+            f"{tier}: {100 * sh['multi_share']:.0f}% of chunks carry > 1 token, "
+            f"{sh['tokens_per_chunk']:.2f} tokens per chunk (n={sh['n_chunks']} "
+            f"chunks); gap CV P50 {cv} (n={sh['n_gap_samples']} samples); "
+            f"{100 * (sh['near_zero_share'] or 0):.0f}% of gaps under "
+            f"{NEAR_ZERO_GAP_MS:g} ms"
+        )
     fast, base = shapes["fast"], shapes["base"]
     if fast["n_gap_samples"] < min_n or base["n_gap_samples"] < min_n:
-        return _hint("speculative decoding", "cannot tell",
-                     "Too few streamed samples with several chunks.", evidence)
+        return _hint(
+            "speculative decoding",
+            "cannot tell",
+            "Too few streamed samples with several chunks.",
+            evidence,
+        )
     more = fast["multi_share"] - base["multi_share"]
     burstier = (fast["gap_cv_p50"] or 0) - (base["gap_cv_p50"] or 0)
     if more >= 0.10 and fast["tokens_per_chunk"] >= 1.2 * base["tokens_per_chunk"]:
-        finding = (f"The fast tier streams several tokens per chunk {100 * more:.0f} points more "
-                   "often than the base tier"
-                   + (f", with burstier gaps (CV +{burstier:.2f})" if burstier > 0.1 else "")
-                   + ": consistent with speculative decoding (accepted drafts arrive together). "
-                   "A server that batches tokens into events looks the same; token counts per "
-                   "chunk are our estimate.")
+        finding = (
+            f"The fast tier streams several tokens per chunk {100 * more:.0f} points more "
+            "often than the base tier"
+            + (f", with burstier gaps (CV +{burstier:.2f})" if burstier > 0.1 else "")
+            + ": consistent with speculative decoding (accepted drafts arrive together). "
+            "A server that batches tokens into events looks the same; token counts per "
+            "chunk are our estimate."
+        )
         return _hint("speculative decoding", "suggested", finding, evidence)
     back_to_back = (fast["near_zero_share"] or 0) - (base["near_zero_share"] or 0)
     if back_to_back >= 0.10:
-        finding = (f"The fast tier writes tokens back to back (gaps under {NEAR_ZERO_GAP_MS:g} ms) "
-                   f"{100 * back_to_back:.0f} points more often than the base tier: consistent "
-                   "with speculative decoding that streams each accepted draft token as its own "
-                   "event. Output-side batching would look the same.")
+        finding = (
+            f"The fast tier writes tokens back to back (gaps under {NEAR_ZERO_GAP_MS:g} ms) "
+            f"{100 * back_to_back:.0f} points more often than the base tier: consistent "
+            "with speculative decoding that streams each accepted draft token as its own "
+            "event. Output-side batching would look the same."
+        )
         return _hint("speculative decoding", "suggested", finding, evidence)
-    return _hint("speculative decoding", "no sign", "Both tiers stream chunks of a similar size "
-                 "and gap shape.", evidence)
+    return _hint(
+        "speculative decoding",
+        "no sign",
+        "Both tiers stream chunks of a similar size and gap shape.",
+        evidence,
+    )
 
 
 def divergence_margin(sample: Observed, position: int) -> float | None:
@@ -207,49 +252,82 @@ def numerics_hint(pairs: Mapping[str, Sequence[tuple[Observed, Observed]]]) -> d
             if margin is not None:
                 margins.append(margin)
     evidence = [_sim_line("fast vs base", fb)]
-    evidence.append(_sim_line("base vs base (noise floor)", bb) if bb["n"] else
-                    "base vs base: no repeated base probes (repeat ≥ 2 gives the noise floor)")
+    evidence.append(
+        _sim_line("base vs base (noise floor)", bb)
+        if bb["n"]
+        else "base vs base: no repeated base probes (repeat ≥ 2 gives the noise floor)"
+    )
     late = median(relative) if relative else None
     if late is not None:
-        evidence.append(f"diverging pairs: first difference at {100 * late:.0f}% of the text "
-                        f"(median, n={len(relative)})")
-    evidence.append(f"logprob margin at the divergence: P50 {median(margins):.2f} nats "
-                    f"(n={len(margins)})" if margins else
-                    "logprob margin at the divergence: no logprobs requested")
+        evidence.append(
+            f"diverging pairs: first difference at {100 * late:.0f}% of the text "
+            f"(median, n={len(relative)})"
+        )
+    evidence.append(
+        f"logprob margin at the divergence: P50 {median(margins):.2f} nats (n={len(margins)})"
+        if margins
+        else "logprob margin at the divergence: no logprobs requested"
+    )
     mean = fb["mean_ratio"]
     if late is None:
-        return _hint("quantization / numerics", "no sign",
-                     "Fast and base texts are identical at temperature 0.", evidence)
+        return _hint(
+            "quantization / numerics",
+            "no sign",
+            "Fast and base texts are identical at temperature 0.",
+            evidence,
+        )
     if mean >= 0.9 and late >= 0.25:
-        finding = (f"Texts are near-identical ({100 * mean:.0f}% similar) and part late: "
-                   "consistent with different numerics (quantization, kernels, batch "
-                   "composition) on the same model, rather than a different model.")
+        finding = (
+            f"Texts are near-identical ({100 * mean:.0f}% similar) and part late: "
+            "consistent with different numerics (quantization, kernels, batch "
+            "composition) on the same model, rather than a different model."
+        )
         return _hint("quantization / numerics", "suggested", finding, evidence)
-    return _hint("quantization / numerics", "no sign",
-                 f"Texts differ early or widely ({100 * mean:.0f}% similar): more than "
-                 "numerics usually explain; see the verdict.", evidence)
+    return _hint(
+        "quantization / numerics",
+        "no sign",
+        f"Texts differ early or widely ({100 * mean:.0f}% similar): more than "
+        "numerics usually explain; see the verdict.",
+        evidence,
+    )
 
 
 def _sim_line(label: str, stat: dict[str, Any]) -> str:
     div = stat.get("first_divergence_p50")
-    return (f"{label}: mean similarity {100 * stat['mean_ratio']:.1f}%, "
-            f"{100 * stat['exact_match_rate']:.0f}% identical, first divergence at char "
-            f"{'—' if div is None else f'{div:,.0f}'} (median), n={stat['n']} pairs")
+    return (
+        f"{label}: mean similarity {100 * stat['mean_ratio']:.1f}%, "
+        f"{100 * stat['exact_match_rate']:.0f}% identical, first divergence at char "
+        f"{'—' if div is None else f'{div:,.0f}'} (median), n={stat['n']} pairs"
+    )
 
 
-def smaller_model_hint(pass_rates: Mapping[str, tuple[float, int]],
-                       audit: AuditRef | None) -> dict[str, Any]:
+def smaller_model_hint(
+    pass_rates: Mapping[str, tuple[float, int]], audit: AuditRef | None
+) -> dict[str, Any]:
     """Points to the newest audit verdict of the same two endpoints (under any pair: the
     verdict is about the endpoints, not the suite) and the probes' pass rates."""
-    evidence = [f"{tier}: unit tests passed {100 * rate:.0f}% (n={n})"
-                for tier, (rate, n) in pass_rates.items()]
+    evidence = [
+        f"{tier}: unit tests passed {100 * rate:.0f}% (n={n})"
+        for tier, (rate, n) in pass_rates.items()
+    ]
     if audit is None:
         evidence.append("no audit run with a verdict yet (an audit samples at temperature 1)")
         return _hint("smaller model", "cannot tell", "Run an audit for the verdict.", evidence)
     evidence.append(f"audit run #{audit.run_id}: {audit.sentence}")
     link = {"run": audit.run_id, "text": f"verdict of audit run #{audit.run_id}"}
     if audit.label in ("outputs_differ", "capability_difference"):
-        return _hint("smaller model", "suggested", "The audit finds the outputs differ: part of "
-                     "the speed-up may come from a smaller model.", evidence, link)
-    return _hint("smaller model", "no sign" if audit.label else "cannot tell",
-                 "The audit does not find the outputs differ.", evidence, link)
+        return _hint(
+            "smaller model",
+            "suggested",
+            "The audit finds the outputs differ: part of "
+            "the speed-up may come from a smaller model.",
+            evidence,
+            link,
+        )
+    return _hint(
+        "smaller model",
+        "no sign" if audit.label else "cannot tell",
+        "The audit does not find the outputs differ.",
+        evidence,
+        link,
+    )

@@ -82,15 +82,23 @@ class StreamBudget:
         self._cond = threading.Condition()
 
     @contextmanager
-    def reserve(self, n: int, limit: int, *, what: str = "",
-                on_wait: Callable[[], None] = lambda: None, poll_s: float = 1.0) -> Iterator[None]:
+    def reserve(
+        self,
+        n: int,
+        limit: int,
+        *,
+        what: str = "",
+        on_wait: Callable[[], None] = lambda: None,
+        poll_s: float = 1.0,
+    ) -> Iterator[None]:
         """Hold ``n`` streams while the block runs; ``on_wait`` is called (outside the lock)
         every ``poll_s`` while waiting, e.g. a run's heartbeat."""
         if n > limit:
             raise TooManyStreams(
                 f"{n} concurrent streams asked{what}, but one worker process keeps its timing "
                 f"close to the socket floor only up to {limit} (TIERWATCH_MAX_STREAMS; "
-                "docs/benchmarks.md, 'Timing fidelity'): lower the endpoints' max_concurrency")
+                "docs/benchmarks.md, 'Timing fidelity'): lower the endpoints' max_concurrency"
+            )
         while True:
             with self._cond:
                 if self.in_use + n <= limit:
@@ -139,7 +147,7 @@ async def execute_plan(
 
     async def one(item: PlannedRequest) -> None:
         nonlocal done
-        async with limits[item.tier], (gate(item.tier) if gate else nullcontext()):
+        async with limits[item.tier], gate(item.tier) if gate else nullcontext():
             record = await stream_chat(http, endpoints[item.tier], build_request(item))
         await on_record(item, record)
         done += 1

@@ -33,7 +33,6 @@ bwrap is probed once per binary (``$TIERWATCH_BWRAP``, default the one on PATH) 
 and the outcome logged (an error when it fails, with the reason).
 """
 
-
 from __future__ import annotations
 
 import ast
@@ -91,8 +90,6 @@ def extract_code(text: str) -> str:
     if any(not isinstance(node, ast.Expr) for node in tree.body):
         return text.strip("\n")
     return ""
-
-
 
 
 def _interpreter() -> str:
@@ -191,8 +188,13 @@ def _settings(
         "RLIMIT_NOFILE": (64, 64),
         "RLIMIT_CORE": (0, 0),
     }
-    settings = {"tests": tests, "timeout_s": timeout_s, "rlimits": rlimits, "drop_to": NOBODY,
-                "python": python}
+    settings = {
+        "tests": tests,
+        "timeout_s": timeout_s,
+        "rlimits": rlimits,
+        "drop_to": NOBODY,
+        "python": python,
+    }
     return json.dumps(settings).encode() + b"\n"
 
 
@@ -284,9 +286,7 @@ def configured_mode() -> str:
     """``$TIERWATCH_SANDBOX``: ``bwrap`` (default) or ``unsafe-subprocess`` (explicit opt-in)."""
     value = os.environ.get("TIERWATCH_SANDBOX", "").strip() or BWRAP
     if value not in (BWRAP, UNSAFE):
-        raise ValueError(
-            f"TIERWATCH_SANDBOX={value!r}: expected {BWRAP!r} (default) or {UNSAFE!r}"
-        )
+        raise ValueError(f"TIERWATCH_SANDBOX={value!r}: expected {BWRAP!r} (default) or {UNSAFE!r}")
     return value
 
 
@@ -307,7 +307,8 @@ def isolation() -> str:
         else:
             log.error(
                 "SANDBOX UNAVAILABLE: %s. Generated code will not run (results say "
-                "sandbox_unavailable) unless TIERWATCH_SANDBOX=unsafe-subprocess is set.", why
+                "sandbox_unavailable) unless TIERWATCH_SANDBOX=unsafe-subprocess is set.",
+                why,
             )
     if _probed[bwrap][0]:
         return BWRAP
@@ -407,8 +408,12 @@ def run_unit_tests(
     mode = mode or isolation()
     if mode == NONE:
         why = _probed.get(bwrap_path(), (False, "not probed"))[1]
-        return SandboxResult(False, error_class="sandbox_unavailable",
-                             output=f"sandbox unavailable: {why}", isolation=NONE)
+        return SandboxResult(
+            False,
+            error_class="sandbox_unavailable",
+            output=f"sandbox unavailable: {why}",
+            isolation=NONE,
+        )
     if mode == UNSAFE and os.geteuid() != 0:
         _hide_this_process()
     return _run(mode, code, tests, timeout_s, memory_mb, cpu_s, max_procs)

@@ -94,8 +94,14 @@ def plan(tests):
             "test_"
         ):
             kind = "test_fn"
-        items.append({"kind": kind, "src": ast.unparse(node), "line": line,
-                      "name": getattr(node, "name", None)})
+        items.append(
+            {
+                "kind": kind,
+                "src": ast.unparse(node),
+                "line": line,
+                "name": getattr(node, "name", None),
+            }
+        )
         checks.append(None)
     return items, checks
 
@@ -187,8 +193,15 @@ def main():
     reply_r, reply_w = os.pipe()
     child = subprocess.Popen(
         [settings["python"], "-I", "sandbox_child.py", str(reply_w)],
-        stdin=subprocess.PIPE, stdout=2, stderr=2, env=ENV, pass_fds=(reply_w,),
-        start_new_session=True, preexec_fn=limits, user=drop_to, group=drop_to,
+        stdin=subprocess.PIPE,
+        stdout=2,
+        stderr=2,
+        env=ENV,
+        pass_fds=(reply_w,),
+        start_new_session=True,
+        preexec_fn=limits,
+        user=drop_to,
+        group=drop_to,
         extra_groups=[] if drop_to is not None else None,
     )
     os.close(reply_w)
@@ -232,8 +245,15 @@ def main():
             continue
         if type(reply) is dict:
             replies.append(reply)
-    result = {"n_tests": 0, "n_failed": 0, "n_in_child": 0, "error": None, "failures": [],
-              "timed_out": timed_out, "child_rc": child_rc}
+    result = {
+        "n_tests": 0,
+        "n_failed": 0,
+        "n_in_child": 0,
+        "error": None,
+        "failures": [],
+        "timed_out": timed_out,
+        "child_rc": child_rc,
+    }
     setup = next((r for r in replies if r.get("kind") == "setup"), None)
     by_index = {r.get("i"): r for r in replies if type(r.get("i")) is int}
     if setup is None or setup.get("error"):

@@ -44,13 +44,41 @@ class _Stream:
     streams that end together restarts in less time than a scripted first token takes.
     """
 
-    __slots__ = ("rec", "t0", "protocol", "buf", "events", "times", "token_times",
-                 "token_pieces", "done", "stop", "usage_seen", "in_body", "tool_text", "logprobs",
-                 "text_parts", "reasoning_parts", "nbytes", "limit", "lane", "parsed", "failure",
-                 "queued", "tier_fields", "calls")
+    __slots__ = (
+        "rec",
+        "t0",
+        "protocol",
+        "buf",
+        "events",
+        "times",
+        "token_times",
+        "token_pieces",
+        "done",
+        "stop",
+        "usage_seen",
+        "in_body",
+        "tool_text",
+        "logprobs",
+        "text_parts",
+        "reasoning_parts",
+        "nbytes",
+        "limit",
+        "lane",
+        "parsed",
+        "failure",
+        "queued",
+        "tier_fields",
+        "calls",
+    )
 
-    def __init__(self, rec: TimingRecord, protocol: str, limit: int,
-                 lane: _Lane | None = None, tier_fields: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        rec: TimingRecord,
+        protocol: str,
+        limit: int,
+        lane: _Lane | None = None,
+        tier_fields: tuple[str, ...] = (),
+    ) -> None:
         self.rec, self.protocol, self.limit, self.lane = rec, protocol, limit, lane
         # header names / dotted JSON keys reporting the served tier (the endpoint's config)
         self.tier_fields = tier_fields
@@ -107,8 +135,11 @@ class _Stream:
 
     def _is_end(self, raw: bytes) -> bool:
         if self.protocol == "anthropic":
-            return raw.startswith(b"event: message_stop") or b'"type": "message_stop"' in raw \
+            return (
+                raw.startswith(b"event: message_stop")
+                or b'"type": "message_stop"' in raw
                 or b'"type":"message_stop"' in raw
+            )
         return raw.startswith(b"data:") and raw[5:].strip() == b"[DONE]"
 
     def _is_error(self, raw: bytes) -> bool:
@@ -137,8 +168,7 @@ class _Stream:
             self.parsed += 1
             try:
                 self._event(events[i], times[i])
-            except (_Failure, ValueError, TypeError, KeyError, AttributeError,
-                    UnicodeError) as exc:
+            except (_Failure, ValueError, TypeError, KeyError, AttributeError, UnicodeError) as exc:
                 self.failure = exc
 
     def _event(self, raw: bytes, now: float) -> None:

@@ -42,11 +42,16 @@ def anthropic_fields(request: ChatRequest) -> dict[str, Any]:
     structured-output case states its format in the prompt, and is checked the same way."""
     if not request.tools:
         return {}
-    return {"tools": [
-        {"name": f["name"], "description": f.get("description", ""),
-         "input_schema": f.get("parameters") or {"type": "object", "properties": {}}}
-        for f in request.tools
-    ]}
+    return {
+        "tools": [
+            {
+                "name": f["name"],
+                "description": f.get("description", ""),
+                "input_schema": f.get("parameters") or {"type": "object", "properties": {}},
+            }
+            for f in request.tools
+        ]
+    }
 
 
 class ToolCallAssembler:

@@ -40,7 +40,8 @@ from yarl import URL
 _LANE_BUDGET_S = 50e-6  # deferred parsing per lane turn: about one start of a request or less
 # the running stream_chat's connection marks, for the aiohttp wire's connector and request hooks
 _MARKS: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
-    "tierwatch_marks", default=None)
+    "tierwatch_marks", default=None
+)
 
 
 class _Lane:
@@ -115,8 +116,7 @@ class _Lane:
         self.loop.call_later(0, self._release)
 
 
-_LANES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Lane] = (
-    weakref.WeakKeyDictionary())
+_LANES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Lane] = weakref.WeakKeyDictionary()
 
 
 def _lane() -> _Lane:
@@ -159,8 +159,9 @@ class _TimedConnector(aiohttp.TCPConnector):
         super().__init__(**kw)
         self._factory = functools.partial(_StampingHandler, loop=self._loop)
 
-    async def _create_connection(self, req: aiohttp.ClientRequest, traces: Any,
-                                 timeout: aiohttp.ClientTimeout) -> Any:
+    async def _create_connection(
+        self, req: aiohttp.ClientRequest, traces: Any, timeout: aiohttp.ClientTimeout
+    ) -> Any:
         proto = await super()._create_connection(req, traces, timeout)
         marks = _MARKS.get()
         if marks is not None:
@@ -190,8 +191,13 @@ class ProbeClient(httpx.AsyncClient):
     up (and reads ``.netrc``) in a worker thread at every request, two thread hops per stream.
     """
 
-    def __init__(self, *, limits: httpx.Limits | None = None,
-                 verify: bool | str | ssl.SSLContext = True, **kw: Any) -> None:
+    def __init__(
+        self,
+        *,
+        limits: httpx.Limits | None = None,
+        verify: bool | str | ssl.SSLContext = True,
+        **kw: Any,
+    ) -> None:
         limits = limits or httpx.Limits(max_connections=256, max_keepalive_connections=64)
         super().__init__(limits=limits, verify=verify, **kw)
         self._probe_limits = limits
@@ -231,15 +237,23 @@ class ProbeClient(httpx.AsyncClient):
         return self._fresh
 
     def _new_session(self, *, force_close: bool) -> aiohttp.ClientSession:
-        pooling: dict[str, Any] = {"force_close": True} if force_close else {
-            "keepalive_timeout": self._probe_limits.keepalive_expiry or 30.0}
+        pooling: dict[str, Any] = (
+            {"force_close": True}
+            if force_close
+            else {"keepalive_timeout": self._probe_limits.keepalive_expiry or 30.0}
+        )
         connector = _TimedConnector(
-            limit=self._probe_limits.max_connections or 0, limit_per_host=0,
-            ssl=self._probe_ssl, **pooling,
+            limit=self._probe_limits.max_connections or 0,
+            limit_per_host=0,
+            ssl=self._probe_ssl,
+            **pooling,
         )
         return aiohttp.ClientSession(
-            connector=connector, request_class=_TimedRequest, auto_decompress=False,
-            cookie_jar=aiohttp.DummyCookieJar(), timeout=aiohttp.ClientTimeout(total=None),
+            connector=connector,
+            request_class=_TimedRequest,
+            auto_decompress=False,
+            cookie_jar=aiohttp.DummyCookieJar(),
+            timeout=aiohttp.ClientTimeout(total=None),
             trust_env=False,  # proxies: proxy_kwargs(), once per request URL
         )
 
@@ -268,8 +282,12 @@ class HttpcoreClient(httpx.AsyncClient):
     def one_off(self) -> httpx.AsyncClient:
         """A client with no pooled connection, whose connection is closed after its response."""
         return httpx.AsyncClient(
-            verify=self._probe_ssl, trust_env=self.trust_env, http1=True, http2=False,
-            follow_redirects=False, limits=httpx.Limits(max_keepalive_connections=0),
+            verify=self._probe_ssl,
+            trust_env=self.trust_env,
+            http1=True,
+            http2=False,
+            follow_redirects=False,
+            limits=httpx.Limits(max_keepalive_connections=0),
         )
 
 

@@ -25,8 +25,13 @@ class AuditedAdmin(admin.ModelAdmin):
 
     def save_related(self, request, form, formsets, change):
         super().save_related(request, form, formsets, change)
-        audit.record(obj=form.instance, before=getattr(request, "_audit_before", {}),
-                     after=audit.snapshot(form.instance), source="admin", user=request.user)
+        audit.record(
+            obj=form.instance,
+            before=getattr(request, "_audit_before", {}),
+            after=audit.snapshot(form.instance),
+            source="admin",
+            user=request.user,
+        )
 
     def delete_model(self, request, obj):
         before = audit.snapshot(obj)
@@ -100,8 +105,9 @@ class ChannelAdmin(AuditedAdmin):
             if attempt.ok:
                 self.message_user(request, f"{channel.name}: test sent", messages.SUCCESS)
             else:
-                self.message_user(request, f"{channel.name}: test failed: {attempt.error}",
-                                  messages.ERROR)
+                self.message_user(
+                    request, f"{channel.name}: test failed: {attempt.error}", messages.ERROR
+                )
 
 
 @admin.register(models.AlertRule)
@@ -124,15 +130,32 @@ class AlertRuleAdmin(AuditedAdmin):
 
 @admin.register(models.Alert)
 class AlertAdmin(admin.ModelAdmin):
-    list_display = ("id", "rule", "pair", "state", "opened_at", "resolved_at", "silenced_until",
-                    "flapping", "message")
+    list_display = (
+        "id",
+        "rule",
+        "pair",
+        "state",
+        "opened_at",
+        "resolved_at",
+        "silenced_until",
+        "flapping",
+        "message",
+    )
     list_filter = ("state", "flapping")
 
 
 @admin.register(models.MaintenanceWindow)
 class MaintenanceWindowAdmin(AuditedAdmin):
-    list_display = ("__str__", "pair", "vendor_host", "starts_at", "ends_at", "cron",
-                    "duration_minutes", "created_by")
+    list_display = (
+        "__str__",
+        "pair",
+        "vendor_host",
+        "starts_at",
+        "ends_at",
+        "cron",
+        "duration_minutes",
+        "created_by",
+    )
     exclude = ("created_by",)
 
     def save_model(self, request, obj, form, change):

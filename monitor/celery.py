@@ -11,8 +11,13 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 
-def worker_argv(*, concurrency: int, schedule_file: str, loglevel: str = "WARNING",
-                queues: tuple[str, ...] | None = None) -> list[str]:
+def worker_argv(
+    *,
+    concurrency: int,
+    schedule_file: str,
+    loglevel: str = "WARNING",
+    queues: tuple[str, ...] | None = None,
+) -> list[str]:
     """A worker with embedded beat, as the demo and the scheduling test start it. Threads, not
     processes: runs wait on the network, and one process keeps the SQLite demo simple. It
     serves every queue (monitor.routing) and Celery's default one; given ``queues``, only

@@ -66,8 +66,9 @@ def env_secret(name: str) -> str | None:
     variable's name and never its value."""
     raw = (os.environ.get(name) or "").strip()
     if any(ord(ch) < 32 or ord(ch) == 127 for ch in raw):
-        raise EnvError(f"{name} contains a control character (CR, LF, NUL or another); "
-                       "set it to the key alone")
+        raise EnvError(
+            f"{name} contains a control character (CR, LF, NUL or another); set it to the key alone"
+        )
     return raw or None
 
 
@@ -77,8 +78,9 @@ def env_pair(name: str) -> tuple[str, str] | None:
     if not parts:
         return None
     if len(parts) != 2:
-        raise EnvError(f"{name} must be two values separated by a comma, e.g. "
-                       "HTTP_X_FORWARDED_PROTO,https")
+        raise EnvError(
+            f"{name} must be two values separated by a comma, e.g. HTTP_X_FORWARDED_PROTO,https"
+        )
     return parts[0], parts[1]
 
 
@@ -96,12 +98,16 @@ def secret_key(name: str, keep: Path, *, debug: bool) -> str:
     variable (docker-compose.yml requires it)."""
     value = env_str(name).strip()
     if value:
-        if not debug and (len(value) < MIN_SECRET_KEY_CHARS or value in _PUBLIC_KEYS
-                          or value.startswith("django-insecure-")):
+        if not debug and (
+            len(value) < MIN_SECRET_KEY_CHARS
+            or value in _PUBLIC_KEYS
+            or value.startswith("django-insecure-")
+        ):
             raise EnvError(
                 f"{name} is too weak for DEBUG off: use a random value of at least "
-                f"{MIN_SECRET_KEY_CHARS} characters (python -c \"import secrets; "
-                "print(secrets.token_urlsafe(64))\")")
+                f'{MIN_SECRET_KEY_CHARS} characters (python -c "import secrets; '
+                'print(secrets.token_urlsafe(64))")'
+            )
         return value
     try:
         fd = os.open(keep, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

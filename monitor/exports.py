@@ -16,10 +16,32 @@ from monitor.run_summary import RunSummary
 from monitor.services.speed import METRICS, OTPS
 
 SAMPLE_COLUMNS = (
-    "id", "seq", "tier", "case", "scenario", "repetition", "batch", "started_at", "ok",
-    "error_class", "http_status", "retry_after_s", "connect_ms", "ttfb_ms", "ttft_ms", "e2e_ms",
-    "tpot_ms", "prompt_tokens", "completion_tokens", "estimated_tokens", "cached_tokens",
-    "finish_reason", "model_id", "system_fingerprint", "served_tier", "tests_passed",
+    "id",
+    "seq",
+    "tier",
+    "case",
+    "scenario",
+    "repetition",
+    "batch",
+    "started_at",
+    "ok",
+    "error_class",
+    "http_status",
+    "retry_after_s",
+    "connect_ms",
+    "ttfb_ms",
+    "ttft_ms",
+    "e2e_ms",
+    "tpot_ms",
+    "prompt_tokens",
+    "completion_tokens",
+    "estimated_tokens",
+    "cached_tokens",
+    "finish_reason",
+    "model_id",
+    "system_fingerprint",
+    "served_tier",
+    "tests_passed",
 )
 _SAMPLE_SOURCES = {"case": "case__key", "scenario": "case__scenario"}
 TEXT_COLUMN = "text"
@@ -38,13 +60,35 @@ def sample_records(run: Run, include_text: bool = False) -> Iterator[dict[str, A
         yield dict(zip(columns, row, strict=True))
 
 
-_TIER_FIGURES = ("n", "n_ok", "availability", "error_rate", "ttft_p50_ms", "ttft_p95_ms",
-                 "e2e_p50_ms", "e2e_p95_ms", "tpot_p50_ms", "decode_tps_p50", "downgrade_rate")
+_TIER_FIGURES = (
+    "n",
+    "n_ok",
+    "availability",
+    "error_rate",
+    "ttft_p50_ms",
+    "ttft_p95_ms",
+    "e2e_p50_ms",
+    "e2e_p95_ms",
+    "tpot_p50_ms",
+    "decode_tps_p50",
+    "downgrade_rate",
+)
 RUN_COLUMNS = (
-    "id", "kind", "trigger", "status", "created_at", "finished_at", "planned", "completed",
+    "id",
+    "kind",
+    "trigger",
+    "status",
+    "created_at",
+    "finished_at",
+    "planned",
+    "completed",
     *(f"{tier}_{figure}" for tier in ("fast", "base") for figure in _TIER_FIGURES),
-    "speedup_ttft", "speedup_e2e", "speedup_decode", "similarity_fast_vs_base",
-    "similarity_base_vs_base", "verdict",
+    "speedup_ttft",
+    "speedup_e2e",
+    "speedup_decode",
+    "similarity_fast_vs_base",
+    "similarity_base_vs_base",
+    "verdict",
 )
 
 
@@ -53,19 +97,30 @@ def run_figures(summary: RunSummary) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in ("fast", "base"):
         t = summary.tier(name)
-        figures = {"n": t.n, "n_ok": t.n_ok, "availability": t.availability,
-                   "error_rate": t.error_rate, "ttft_p50_ms": t.ttft_ms.p50,
-                   "ttft_p95_ms": t.ttft_ms.p95, "e2e_p50_ms": t.e2e_ms.p50,
-                   "e2e_p95_ms": t.e2e_ms.p95, "tpot_p50_ms": t.tpot_ms.p50,
-                   "decode_tps_p50": t.decode_tps_p50, "downgrade_rate": t.downgrade_rate}
+        figures = {
+            "n": t.n,
+            "n_ok": t.n_ok,
+            "availability": t.availability,
+            "error_rate": t.error_rate,
+            "ttft_p50_ms": t.ttft_ms.p50,
+            "ttft_p95_ms": t.ttft_ms.p95,
+            "e2e_p50_ms": t.e2e_ms.p50,
+            "e2e_p95_ms": t.e2e_ms.p95,
+            "tpot_p50_ms": t.tpot_ms.p50,
+            "decode_tps_p50": t.decode_tps_p50,
+            "downgrade_rate": t.downgrade_rate,
+        }
         out.update({f"{name}_{k}": v for k, v in figures.items()})
     sims = {k: summary.similar(k) for k in ("fast_vs_base", "base_vs_base")}
-    out.update({
-        "speedup_ttft": summary.speedup.ttft, "speedup_e2e": summary.speedup.e2e,
-        "speedup_decode": summary.speedup.decode,
-        **{f"similarity_{k}": s.mean_ratio if s else None for k, s in sims.items()},
-        "verdict": summary.verdict.label if summary.verdict else None,
-    })
+    out.update(
+        {
+            "speedup_ttft": summary.speedup.ttft,
+            "speedup_e2e": summary.speedup.e2e,
+            "speedup_decode": summary.speedup.decode,
+            **{f"similarity_{k}": s.mean_ratio if s else None for k, s in sims.items()},
+            "verdict": summary.verdict.label if summary.verdict else None,
+        }
+    )
     return out
 
 
@@ -73,15 +128,23 @@ def run_records(pair: Pair, limit: int = 1000) -> Iterator[dict[str, Any]]:
     """The pair's newest runs (any kind), newest first, each with its summary figures."""
     runs = Run.objects.filter(pair=pair).order_by("-created_at", "-id")[:limit]
     for run in runs.iterator(chunk_size=200):
-        yield {"id": run.id, "kind": run.kind, "trigger": run.trigger, "status": run.status,
-               "created_at": run.created_at, "finished_at": run.finished_at,
-               "planned": run.planned, "completed": run.completed,
-               **run_figures(run.summary_obj)}
+        yield {
+            "id": run.id,
+            "kind": run.kind,
+            "trigger": run.trigger,
+            "status": run.status,
+            "created_at": run.created_at,
+            "finished_at": run.finished_at,
+            "planned": run.planned,
+            "completed": run.completed,
+            **run_figures(run.summary_obj),
+        }
 
 
 _CI = ("estimate", "low", "high", "n", "status")
 SPEEDUP_COLUMNS = (
-    "scenario", "n_pairs",
+    "scenario",
+    "n_pairs",
     *(f"{key}_{part}" for key, _, _ in METRICS for part in _CI),
     *(f"otps_{key}_{part}" for key, _ in OTPS for part in _CI),
 )
@@ -92,8 +155,10 @@ def speedup_records(report: dict[str, Any]) -> Iterator[dict[str, Any]]:
     base/fast ratio, its bootstrap CI and its status against the claim."""
     for scn in report["scenarios"]:
         row: dict[str, Any] = {"scenario": scn, "n_pairs": report["n_pairs"].get(scn, 0)}
-        for table, keys, prefix in (("speedup", [m[0] for m in METRICS], ""),
-                                    ("otps", [k for k, _ in OTPS], "otps_")):
+        for table, keys, prefix in (
+            ("speedup", [m[0] for m in METRICS], ""),
+            ("otps", [k for k, _ in OTPS], "otps_"),
+        ):
             for key in keys:
                 ci = report[table].get(scn, {}).get(key) or {}
                 row.update({f"{prefix}{key}_{part}": ci.get(part) for part in _CI})

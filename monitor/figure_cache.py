@@ -79,7 +79,8 @@ def data_version(pair: Model) -> str:
     if known is not None:
         return known
     runs = pair.runs.filter(finished_at__isnull=False).aggregate(
-        newest=Max("id"), n=Count("id"), finished=Max("finished_at"))
+        newest=Max("id"), n=Count("id"), finished=Max("finished_at")
+    )
     token = generations([pair.pk])[pair.pk]
     pair._data_version = f"{runs['newest']}:{runs['n']}:{runs['finished']}:{token}:{digest(pair)}"
     return pair._data_version
@@ -90,15 +91,19 @@ def _key(page: str, pair_id: int, version: str, params: Any = ()) -> str:
     return f"page:{page}:{pair_id}:{hashlib.sha1(raw.encode()).hexdigest()}"
 
 
-def cached_many(page: str, versions: dict[int, str],
-                build: Callable[[list[int]], dict[int, T]],
-                fresh: Callable[[T], bool] = lambda value: True) -> dict[int, T]:
+def cached_many(
+    page: str,
+    versions: dict[int, str],
+    build: Callable[[list[int]], dict[int, T]],
+    fresh: Callable[[T], bool] = lambda value: True,
+) -> dict[int, T]:
     """``build(pair_ids)`` for the pairs whose entry is missing, under a version the caller
     gives per pair, or no longer ``fresh``; one cache read and at most one write for all."""
     keys = {pair_id: _key(page, pair_id, version) for pair_id, version in versions.items()}
     found = cache.get_many(list(keys.values()))
-    values = {pair_id: found[key] for pair_id, key in keys.items()
-              if key in found and fresh(found[key])}
+    values = {
+        pair_id: found[key] for pair_id, key in keys.items() if key in found and fresh(found[key])
+    }
     missing = [pair_id for pair_id in keys if pair_id not in values]
     if missing:
         built = build(missing)

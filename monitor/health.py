@@ -59,8 +59,9 @@ def check_broker() -> Check:
     if url.startswith(("redis://", "rediss://")):
         import redis
 
-        client = redis.Redis.from_url(url, socket_timeout=PING_TIMEOUT_S,
-                                      socket_connect_timeout=PING_TIMEOUT_S)
+        client = redis.Redis.from_url(
+            url, socket_timeout=PING_TIMEOUT_S, socket_connect_timeout=PING_TIMEOUT_S
+        )
         try:
             client.ping()
         finally:
@@ -108,8 +109,11 @@ def check_schedules() -> Check:
 
     late, on_time = overdue_schedules(record=False)
     if late:
-        return Check(False, "overdue: " + "; ".join(
-            f"pair {pair.name}: {', '.join(why)}" for pair, why in late.items()))
+        return Check(
+            False,
+            "overdue: "
+            + "; ".join(f"pair {pair.name}: {', '.join(why)}" for pair, why in late.items()),
+        )
     return Check(True, f"{len(on_time)} scheduled pair(s) on time")
 
 
@@ -131,8 +135,10 @@ def health(request: HttpRequest) -> JsonResponse:
     else:  # a ping through a dead broker would only wait for its connection retries
         checks["worker"] = Check(False, "not asked: the broker is down")
     for name, check in (("beat", check_beat), ("schedules", check_schedules)):
-        checks[name] = timed(check) if checks["database"].ok else Check(
-            False, "not known: the database is down"
+        checks[name] = (
+            timed(check)
+            if checks["database"].ok
+            else Check(False, "not known: the database is down")
         )
     ok = all(c.ok for c in checks.values())
     body = {"status": "ok" if ok else "fail", "checks": {k: asdict(v) for k, v in checks.items()}}

@@ -33,18 +33,21 @@ PAIR_METRICS = {
     "similarity": Metric("similarity", None, "similarity fast vs base (mean Indel ratio)", ""),
     "speedup_ttft": Metric("ttft", None, "TTFT speed-up (base / fast)", "x"),
     "speedup_e2e": Metric("e2e", None, "E2E speed-up (base / fast)", "x"),
-    "verdict_different": Metric("verdict", None,
-                                "outputs differ across audits (1 = e-detector alarmed)", ""),
+    "verdict_different": Metric(
+        "verdict", None, "outputs differ across audits (1 = e-detector alarmed)", ""
+    ),
     "drift": Metric("drift", None, "drift against the frozen baseline (1 = CUSUM alarmed)", ""),
 }
 # Raised by the watchdog (monitor.services.watchdog), not by a threshold: never evaluated after
 # a run. A rule on one of them routes those alerts; with no channels it goes to every channel.
 SYSTEM_METRICS = {
     "worker_lost": Metric("worker_lost", None, "run failed: worker lost", ""),
-    "schedule_overdue": Metric("schedule_overdue", None,
-                               "scheduled run overdue (beat, worker or broker down)", ""),
-    "sandbox_unavailable": Metric("sandbox_unavailable", None,
-                                  "generated code not run: no working sandbox", ""),
+    "schedule_overdue": Metric(
+        "schedule_overdue", None, "scheduled run overdue (beat, worker or broker down)", ""
+    ),
+    "sandbox_unavailable": Metric(
+        "sandbox_unavailable", None, "generated code not run: no working sandbox", ""
+    ),
 }
 
 
@@ -67,7 +70,7 @@ def metric(name: str) -> Metric:
 
 
 def label(name: str, tier: str) -> str:
-    """"fast TTFT P95"; a pair metric's label alone."""
+    """ "fast TTFT P95"; a pair metric's label alone."""
     if name in PAIR_METRICS or name in SYSTEM_METRICS:
         return metric(name).label
     return f"{tier} {TIER_METRICS[name].label}"

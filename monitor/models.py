@@ -62,11 +62,14 @@ class Endpoint(models.Model):
     extra_body = models.JSONField(default=dict, blank=True)
     simulated = models.BooleanField(default=False, help_text="Served by the simulated demo vendor.")
     expected_tier = models.CharField(
-        max_length=40, blank=True,
+        max_length=40,
+        blank=True,
         help_text="The tier the vendor should report serving, e.g. 'priority'; empty: not checked.",
     )
     served_tier_fields = models.JSONField(
-        default=list, blank=True, validators=[validate_tier_fields],
+        default=list,
+        blank=True,
+        validators=[validate_tier_fields],
         help_text="Response header names or JSON keys (dotted) that report the tier served, "
         "besides OpenAI's service_tier and Anthropic's usage.service_tier.",
     )
@@ -143,15 +146,21 @@ class Case(models.Model):
     @property
     def is_benchmark(self) -> bool:
         """A capability case (``BENCHMARK_CASES``, the same rule as a query)."""
-        return self.tool_answers is not None or self.response_format is not None \
+        return (
+            self.tool_answers is not None
+            or self.response_format is not None
             or "/" in self.category
+        )
 
 
 # A capability case: it offers tools, asks for a format, or has a benchmark category
 # ("tool_calls/simple", "code/humaneval", "long_tail/rare_apis"…). ``Case.is_benchmark`` is the
 # same rule for one row; keep the two together.
-BENCHMARK_CASES = models.Q(category__contains="/") | models.Q(tool_answers__isnull=False) \
+BENCHMARK_CASES = (
+    models.Q(category__contains="/")
+    | models.Q(tool_answers__isnull=False)
     | models.Q(response_format__isnull=False)
+)
 
 
 class Pair(models.Model):
@@ -168,7 +177,8 @@ class Pair(models.Model):
     slo_e2e_ms = models.FloatField(null=True, blank=True)
     active = models.BooleanField(default=True)
     daily_budget_usd = models.FloatField(
-        null=True, blank=True,
+        null=True,
+        blank=True,
         help_text="Spend cap per UTC day for this pair's probes; each run takes the cases it "
         "can afford (monitor.services.budget). Empty: no cap.",
     )
@@ -235,8 +245,9 @@ class RunQuerySet(models.QuerySet):
         get a new generation on commit, as after a summary write: a run that ends changes what
         they show (a trend run becomes comparable, an audit's verdict becomes the newest)."""
         pair_ids = set(self.values_list("pair_id", flat=True))
-        ended = self.update(status=status, finished_at=fields.pop("finished_at", timezone.now()),
-                            **fields)
+        ended = self.update(
+            status=status, finished_at=fields.pop("finished_at", timezone.now()), **fields
+        )
         for pair_id in pair_ids if ended else ():
             figure_cache.touch(pair_id)
         return ended
@@ -315,11 +326,11 @@ class Sample(models.Model):
 
     # No index of their own on run and endpoint: the (run, tier) and (endpoint, started_at)
     # indexes below start with them and serve every lookup (146 MB at 10 M samples, issue 13).
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="samples",
-                            db_index=False)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="samples", db_index=False)
     case = models.ForeignKey(Case, on_delete=models.PROTECT, related_name="samples")
-    endpoint = models.ForeignKey(Endpoint, on_delete=models.PROTECT, related_name="samples",
-                                 db_index=False)
+    endpoint = models.ForeignKey(
+        Endpoint, on_delete=models.PROTECT, related_name="samples", db_index=False
+    )
     tier = models.CharField(max_length=8, choices=TIERS)
     batch = models.PositiveSmallIntegerField(default=0, help_text="independent batch (A-vs-A)")
     repetition = models.PositiveSmallIntegerField(default=0)
@@ -362,8 +373,11 @@ class Sample(models.Model):
         indexes = [
             models.Index(fields=["run", "tier"]),
             models.Index(fields=["endpoint", "started_at"]),
-            models.Index(fields=["started_at"], condition=models.Q(pruned_at__isnull=True),
-                         name="sample_unpruned_started"),
+            models.Index(
+                fields=["started_at"],
+                condition=models.Q(pruned_at__isnull=True),
+                name="sample_unpruned_started",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -402,7 +416,9 @@ class Channel(models.Model):
         ),
     )
     secret_env = models.CharField(
-        max_length=100, blank=True, validators=[validate_env_name],
+        max_length=100,
+        blank=True,
+        validators=[validate_env_name],
         help_text="webhook: NAME of the env var holding the HMAC signing secret",
     )
     disabled = models.BooleanField(default=False)
@@ -518,8 +534,9 @@ class Notification(models.Model):
     permanent = models.BooleanField(default=False)
     kind = models.CharField(max_length=16, blank=True, help_text="trigger, resolve, reminder, ...")
     held = models.CharField(
-        max_length=16, blank=True, help_text="why it was held and not sent: maintenance, silenced, "
-        "flapping"
+        max_length=16,
+        blank=True,
+        help_text="why it was held and not sent: maintenance, silenced, flapping",
     )
 
     class Meta:
@@ -535,7 +552,8 @@ class MaintenanceWindow(models.Model):
         Pair, null=True, blank=True, on_delete=models.CASCADE, related_name="maintenance_windows"
     )
     vendor_host = models.CharField(
-        max_length=200, blank=True,
+        max_length=200,
+        blank=True,
         help_text="host of an endpoint's base URL, e.g. api.vendor.com; empty with no pair: all",
     )
     starts_at = models.DateTimeField(null=True, blank=True)
@@ -553,9 +571,15 @@ class MaintenanceWindow(models.Model):
 
     def __str__(self) -> str:
         scope = self.pair.name if self.pair else (self.vendor_host or "all pairs")
-        when = self.cron and f"{self.cron} for {self.duration_minutes} min" or (
-            f"{self.starts_at:%Y-%m-%d %H:%M}–{self.ends_at:%Y-%m-%d %H:%M} UTC"
-            if self.starts_at and self.ends_at else "?")
+        when = (
+            self.cron
+            and f"{self.cron} for {self.duration_minutes} min"
+            or (
+                f"{self.starts_at:%Y-%m-%d %H:%M}–{self.ends_at:%Y-%m-%d %H:%M} UTC"
+                if self.starts_at and self.ends_at
+                else "?"
+            )
+        )
         return f"{scope}: {when} ({self.reason})"
 
     def clean(self) -> None:
@@ -626,6 +650,8 @@ class ReportArchive(models.Model):
     def filename(self) -> str:
         ext = {"text": "txt"}.get(self.format, self.format)
         return f"tierwatch-sla-{self.period}.{ext}"
+
+
 class RunRollup(models.Model):
     """One finished run's tier, counted once when the run is summarised (``monitor.rollups``):
     what the SLA report and long-window percentiles need, kept for good while sample payloads
@@ -671,13 +697,21 @@ class ProvenanceEvent(models.Model):
     value = models.CharField(max_length=200)
     first_seen = models.DateTimeField()
     last_seen = models.DateTimeField()
-    run = models.ForeignKey(Run, null=True, on_delete=models.SET_NULL, related_name="+",
-                            help_text="the run where the value was first seen")
+    run = models.ForeignKey(
+        Run,
+        null=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="the run where the value was first seen",
+    )
     count = models.PositiveIntegerField(default=0)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["endpoint", "kind", "value"],
-                                               name="provenance_endpoint_kind_value")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["endpoint", "kind", "value"], name="provenance_endpoint_kind_value"
+            )
+        ]
 
 
 class ApiToken(models.Model):
@@ -711,8 +745,13 @@ class Baseline(models.Model):
 
     class Meta:
         ordering = ["-set_at", "-id"]
-        constraints = [models.UniqueConstraint(fields=["pair"], condition=models.Q(active=True),
-                                               name="one_active_baseline_per_pair")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["pair"],
+                condition=models.Q(active=True),
+                name="one_active_baseline_per_pair",
+            )
+        ]
 
 
 class PairMonitorState(models.Model):

@@ -27,8 +27,11 @@ from monitor.models import AlertState, Pair, Run, RunKind, RunStatus
 from monitor.run_summary import Percentiles, RunSummary, Timings
 
 QUANTILES = (("p50", "0.5"), ("p90", "0.9"), ("p95", "0.95"), ("p99", "0.99"))
-TIMINGS = (("ttft_ms", "ttft", "time to first token"), ("e2e_ms", "e2e", "end-to-end latency"),
-           ("tpot_ms", "tpot", "time per output token after the first"))
+TIMINGS = (
+    ("ttft_ms", "ttft", "time to first token"),
+    ("e2e_ms", "e2e", "end-to-end latency"),
+    ("tpot_ms", "tpot", "time per output token after the first"),
+)
 ALL = "all"
 
 
@@ -44,20 +47,33 @@ class PairSnapshot:
 
 def snapshot() -> list[PairSnapshot]:
     """Everything a scrape reports, in a fixed number of queries."""
-    pairs = list(Pair.objects.order_by("name").annotate(
-        firing=Count("alerts", filter=Q(alerts__state=AlertState.FIRING))))
+    pairs = list(
+        Pair.objects.order_by("name").annotate(
+            firing=Count("alerts", filter=Q(alerts__state=AlertState.FIRING))
+        )
+    )
     probes = selectors.latest_done_runs(RunKind.PROBE)
     audits = selectors.latest_done_runs(RunKind.AUDIT)
     counts: dict[int, dict[str, int]] = {}
     # Count("*"), not Count("id"): the (pair, status) index alone answers it (index-only scan)
     for row in Run.objects.order_by().values("pair_id", "status").annotate(n=Count("*")):
         counts.setdefault(row["pair_id"], {})[row["status"]] = row["n"]
-    return [PairSnapshot(p.name, p.claimed_speedup, p.firing, probes.get(p.pk),
-                         audits.get(p.pk), counts.get(p.pk, {})) for p in pairs]
+    return [
+        PairSnapshot(
+            p.name,
+            p.claimed_speedup,
+            p.firing,
+            probes.get(p.pk),
+            audits.get(p.pk),
+            counts.get(p.pk, {}),
+        )
+        for p in pairs
+    ]
 
 
-def _timings(families: dict[str, GaugeMetricFamily], pair: str, tier: str, scenario: str,
-             timings: Timings) -> None:
+def _timings(
+    families: dict[str, GaugeMetricFamily], pair: str, tier: str, scenario: str, timings: Timings
+) -> None:
     for field, short, _ in TIMINGS:
         stats: Percentiles = timings.metric(field)
         for key, quantile in QUANTILES:
@@ -71,33 +87,57 @@ def _gauge(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
 
 
 def families(pairs: list[PairSnapshot]) -> list[GaugeMetricFamily]:
-    timing = {short: _gauge(f"tierwatch_{short}_seconds",
-                            f"{doc}, percentile of the newest finished probe",
-                            ["pair", "tier", "scenario", "quantile"])
-              for _, short, doc in TIMINGS}
-    requests = _gauge("tierwatch_probe_requests", "requests in the newest finished probe",
-                      ["pair", "tier"])
-    avail = _gauge("tierwatch_availability_ratio",
-                   "successes / requests with 429s left out, newest finished probe",
-                   ["pair", "tier"])
-    errors = _gauge("tierwatch_error_ratio", "failed requests (429s included) / requests, "
-                    "newest finished probe", ["pair", "tier"])
-    downgrade = _gauge("tierwatch_downgrade_ratio", "share of requests served below the "
-                       "expected tier, newest finished probe", ["pair", "tier"])
-    speedup = _gauge("tierwatch_speedup_ratio", "base/fast ratio of medians (decode: of TPOT),"
-                     " newest finished probe", ["pair", "scenario", "metric"])
-    claimed = _gauge("tierwatch_claimed_speedup_ratio", "the vendor's claimed speed-up",
-                     ["pair"])
-    similarity = _gauge("tierwatch_similarity_ratio", "mean Indel similarity of temperature-0 "
-                        "texts, newest finished probe", ["pair", "comparison"])
-    verdict = _gauge("tierwatch_verdict", "the newest audit's verdict: 1 for its label",
-                     ["pair", "verdict"])
-    p_value = _gauge("tierwatch_verdict_p_value", "p-value of the newest audit's fast-vs-base "
-                     "test", ["pair"])
-    last_run = _gauge("tierwatch_last_run_timestamp_seconds", "when the newest finished run "
-                      "of the kind finished (Unix time)", ["pair", "kind"])
-    firing = _gauge("tierwatch_alerts_firing", "alerts firing (not acknowledged, not resolved)",
-                    ["pair"])
+    timing = {
+        short: _gauge(
+            f"tierwatch_{short}_seconds",
+            f"{doc}, percentile of the newest finished probe",
+            ["pair", "tier", "scenario", "quantile"],
+        )
+        for _, short, doc in TIMINGS
+    }
+    requests = _gauge(
+        "tierwatch_probe_requests", "requests in the newest finished probe", ["pair", "tier"]
+    )
+    avail = _gauge(
+        "tierwatch_availability_ratio",
+        "successes / requests with 429s left out, newest finished probe",
+        ["pair", "tier"],
+    )
+    errors = _gauge(
+        "tierwatch_error_ratio",
+        "failed requests (429s included) / requests, newest finished probe",
+        ["pair", "tier"],
+    )
+    downgrade = _gauge(
+        "tierwatch_downgrade_ratio",
+        "share of requests served below the expected tier, newest finished probe",
+        ["pair", "tier"],
+    )
+    speedup = _gauge(
+        "tierwatch_speedup_ratio",
+        "base/fast ratio of medians (decode: of TPOT), newest finished probe",
+        ["pair", "scenario", "metric"],
+    )
+    claimed = _gauge("tierwatch_claimed_speedup_ratio", "the vendor's claimed speed-up", ["pair"])
+    similarity = _gauge(
+        "tierwatch_similarity_ratio",
+        "mean Indel similarity of temperature-0 texts, newest finished probe",
+        ["pair", "comparison"],
+    )
+    verdict = _gauge(
+        "tierwatch_verdict", "the newest audit's verdict: 1 for its label", ["pair", "verdict"]
+    )
+    p_value = _gauge(
+        "tierwatch_verdict_p_value", "p-value of the newest audit's fast-vs-base test", ["pair"]
+    )
+    last_run = _gauge(
+        "tierwatch_last_run_timestamp_seconds",
+        "when the newest finished run of the kind finished (Unix time)",
+        ["pair", "kind"],
+    )
+    firing = _gauge(
+        "tierwatch_alerts_firing", "alerts firing (not acknowledged, not resolved)", ["pair"]
+    )
     runs = _gauge("tierwatch_runs", "runs stored, by status", ["pair", "status"])
     for p in pairs:
         firing.add_metric([p.name], p.alerts_firing)
@@ -114,8 +154,11 @@ def families(pairs: list[PairSnapshot]) -> list[GaugeMetricFamily]:
             for tier, stats in summary.tiers.items():
                 _timings(timing, p.name, tier, ALL, stats)
                 requests.add_metric([p.name, tier], stats.n)
-                for family, value in ((avail, stats.availability), (errors, stats.error_rate),
-                                      (downgrade, stats.downgrade_rate)):
+                for family, value in (
+                    (avail, stats.availability),
+                    (errors, stats.error_rate),
+                    (downgrade, stats.downgrade_rate),
+                ):
                     if value is not None:
                         family.add_metric([p.name, tier], value)
             for scenario, stats in sorted(summary.by_scenario.items()):
@@ -131,13 +174,27 @@ def families(pairs: list[PairSnapshot]) -> list[GaugeMetricFamily]:
                 verdict.add_metric([p.name, label], 1.0 if v.label == label else 0.0)
             if v.p_value is not None:
                 p_value.add_metric([p.name], v.p_value)
-    return [*timing.values(), requests, avail, errors, downgrade, speedup, claimed, similarity,
-            verdict, p_value, last_run, firing, runs]
+    return [
+        *timing.values(),
+        requests,
+        avail,
+        errors,
+        downgrade,
+        speedup,
+        claimed,
+        similarity,
+        verdict,
+        p_value,
+        last_run,
+        firing,
+        runs,
+    ]
 
 
 def _speedups(family: GaugeMetricFamily, pair: str, summary: RunSummary) -> None:
     per_scenario = [(ALL, summary.speedup)] + [
-        (scn, stats.speedup) for scn, stats in sorted(summary.by_scenario.items())]
+        (scn, stats.speedup) for scn, stats in sorted(summary.by_scenario.items())
+    ]
     for scenario, s in per_scenario:
         for metric in ("ttft", "e2e", "decode"):
             value = getattr(s, metric)

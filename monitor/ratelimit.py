@@ -36,8 +36,9 @@ def vendor_of(base_url: str) -> str:
 
 
 class VendorLimiter:
-    def __init__(self, redis: Redis, vendor: str, *, limit: int, lease_s: float = 300.0,
-                 poll_s: float = 0.02) -> None:
+    def __init__(
+        self, redis: Redis, vendor: str, *, limit: int, lease_s: float = 300.0, poll_s: float = 0.02
+    ) -> None:
         if limit < 1:
             raise ValueError(f"vendor {vendor!r}: limit must be ≥ 1, got {limit}")
         self.redis, self.vendor, self.limit = redis, vendor, limit
@@ -77,8 +78,9 @@ class VendorLimiter:
             if await self._try_acquire(token):
                 return token
             await asyncio.sleep(self.poll_s)
-        raise TimeoutError(f"vendor {self.vendor}: no lease within {timeout_s:.0f} s "
-                           f"(limit {self.limit})")
+        raise TimeoutError(
+            f"vendor {self.vendor}: no lease within {timeout_s:.0f} s (limit {self.limit})"
+        )
 
     async def release(self, token: str) -> None:
         await self.redis.zrem(self.leases, token)
@@ -92,8 +94,11 @@ class VendorLimiter:
         try:
             token: str | None = await self.acquire(timeout_s)
         except REDIS_DOWN as exc:
-            log.warning("vendor limit for %s not enforced: Redis unreachable (%s)", self.vendor,
-                        type(exc).__name__)
+            log.warning(
+                "vendor limit for %s not enforced: Redis unreachable (%s)",
+                self.vendor,
+                type(exc).__name__,
+            )
             token = None
         try:
             yield token
@@ -139,8 +144,10 @@ class RunGate:
 
     def __init__(self, redis_url: str, base_urls: dict[str, str], *, limit: int) -> None:
         self.redis = Redis.from_url(redis_url)
-        self.limiters = {tier: VendorLimiter(self.redis, vendor_of(url), limit=limit)
-                         for tier, url in base_urls.items()}
+        self.limiters = {
+            tier: VendorLimiter(self.redis, vendor_of(url), limit=limit)
+            for tier, url in base_urls.items()
+        }
 
     def gate(self, tier: str):
         return self.limiters[tier].lease()

@@ -25,8 +25,13 @@ def _svg(figure: Figure) -> str:
     return out.getvalue()
 
 
-def _daily_chart(report: SlaReport, key: str, title: str, ylabel: str,
-                 scale: Callable[[float], float] = lambda v: v) -> str | None:
+def _daily_chart(
+    report: SlaReport,
+    key: str,
+    title: str,
+    ylabel: str,
+    scale: Callable[[float], float] = lambda v: v,
+) -> str | None:
     """One line per endpoint over the period's days; None when no endpoint has a value."""
     figure = Figure(figsize=(7.2, 2.3))
     ax = figure.add_subplot()
@@ -38,8 +43,15 @@ def _daily_chart(report: SlaReport, key: str, title: str, ylabel: str,
         drawn = True
         days, values = zip(*points, strict=True)
         label = row.name + (" (simulated)" if row.simulated else "")
-        ax.plot(days, values, marker="o", markersize=3, linewidth=1.5,
-                color=PALETTE[i % len(PALETTE)], label=label)
+        ax.plot(
+            days,
+            values,
+            marker="o",
+            markersize=3,
+            linewidth=1.5,
+            color=PALETTE[i % len(PALETTE)],
+            label=label,
+        )
     if not drawn:
         return None
     ax.set_title(title, fontsize=10, loc="left")
@@ -58,11 +70,14 @@ def report_charts(report: SlaReport) -> dict[str, Any]:
     """{name: SVG text} of the charts that have data: daily availability (429s apart), daily
     TTFT P95 (days below the minimum n left out), daily served-tier downgrade rate."""
     charts = {
-        "availability": _daily_chart(report, "availability", "Availability per day (429s apart)",
-                                     "%", lambda v: 100 * v),
-        "ttft_p95": _daily_chart(report, "ttft_p95",
-                                 f"TTFT P95 per day, ms (days with n ≥ {report.min_n})", "ms"),
-        "downgrade": _daily_chart(report, "downgrade_rate",
-                                  "Served-tier downgrade rate per day", "%", lambda v: 100 * v),
+        "availability": _daily_chart(
+            report, "availability", "Availability per day (429s apart)", "%", lambda v: 100 * v
+        ),
+        "ttft_p95": _daily_chart(
+            report, "ttft_p95", f"TTFT P95 per day, ms (days with n ≥ {report.min_n})", "ms"
+        ),
+        "downgrade": _daily_chart(
+            report, "downgrade_rate", "Served-tier downgrade rate per day", "%", lambda v: 100 * v
+        ),
     }
     return {name: svg for name, svg in charts.items() if svg}

@@ -49,21 +49,32 @@ def exempt_runs(keep_audits: int) -> list[int]:
         return []
     ids: list[int] = []
     for pair_id in Pair.objects.values_list("id", flat=True):
-        ids += Run.objects.filter(pair_id=pair_id, kind="audit").order_by(
-            "-created_at", "-id").values_list("id", flat=True)[:keep_audits]
+        ids += (
+            Run.objects.filter(pair_id=pair_id, kind="audit")
+            .order_by("-created_at", "-id")
+            .values_list("id", flat=True)[:keep_audits]
+        )
     return ids
 
 
-def prune_payloads(*, now: datetime | None = None, days: int | None = None,
-                   keep_audits: int | None = None, batch_size: int = 5000,
-                   max_seconds: float = 50.0) -> PruneResult:
+def prune_payloads(
+    *,
+    now: datetime | None = None,
+    days: int | None = None,
+    keep_audits: int | None = None,
+    batch_size: int = 5000,
+    max_seconds: float = 50.0,
+) -> PruneResult:
     days = settings.TIERWATCH_RETENTION_DAYS if days is None else days
     keep = settings.TIERWATCH_RETENTION_KEEP_AUDITS if keep_audits is None else keep_audits
     now = now or timezone.now()
     cutoff = now - timedelta(days=days)
     exempt = exempt_runs(keep)
-    old = (Sample.objects.filter(pruned_at__isnull=True, started_at__lt=cutoff)
-           .exclude(run_id__in=exempt).order_by())
+    old = (
+        Sample.objects.filter(pruned_at__isnull=True, started_at__lt=cutoff)
+        .exclude(run_id__in=exempt)
+        .order_by()
+    )
     t0, rows, batches = time.monotonic(), 0, 0
     while time.monotonic() - t0 < max_seconds:
         with transaction.atomic():

@@ -37,10 +37,29 @@ from monitor.models import ProvenanceEvent, Run, RunRollup
 
 log = logging.getLogger(__name__)
 
-ROLLUP_FIELDS = ("tier", "endpoint_id", "ok", "error_class", "ttft_ms", "e2e_ms", "tests_passed",
-                 "model_id", "system_fingerprint", "started_at", "served_tier", "headers",
-                 "prompt_tokens", "completion_tokens", "estimated_tokens", "cached_tokens",
-                 "case__key", "case__category", "batch", "repetition", "tests_detail")
+ROLLUP_FIELDS = (
+    "tier",
+    "endpoint_id",
+    "ok",
+    "error_class",
+    "ttft_ms",
+    "e2e_ms",
+    "tests_passed",
+    "model_id",
+    "system_fingerprint",
+    "started_at",
+    "served_tier",
+    "headers",
+    "prompt_tokens",
+    "completion_tokens",
+    "estimated_tokens",
+    "cached_tokens",
+    "case__key",
+    "case__category",
+    "batch",
+    "repetition",
+    "tests_detail",
+)
 FAILED_AS = {"unit_tests": "tests_failed", "constraints": "constraint_broken"}
 PROVENANCE = (("model_id", "model_id"), ("system_fingerprint", "fingerprint"))
 
@@ -61,7 +80,8 @@ def slo_of(slo_ttft_ms: float | None, slo_e2e_ms: float | None) -> dict[str, flo
 def _met(row: Any, slo: dict[str, float]) -> bool:
     """Goodput's per-request test (``evals.latency.goodput``): ok and every SLO value met."""
     return bool(_get(row, "ok")) and all(
-        _get(row, k) is not None and _get(row, k) <= limit for k, limit in slo.items())
+        _get(row, k) is not None and _get(row, k) <= limit for k, limit in slo.items()
+    )
 
 
 def tier_rollups(samples: Iterable[Any], slo: dict[str, float]) -> dict[str, dict[str, Any]]:
@@ -77,12 +97,15 @@ def tier_rollups(samples: Iterable[Any], slo: dict[str, float]) -> dict[str, dic
         tested = [_get(s, "tests_passed") for s in rows if _get(s, "tests_passed") is not None]
         out[tier] = {
             "endpoint_id": _get(rows[0], "endpoint_id"),
-            "n": len(rows), "n_ok": len(ok), "rate_limited": errors.get("rate_limited", 0),
+            "n": len(rows),
+            "n_ok": len(ok),
+            "rate_limited": errors.get("rate_limited", 0),
             "errors": dict(sorted(errors.items())),
             "ttft_sketch": sketch.sketch(_get(s, "ttft_ms") for s in ok),
             "e2e_sketch": sketch.sketch(_get(s, "e2e_ms") for s in ok),
             "goodput_met": sum(_met(s, slo) for s in rows) if slo else 0,
-            "n_tested": len(tested), "n_passed": sum(bool(t) for t in tested),
+            "n_tested": len(tested),
+            "n_passed": sum(bool(t) for t in tested),
             # the tier each successful request reported ("" = none): evals.latency.downgrades
             "served": dict(sorted(Counter(str(_get(s, "served_tier") or "") for s in ok).items())),
             "retried": sum(RETRIED_MARKER in (_get(s, "headers") or {}) for s in rows),
@@ -133,9 +156,16 @@ def case_outcomes(rows: Iterable[Any]) -> dict[str, dict[str, Any]]:
         if not passed and "f" not in entry:
             entry["f"] = error or FAILED_AS.get(kind, "failed")
         if kind == "tool_call":
-            entry.setdefault("t", []).append([
-                _get(r, "repetition"), bool(passed), bool(detail.get("called")),
-                detail.get("n_calls", 0), detail.get("n_schema_valid", 0), error])
+            entry.setdefault("t", []).append(
+                [
+                    _get(r, "repetition"),
+                    bool(passed),
+                    bool(detail.get("called")),
+                    detail.get("n_calls", 0),
+                    detail.get("n_schema_valid", 0),
+                    error,
+                ]
+            )
     return out
 
 
@@ -158,15 +188,22 @@ def upsert_provenance(counts: dict[tuple[int, str, str], list], run_id: int | No
     only later. get_or_create retries the read when another worker created the row first."""
     for (endpoint_id, kind, value), (first, last, n) in counts.items():
         row, created = ProvenanceEvent.objects.get_or_create(
-            endpoint_id=endpoint_id, kind=kind, value=value[:200],
-            defaults={"first_seen": first, "last_seen": last, "count": n, "run_id": run_id})
+            endpoint_id=endpoint_id,
+            kind=kind,
+            value=value[:200],
+            defaults={"first_seen": first, "last_seen": last, "count": n, "run_id": run_id},
+        )
         if not created:
             ProvenanceEvent.objects.filter(pk=row.pk).update(
                 count=F("count") + n,
-                run_id=Case(When(first_seen__gt=first, then=Value(run_id)), default=F("run_id"),
-                            output_field=BigIntegerField()),
+                run_id=Case(
+                    When(first_seen__gt=first, then=Value(run_id)),
+                    default=F("run_id"),
+                    output_field=BigIntegerField(),
+                ),
                 first_seen=Least("first_seen", Value(first)),
-                last_seen=Greatest("last_seen", Value(last)))
+                last_seen=Greatest("last_seen", Value(last)),
+            )
 
 
 def record_run(*, run: Run, samples: Sequence[Any] | None = None) -> list[RunRollup]:
@@ -178,11 +215,20 @@ def record_run(*, run: Run, samples: Sequence[Any] | None = None) -> list[RunRol
     slo = slo_of(pair.slo_ttft_ms, pair.slo_e2e_ms)
     with transaction.atomic():
         replaced, _ = RunRollup.objects.filter(run=run).delete()
-        rows = RunRollup.objects.bulk_create([
-            RunRollup(run=run, pair_id=run.pair_id, tier=tier, kind=run.kind,
-                      trigger=run.trigger, at=run.created_at, **values)
-            for tier, values in sorted(tier_rollups(samples, slo).items())
-        ])
+        rows = RunRollup.objects.bulk_create(
+            [
+                RunRollup(
+                    run=run,
+                    pair_id=run.pair_id,
+                    tier=tier,
+                    kind=run.kind,
+                    trigger=run.trigger,
+                    at=run.created_at,
+                    **values,
+                )
+                for tier, values in sorted(tier_rollups(samples, slo).items())
+            ]
+        )
         if not replaced:
             upsert_provenance(provenance_counts(samples), run.id)
     return rows

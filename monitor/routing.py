@@ -30,8 +30,9 @@ def queue_for_kind(kind: str | None) -> str:
     return AUDITS if kind == "audit" else PROBES
 
 
-def route_task(name: str, args: Any, kwargs: Any, options: Any, task: Any = None,
-               **_: Any) -> dict[str, str] | None:
+def route_task(
+    name: str, args: Any, kwargs: Any, options: Any, task: Any = None, **_: Any
+) -> dict[str, str] | None:
     """Celery router: a run's queue follows its kind (``kind`` keyword of execute_run_task,
     second argument of probe_pair_task); other tasks by name; None leaves Celery's default."""
     if name == "monitor.tasks.execute_run_task":

@@ -117,11 +117,16 @@ class TierStats(Timings):
     def from_json(cls, data: Mapping[str, Any] | None) -> TierStats:
         data = dict(data or {})
         timings = Timings.from_json(data)
-        plain = _flat(cls, {k: v for k, v in data.items() if k not in ("ttft_ms", "e2e_ms",
-                                                                        "tpot_ms")})
+        plain = _flat(
+            cls, {k: v for k, v in data.items() if k not in ("ttft_ms", "e2e_ms", "tpot_ms")}
+        )
         return dataclasses.replace(
-            plain, ttft_ms=timings.ttft_ms, e2e_ms=timings.e2e_ms, tpot_ms=timings.tpot_ms,
-            model_ids=tuple(plain.model_ids), fingerprints=tuple(plain.fingerprints),
+            plain,
+            ttft_ms=timings.ttft_ms,
+            e2e_ms=timings.e2e_ms,
+            tpot_ms=timings.tpot_ms,
+            model_ids=tuple(plain.model_ids),
+            fingerprints=tuple(plain.fingerprints),
         )
 
     @property
@@ -178,9 +183,11 @@ class ScenarioStats:
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> ScenarioStats:
         data = data or {}
-        return cls(fast=Timings.from_json(data.get("fast")),
-                   base=Timings.from_json(data.get("base")),
-                   speedup=SpeedUp.from_json(data.get("speedup")))
+        return cls(
+            fast=Timings.from_json(data.get("fast")),
+            base=Timings.from_json(data.get("base")),
+            speedup=SpeedUp.from_json(data.get("speedup")),
+        )
 
     def tier(self, name: str) -> Timings:
         return getattr(self, name)
@@ -210,8 +217,11 @@ class LoadLevel:
     def from_json(cls, data: Mapping[str, Any] | None) -> LoadLevel:
         data = dict(data or {})
         plain = _flat(cls, {k: v for k, v in data.items() if k not in ("ttft_ms", "e2e_ms")})
-        return dataclasses.replace(plain, ttft_ms=Percentiles.from_json(data.get("ttft_ms")),
-                                   e2e_ms=Percentiles.from_json(data.get("e2e_ms")))
+        return dataclasses.replace(
+            plain,
+            ttft_ms=Percentiles.from_json(data.get("ttft_ms")),
+            e2e_ms=Percentiles.from_json(data.get("e2e_ms")),
+        )
 
 
 @dataclass(frozen=True)
@@ -242,8 +252,10 @@ class Drift:
             return None
         plain = _flat(cls, {k: v for k, v in data.items() if k != "series"})
         return dataclasses.replace(
-            plain, drifting=tuple(plain.drifting),
-            series={k: _flat(DriftSeries, v) for k, v in (data.get("series") or {}).items()})
+            plain,
+            drifting=tuple(plain.drifting),
+            series={k: _flat(DriftSeries, v) for k, v in (data.get("series") or {}).items()},
+        )
 
     @property
     def past_calibration(self) -> bool:
@@ -337,14 +349,20 @@ class RunSummary:
         return cls(
             min_n=int(data.get("min_n") or MIN_N),
             tiers={t: TierStats.from_json(v) for t, v in (data.get("tiers") or {}).items()},
-            similarity={k: Similarity.from_json(v)
-                        for k, v in (data.get("similarity") or {}).items()},
+            similarity={
+                k: Similarity.from_json(v) for k, v in (data.get("similarity") or {}).items()
+            },
             speedup=SpeedUp.from_json(data.get("speedup")),
-            by_scenario={k: ScenarioStats.from_json(v)
-                         for k, v in (data.get("by_scenario") or {}).items()},
+            by_scenario={
+                k: ScenarioStats.from_json(v) for k, v in (data.get("by_scenario") or {}).items()
+            },
             skipped=tuple(_flat(SkippedCase, s) for s in data.get("skipped") or ()),
-            load={level: {t: LoadLevel.from_json(b) for t, b in tiers.items()}
-                  for level, tiers in data["load"].items()} if data.get("load") else None,
+            load={
+                level: {t: LoadLevel.from_json(b) for t, b in tiers.items()}
+                for level, tiers in data["load"].items()
+            }
+            if data.get("load")
+            else None,
             verdict=Verdict.from_json(data.get("verdict")),
             drift=Drift.from_json(data.get("drift")),
             budget=_flat(Budget, data["budget"]) if data.get("budget") else None,
@@ -356,15 +374,15 @@ class RunSummary:
         if self.tiers:
             out["min_n"] = self.min_n
             out["tiers"] = {t: _plain(v) for t, v in self.tiers.items()}
-            out["similarity"] = {k: _plain(v) if v else None
-                                 for k, v in self.similarity.items()}
+            out["similarity"] = {k: _plain(v) if v else None for k, v in self.similarity.items()}
             out["speedup"] = _plain(self.speedup)
             out["by_scenario"] = {k: _plain(v) for k, v in self.by_scenario.items()}
         if self.skipped:
             out["skipped"] = [_plain(s) for s in self.skipped]
         if self.load is not None:
-            out["load"] = {lv: {t: _plain(b) for t, b in tiers.items()}
-                           for lv, tiers in self.load.items()}
+            out["load"] = {
+                lv: {t: _plain(b) for t, b in tiers.items()} for lv, tiers in self.load.items()
+            }
         if self.verdict is not None:
             out["verdict"] = dict(self.verdict.data)
         if self.drift is not None:
@@ -375,8 +393,12 @@ class RunSummary:
 
     def replace(self, **blocks: Any) -> RunSummary:
         """A copy with the named blocks replaced; a mapping value is read as stored JSON."""
-        parsed = RunSummary.from_json({**self.to_json(), **{
-            k: v for k, v in blocks.items() if not dataclasses.is_dataclass(v)}})
+        parsed = RunSummary.from_json(
+            {
+                **self.to_json(),
+                **{k: v for k, v in blocks.items() if not dataclasses.is_dataclass(v)},
+            }
+        )
         typed = {k: v for k, v in blocks.items() if dataclasses.is_dataclass(v)}
         return dataclasses.replace(parsed, **typed) if typed else parsed
 

@@ -20,13 +20,31 @@ from monitor.models import Alert, Endpoint, Pair, ProvenanceEvent, Run, RunKind,
 
 # Fields a chart or a runs list needs; the rest of a run stays in the database.
 RUN_LIST_FIELDS = (
-    "id", "pair_id", "kind", "trigger", "status", "planned", "completed",
-    "created_at", "started_at", "finished_at", "summary", "verdict", "error",
+    "id",
+    "pair_id",
+    "kind",
+    "trigger",
+    "status",
+    "planned",
+    "completed",
+    "created_at",
+    "started_at",
+    "finished_at",
+    "summary",
+    "verdict",
+    "error",
 )
 # Sample fields too large for a table of hundreds of rows; the sample page loads them.
 SAMPLE_HEAVY_FIELDS = (
-    "text", "reasoning_text", "chunk_gaps_ms", "chunk_tokens", "headers", "logprobs",
-    "server_timings", "tests_detail", "error_message",
+    "text",
+    "reasoning_text",
+    "chunk_gaps_ms",
+    "chunk_tokens",
+    "headers",
+    "logprobs",
+    "server_timings",
+    "tests_detail",
+    "error_message",
 )
 MAX_SAMPLES_SHOWN = 2000
 
@@ -70,8 +88,11 @@ def pairs_overview() -> list[PairOverview]:
         .order_by("name")
     )
     ids = {p.last_run_id for p in pairs} | {p.last_done_id for p in pairs}
-    runs = (Run.objects.only(*RUN_LIST_FIELDS).defer("summary")  # cached: overview_cells
-            .in_bulk([i for i in ids if i is not None]))
+    runs = (
+        Run.objects.only(*RUN_LIST_FIELDS)
+        .defer("summary")  # cached: overview_cells
+        .in_bulk([i for i in ids if i is not None])
+    )
     return [
         PairOverview(
             pair=p,
@@ -93,7 +114,9 @@ def pair_runs(pair: Pair, limit: int = 50) -> list[Run]:
 def pair_trend_runs(pair: Pair, limit: int = 50) -> list[Run]:
     """The pair's newest comparable finished runs (what the charts draw), newest first."""
     return list(
-        Run.objects.trend().filter(pair=pair).only(*RUN_LIST_FIELDS)
+        Run.objects.trend()
+        .filter(pair=pair)
+        .only(*RUN_LIST_FIELDS)
         .order_by("-created_at", "-id")[:limit]
     )
 
@@ -146,21 +169,42 @@ def endpoint_events(*, endpoints: Iterable[Endpoint], limit: int = 50) -> list[d
         if seen[key] > limit:
             continue
         ep = by_id[row.endpoint_id]
-        events.append({
-            "endpoint": ep.name, "simulated": ep.simulated,
-            "what": "model id" if row.kind == "model_id" else "fingerprint",
-            "value": row.value, "first_seen": row.first_seen, "last_seen": row.last_seen,
-            "n": row.count, "run_id": row.run_id, "change": seen[key] > 1,
-        })
+        events.append(
+            {
+                "endpoint": ep.name,
+                "simulated": ep.simulated,
+                "what": "model id" if row.kind == "model_id" else "fingerprint",
+                "value": row.value,
+                "first_seen": row.first_seen,
+                "last_seen": row.last_seen,
+                "n": row.count,
+                "run_id": row.run_id,
+                "change": seen[key] > 1,
+            }
+        )
     return events
 
 
 def audit_runs(pair: Pair, limit: int = 50) -> list[Run]:
     """The pair's newest audit runs, newest first (summaries included, samples not)."""
-    return list(Run.objects.filter(pair=pair, kind=RunKind.AUDIT).order_by("-created_at", "-id")
-                .only("id", "pair_id", "kind", "status", "created_at", "started_at",
-                      "finished_at", "summary", "verdict", "error", "planned", "completed")
-                [:limit])
+    return list(
+        Run.objects.filter(pair=pair, kind=RunKind.AUDIT)
+        .order_by("-created_at", "-id")
+        .only(
+            "id",
+            "pair_id",
+            "kind",
+            "status",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "summary",
+            "verdict",
+            "error",
+            "planned",
+            "completed",
+        )[:limit]
+    )
 
 
 def verdict_history(runs: Sequence[Run]) -> list[dict[str, Any]]:
@@ -171,22 +215,37 @@ def verdict_history(runs: Sequence[Run]) -> list[dict[str, Any]]:
         if not v:
             continue
         when: datetime = r.finished_at or r.created_at
-        rows.append({"run_id": r.id, "at": when.isoformat(), "label": v.label,
-                     "statistic": v.statistic, "detectable_80": v.detectable_80,
-                     "p_value": v.p_adjusted if v.p_adjusted is not None else v.p_value,
-                     "alarm": bool(v.monitor.get("alarm")), "sentence": v.sentence})
+        rows.append(
+            {
+                "run_id": r.id,
+                "at": when.isoformat(),
+                "label": v.label,
+                "statistic": v.statistic,
+                "detectable_80": v.detectable_80,
+                "p_value": v.p_adjusted if v.p_adjusted is not None else v.p_value,
+                "alarm": bool(v.monitor.get("alarm")),
+                "sentence": v.sentence,
+            }
+        )
     return rows
 
 
-def latest_done_runs(kind: str = RunKind.PROBE, pairs: QuerySet[Pair] | None = None
-                     ) -> dict[int, Run]:
+def latest_done_runs(
+    kind: str = RunKind.PROBE, pairs: QuerySet[Pair] | None = None
+) -> dict[int, Run]:
     """Per pair id its newest finished run of the kind (probes: ``Run.objects.trend``): one
     query with a correlated subquery, then one ``in_bulk``, however many pairs there are."""
-    done = Run.objects.trend() if kind == RunKind.PROBE else Run.objects.filter(
-        kind=kind, status="done")
+    done = (
+        Run.objects.trend()
+        if kind == RunKind.PROBE
+        else Run.objects.filter(kind=kind, status="done")
+    )
     newest = done.filter(pair=OuterRef("pk")).order_by("-created_at", "-id").values("id")[:1]
-    ids = (pairs if pairs is not None else Pair.objects.all()).annotate(
-        latest_id=Subquery(newest)).values_list("pk", "latest_id")
+    ids = (
+        (pairs if pairs is not None else Pair.objects.all())
+        .annotate(latest_id=Subquery(newest))
+        .values_list("pk", "latest_id")
+    )
     by_pair = {pair_id: run_id for pair_id, run_id in ids if run_id is not None}
     runs = Run.objects.only(*RUN_LIST_FIELDS).in_bulk(list(by_pair.values()))
     return {pair_id: runs[run_id] for pair_id, run_id in by_pair.items()}
@@ -203,7 +262,8 @@ def alert_state(alert: Alert) -> str:
 def alerts(*, state: str | None = None, pair: str | None = None) -> QuerySet[Alert]:
     """Alerts newest first, optionally of one state and one pair (by name)."""
     qs = Alert.objects.select_related("rule", "pair", "acknowledged_by").order_by(
-        "-opened_at", "-id")
+        "-opened_at", "-id"
+    )
     if state is not None:
         qs = qs.filter(state=state)
     if pair is not None:

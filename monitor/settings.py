@@ -102,8 +102,12 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": f"django.contrib.auth.password_validation.{name}"}
-    for name in ("UserAttributeSimilarityValidator", "MinimumLengthValidator",
-                 "CommonPasswordValidator", "NumericPasswordValidator")
+    for name in (
+        "UserAttributeSimilarityValidator",
+        "MinimumLengthValidator",
+        "CommonPasswordValidator",
+        "NumericPasswordValidator",
+    )
 ]
 # Login throttling (django-axes): after this many failed logins from one IP address, that
 # address is locked out for the cool-off time, also for the right password.
@@ -151,14 +155,21 @@ else:
 # Page figures and the speed page's bootstrap (monitor.figure_cache): shared by the web and
 # worker processes, so a run's new summary reaches every page process: Redis with REDIS_URL,
 # else files under VAR_DIR (the demo's SQLite setup; locmem would be per process).
-CACHES = {"default": {
-    "BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
-    "KEY_PREFIX": "tw", "TIMEOUT": 7 * 24 * 3600,
-} if REDIS_URL else {
-    "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
-    "LOCATION": str(VAR_DIR / "cache"), "TIMEOUT": 7 * 24 * 3600,
-    "OPTIONS": {"MAX_ENTRIES": 2000},
-}}
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": "tw",
+        "TIMEOUT": 7 * 24 * 3600,
+    }
+    if REDIS_URL
+    else {
+        "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+        "LOCATION": str(VAR_DIR / "cache"),
+        "TIMEOUT": 7 * 24 * 3600,
+        "OPTIONS": {"MAX_ENTRIES": 2000},
+    }
+}
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -222,8 +233,12 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env_str("TIERWATCH_LOG_LEVEL", "INFO")},
-    "loggers": {"httpx": {"level": "WARNING"}, "httpcore": {"level": "WARNING"},
-                "weasyprint": {"level": "WARNING"}, "fontTools": {"level": "WARNING"},
-                # Apprise's messages quote the URLs it was given, and those hold tokens
-                "apprise": {"level": "CRITICAL"}},
+    "loggers": {
+        "httpx": {"level": "WARNING"},
+        "httpcore": {"level": "WARNING"},
+        "weasyprint": {"level": "WARNING"},
+        "fontTools": {"level": "WARNING"},
+        # Apprise's messages quote the URLs it was given, and those hold tokens
+        "apprise": {"level": "CRITICAL"},
+    },
 }

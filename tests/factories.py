@@ -33,10 +33,17 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def endpoint(name: str, *, url: str = LOCAL_URL, model: str | None = None,
-             simulated: bool = True, **fields: Any) -> Endpoint:
-    return Endpoint.objects.create(name=name, base_url=url, model=model or name,
-                                   simulated=simulated, **fields)
+def endpoint(
+    name: str,
+    *,
+    url: str = LOCAL_URL,
+    model: str | None = None,
+    simulated: bool = True,
+    **fields: Any,
+) -> Endpoint:
+    return Endpoint.objects.create(
+        name=name, base_url=url, model=model or name, simulated=simulated, **fields
+    )
 
 
 def suite(name: str = "smoke", cases: dict[str, list[dict[str, str]]] | None = None) -> Suite:
@@ -47,29 +54,53 @@ def suite(name: str = "smoke", cases: dict[str, list[dict[str, str]]] | None = N
     return row
 
 
-def pair(name: str = "demo", *, url: str = LOCAL_URL, fast: str = "demo-fast",
-         base: str = "demo-base", suite_row: Suite | None = None, simulated: bool = True,
-         **fields: Any) -> Pair:
+def pair(
+    name: str = "demo",
+    *,
+    url: str = LOCAL_URL,
+    fast: str = "demo-fast",
+    base: str = "demo-base",
+    suite_row: Suite | None = None,
+    simulated: bool = True,
+    **fields: Any,
+) -> Pair:
     return Pair.objects.create(
-        name=name, fast=endpoint(fast, url=url, simulated=simulated),
-        base=endpoint(base, url=url, simulated=simulated), suite=suite_row or suite(), **fields,
+        name=name,
+        fast=endpoint(fast, url=url, simulated=simulated),
+        base=endpoint(base, url=url, simulated=simulated),
+        suite=suite_row or suite(),
+        **fields,
     )
 
 
-def vendor_pair(vendor_url: str, *, fast_model: str = "demo-fast", fast_url: str | None = None,
-                suite: str = "coding", repeat: int = 2, fast_fields: dict[str, Any] | None = None,
-                **fields: Any) -> Pair:
+def vendor_pair(
+    vendor_url: str,
+    *,
+    fast_model: str = "demo-fast",
+    fast_url: str | None = None,
+    suite: str = "coding",
+    repeat: int = 2,
+    fast_fields: dict[str, Any] | None = None,
+    **fields: Any,
+) -> Pair:
     """A pair ("fast", "base") on a real vendor with a built-in suite, for tests that run it;
     ``fast_fields`` go on the fast endpoint, other keywords on the pair."""
     base_row = Endpoint.objects.create(
         name="base", base_url=vendor_url, model="demo-base", simulated=True
     )
     fast_row = Endpoint.objects.create(
-        name="fast", base_url=fast_url or vendor_url, model=fast_model, simulated=True,
+        name="fast",
+        base_url=fast_url or vendor_url,
+        model=fast_model,
+        simulated=True,
         **{"timeout_s": 10, **(fast_fields or {})},
     )
     return Pair.objects.create(
-        name="p", fast=fast_row, base=base_row, suite=sync_builtin_suite(name=suite), repeat=repeat,
+        name="p",
+        fast=fast_row,
+        base=base_row,
+        suite=sync_builtin_suite(name=suite),
+        repeat=repeat,
         **fields,
     )
 
@@ -81,32 +112,57 @@ def stat(n: int, p50: float | None = None, p95: float | None = None) -> Percenti
     return Percentiles(n=n, too_small=False, p50=p50, p90=p95, p95=p95, p99=p95)
 
 
-def tier(n: int = 20, *, ttft: tuple[float, float] = (300.0, 300.0),
-         e2e: tuple[float, float] = (900.0, 900.0), **fields: Any) -> TierStats:
+def tier(
+    n: int = 20,
+    *,
+    ttft: tuple[float, float] = (300.0, 300.0),
+    e2e: tuple[float, float] = (900.0, 900.0),
+    **fields: Any,
+) -> TierStats:
     """One tier's block with every success counted; override any field."""
-    return TierStats(**{"n": n, "n_ok": n, "availability": 1.0, "ttft_ms": stat(n, *ttft),
-                        "e2e_ms": stat(n, *e2e), "tpot_ms": stat(n, 12.5, 20.0), **fields})
+    return TierStats(
+        **{
+            "n": n,
+            "n_ok": n,
+            "availability": 1.0,
+            "ttft_ms": stat(n, *ttft),
+            "e2e_ms": stat(n, *e2e),
+            "tpot_ms": stat(n, 12.5, 20.0),
+            **fields,
+        }
+    )
 
 
-def summary(*, fast: TierStats | None = None, base: TierStats | None = None,
-            similarity: Similarity | float | None = None,
-            noise_floor: Similarity | float | None = None, n_sim: int = 20,
-            speedup: SpeedUp | None = None, by_scenario: dict[str, ScenarioStats] | None = None,
-            **blocks: Any) -> dict[str, Any]:
+def summary(
+    *,
+    fast: TierStats | None = None,
+    base: TierStats | None = None,
+    similarity: Similarity | float | None = None,
+    noise_floor: Similarity | float | None = None,
+    n_sim: int = 20,
+    speedup: SpeedUp | None = None,
+    by_scenario: dict[str, ScenarioStats] | None = None,
+    **blocks: Any,
+) -> dict[str, Any]:
     """A run summary as stored JSON; ``similarity``/``noise_floor`` are fast-vs-base and
     base-vs-base (a bare number is the mean Indel ratio over ``n_sim`` pairs)."""
     sims = {}
     for key, sim in (("fast_vs_base", similarity), ("base_vs_base", noise_floor)):
         if sim is not None:
             sims[key] = sim if isinstance(sim, Similarity) else Similarity(n_sim, sim)
-    typed = RunSummary(min_n=5, tiers={"fast": fast or tier(), "base": base or tier()},
-                       similarity=sims, speedup=speedup or SpeedUp(),
-                       by_scenario=by_scenario or {})
+    typed = RunSummary(
+        min_n=5,
+        tiers={"fast": fast or tier(), "base": base or tier()},
+        similarity=sims,
+        speedup=speedup or SpeedUp(),
+        by_scenario=by_scenario or {},
+    )
     return typed.replace(**blocks).to_json() if blocks else typed.to_json()
 
 
-def run(pair_row: Pair, *, status: str = "done", minutes_ago: float | None = None,
-        **fields: Any) -> Run:
+def run(
+    pair_row: Pair, *, status: str = "done", minutes_ago: float | None = None, **fields: Any
+) -> Run:
     """A run row of the pair; ``minutes_ago`` sets its creation and finish times."""
     row = Run.objects.create(pair=pair_row, suite=pair_row.suite, status=status, **fields)
     if minutes_ago is not None:
@@ -131,20 +187,50 @@ def rollup_rows(run_row: Run, *, fast_ms: float, base_ms: float, n: int = 20) ->
     added there is in every row."""
     pair_row = run_row.pair
     defaults = {name: sample_default(name) for name in rollups.ROLLUP_FIELDS}
-    return [{**defaults, "tier": tier, "endpoint_id": endpoint, "ok": True, "ttft_ms": ms + i,
-             "e2e_ms": 10 * ms, "started_at": run_row.created_at, "case__key": f"c{i}"}
-            for tier, endpoint, ms in (("fast", pair_row.fast_id, fast_ms),
-                                       ("base", pair_row.base_id, base_ms))
-            for i in range(n)]
+    return [
+        {
+            **defaults,
+            "tier": tier,
+            "endpoint_id": endpoint,
+            "ok": True,
+            "ttft_ms": ms + i,
+            "e2e_ms": 10 * ms,
+            "started_at": run_row.created_at,
+            "case__key": f"c{i}",
+        }
+        for tier, endpoint, ms in (
+            ("fast", pair_row.fast_id, fast_ms),
+            ("base", pair_row.base_id, base_ms),
+        )
+        for i in range(n)
+    ]
 
 
-def sample(run_row: Run, case: Case, tier_name: str, *, text: str = "", ok: bool = True,
-           repetition: int = 0, batch: int = 0, seq: int = 0, **fields: Any) -> Sample:
+def sample(
+    run_row: Run,
+    case: Case,
+    tier_name: str,
+    *,
+    text: str = "",
+    ok: bool = True,
+    repetition: int = 0,
+    batch: int = 0,
+    seq: int = 0,
+    **fields: Any,
+) -> Sample:
     pair_row = run_row.pair
     return Sample.objects.create(
-        run=run_row, case=case, endpoint=pair_row.fast if tier_name == "fast" else pair_row.base,
-        tier=tier_name, text=text, ok=ok, repetition=repetition, batch=batch, seq=seq,
-        started_at=fields.pop("started_at", timezone.now()), **fields,
+        run=run_row,
+        case=case,
+        endpoint=pair_row.fast if tier_name == "fast" else pair_row.base,
+        tier=tier_name,
+        text=text,
+        ok=ok,
+        repetition=repetition,
+        batch=batch,
+        seq=seq,
+        started_at=fields.pop("started_at", timezone.now()),
+        **fields,
     )
 
 

@@ -32,10 +32,17 @@ WEEK = "2026-W48"  # Monday 2026-11-23 to Sunday 2026-11-29
 IN_WEEK = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
 
 
-def start_process(args: list[str], health_url: str, env: dict | None = None,
-                  timeout_s: float = 30) -> subprocess.Popen:
-    proc = subprocess.Popen(args, cwd=ROOT, env={**os.environ, **(env or {})},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+def start_process(
+    args: list[str], health_url: str, env: dict | None = None, timeout_s: float = 30
+) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        args,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -64,12 +71,13 @@ def worker_database_url() -> str:
     )
 
 
-def wait_for(condition: Callable[[], object], seconds: float, what: str,
-             proc: subprocess.Popen | None = None) -> object:
+def wait_for(
+    condition: Callable[[], object], seconds: float, what: str, proc: subprocess.Popen | None = None
+) -> object:
     """Poll until ``condition`` is truthy; fail naming ``what``, with the log of ``proc``."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        if (value := condition()):
+        if value := condition():
             return value
         if proc is not None and proc.poll() is not None:
             break
@@ -80,20 +88,33 @@ def wait_for(condition: Callable[[], object], seconds: float, what: str,
 
 
 def worker_env(**extra: str) -> dict[str, str]:
-    return {**os.environ, "DATABASE_URL": worker_database_url(),
-            "DJANGO_SETTINGS_MODULE": "monitor.settings", **extra}
+    return {
+        **os.environ,
+        "DATABASE_URL": worker_database_url(),
+        "DJANGO_SETTINGS_MODULE": "monitor.settings",
+        **extra,
+    }
 
 
-def start_worker(env: dict[str, str], folder, name: str,
-                 queues: tuple[str, ...] | None = None) -> subprocess.Popen:
+def start_worker(
+    env: dict[str, str], folder, name: str, queues: tuple[str, ...] | None = None
+) -> subprocess.Popen:
     """A worker with embedded beat (or, given ``queues``, serving only those), its log in a
     file (a pipe nobody drains would block it)."""
     log_path = folder / f"{name}.log"
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
-            worker_argv(concurrency=2, schedule_file=str(folder / f"{name}-beat"),
-                        loglevel="INFO", queues=queues),
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            worker_argv(
+                concurrency=2,
+                schedule_file=str(folder / f"{name}-beat"),
+                loglevel="INFO",
+                queues=queues,
+            ),
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     proc.log_path = log_path  # type: ignore[attr-defined]
     return proc
@@ -106,15 +127,26 @@ def stop(proc: subprocess.Popen) -> None:
 
 
 def purge(env: dict[str, str]) -> None:
-    subprocess.run([sys.executable, "-m", "celery", "-A", "monitor", "purge", "-f"], cwd=ROOT,
-                   env=env, check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "celery", "-A", "monitor", "purge", "-f"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
 
 
 def canary_forms(key: str) -> list[str]:
     """The key as a server may echo it (``evals.client.key_scrubber`` lists them)."""
-    return [key, key.lower(), key.upper(), urllib.parse.quote(f"Bearer {key}"),
-            base64.b64encode(key.encode()).decode().rstrip("="), key[:8] + "...", key[-6:]]
-
+    return [
+        key,
+        key.lower(),
+        key.upper(),
+        urllib.parse.quote(f"Bearer {key}"),
+        base64.b64encode(key.encode()).decode().rstrip("="),
+        key[:8] + "...",
+        key[-6:],
+    ]
 
 
 WEBHOOK_ENV = "TIERWATCH_TEST_SLACK_WEBHOOK"

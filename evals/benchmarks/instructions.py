@@ -33,8 +33,12 @@ def load_cases() -> list[CaseSpec]:
 def loose_variants(text: str) -> list[str]:
     """IFEval's eight loose readings of a reply."""
     lines = text.split("\n")
-    base = [text, "\n".join(lines[1:]).strip(), "\n".join(lines[:-1]).strip(),
-            "\n".join(lines[1:-1]).strip()]
+    base = [
+        text,
+        "\n".join(lines[1:]).strip(),
+        "\n".join(lines[:-1]).strip(),
+        "\n".join(lines[1:-1]).strip(),
+    ]
     return base + [v.replace("*", "") for v in base]
 
 
@@ -61,8 +65,10 @@ def check(case: CaseSpec, text: str) -> InstructionResult:
     validate_all(case.constraints)
     variants = [v for v in loose_variants(text) if v.strip()]
     strict = [_follows(text, c) for c in case.constraints]
-    loose = [s or any(_follows(v, c) for v in variants)
-             for s, c in zip(strict, case.constraints, strict=True)]
+    loose = [
+        s or any(_follows(v, c) for v in variants)
+        for s, c in zip(strict, case.constraints, strict=True)
+    ]
     return InstructionResult(strict, loose)
 
 
@@ -85,8 +91,10 @@ def accuracy(results: Iterable[InstructionResult]) -> Accuracy:
         return sum(values) / len(values) if values else None
 
     return Accuracy(
-        n_prompts=len(rows), n_instructions=len(flat_s),
+        n_prompts=len(rows),
+        n_instructions=len(flat_s),
         prompt_strict=share([r.prompt_strict for r in rows]),
         prompt_loose=share([r.prompt_loose for r in rows]),
-        instruction_strict=share(flat_s), instruction_loose=share(flat_l),
+        instruction_strict=share(flat_s),
+        instruction_loose=share(flat_l),
     )

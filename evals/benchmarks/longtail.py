@@ -21,8 +21,12 @@ from evals.constraints import check_all
 from evals.records import CaseSpec
 from evals.sandbox import extract_code, run_unit_tests
 
-CATEGORIES = ("long_tail/multi_step_debugging", "long_tail/rare_apis",
-              "long_tail/stacked_constraints", "long_tail/cross_file")
+CATEGORIES = (
+    "long_tail/multi_step_debugging",
+    "long_tail/rare_apis",
+    "long_tail/stacked_constraints",
+    "long_tail/cross_file",
+)
 
 
 def load_cases() -> list[CaseSpec]:

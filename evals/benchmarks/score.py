@@ -28,8 +28,12 @@ class Outcome:
 
 def request_for(case: CaseSpec, **overrides: Any) -> ChatRequest:
     """The request a case sends (tools and response format included)."""
-    fields: dict[str, Any] = {"messages": case.messages, "max_tokens": case.max_tokens,
-                              "tools": case.tools, "response_format": case.response_format}
+    fields: dict[str, Any] = {
+        "messages": case.messages,
+        "max_tokens": case.max_tokens,
+        "tools": case.tools,
+        "response_format": case.response_format,
+    }
     return ChatRequest(**{**fields, **overrides})
 
 

@@ -23,8 +23,13 @@ from typing import Any
 from evals.records import CaseSpec
 
 # Share of cases the SIMULATED distilled tier loses, by category prefix (before "/").
-LOSS_RATES = {"code": 0.25, "tool_calls": 0.30, "long_tail": 0.40, "instructions": 0.25,
-              "structured": 0.20}
+LOSS_RATES = {
+    "code": 0.25,
+    "tool_calls": 0.30,
+    "long_tail": 0.40,
+    "instructions": 0.25,
+    "structured": 0.20,
+}
 HARD_LOSS_RATE = 0.40  # a "hard" benchmark case: at least this
 
 
@@ -74,8 +79,9 @@ def _index(source: str) -> dict[str, CaseSpec]:
     return {_index_key(c.messages, [t["name"] for t in c.tools]): c for c in cases}
 
 
-def find_case(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
-              ) -> CaseSpec | None:
+def find_case(
+    messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
+) -> CaseSpec | None:
     """The benchmark case a request comes from; ``tools`` as sent (either protocol's shape).
     Only requests that can be one load an index (BFCL's takes ~1.5 s, once per process)."""
     from evals.benchmarks.humaneval import INSTRUCTION
@@ -93,8 +99,11 @@ def answer_text(case: CaseSpec, family: str) -> str | None:
     """The family's reply text to a non-tool case with a reference, else None."""
     if not case.reference_solution:
         return None
-    answer = case.weak_solution if loses(case, family) and case.weak_solution \
+    answer = (
+        case.weak_solution
+        if loses(case, family) and case.weak_solution
         else case.reference_solution
+    )
     if case.unit_tests:
         return f"Here is a solution:\n\n```python\n{answer.rstrip()}\n```\n"
     return answer

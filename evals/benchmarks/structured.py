@@ -42,8 +42,9 @@ def check(case: CaseSpec, text: str) -> StructuredVerdict:
         return StructuredVerdict(False, "invalid_json", str(exc))
     if not isinstance(value, dict):
         return StructuredVerdict(False, "not_object", type(value).__name__)
-    schema = (fmt.get("json_schema") or {}).get("schema") if fmt.get("type") == "json_schema" \
-        else None
+    schema = (
+        (fmt.get("json_schema") or {}).get("schema") if fmt.get("type") == "json_schema" else None
+    )
     if schema is not None:
         try:
             jsonschema.validate(value, schema)

@@ -68,7 +68,8 @@ def value_matches(value: Any, acceptable: Any) -> bool:
         return _standard(value) == _standard(acceptable)
     if isinstance(acceptable, list) and isinstance(value, list):
         return len(value) == len(acceptable) and all(
-            value_matches(v, a) for v, a in zip(value, acceptable, strict=True))
+            value_matches(v, a) for v, a in zip(value, acceptable, strict=True)
+        )
     return value == acceptable
 
 
@@ -86,7 +87,7 @@ def _param_ok(args: Mapping[str, Any], name: str, acceptable: Any) -> bool:
 
 def call_matches(name: str, args: Mapping[str, Any], answer: Mapping[str, Any]) -> str | None:
     """None when the call is one of the answer's possibilities, else what differs."""
-    (want, params), = answer.items()
+    ((want, params),) = answer.items()
     if name != want:
         return "wrong_function"
     extra = sorted(set(args) - set(params))
@@ -98,8 +99,9 @@ def call_matches(name: str, args: Mapping[str, Any], answer: Mapping[str, Any]) 
     return None
 
 
-def _parse(call: Mapping[str, str], schemas: Mapping[str, Any]
-           ) -> tuple[dict[str, Any] | None, str | None, str]:
+def _parse(
+    call: Mapping[str, str], schemas: Mapping[str, Any]
+) -> tuple[dict[str, Any] | None, str | None, str]:
     name, raw = call.get("name", ""), call.get("arguments_json", "")
     try:
         args = json.loads(raw) if raw.strip() else {}
@@ -138,8 +140,12 @@ def check(case: CaseSpec, tool_calls: list[Mapping[str, str]]) -> ToolVerdict:
     if not tool_calls:
         return ToolVerdict(False, error_class="no_call", **base)
     if len(parsed) != len(answers):
-        return ToolVerdict(False, error_class="wrong_count",
-                           detail=f"{len(parsed)} calls, {len(answers)} expected", **base)
+        return ToolVerdict(
+            False,
+            error_class="wrong_count",
+            detail=f"{len(parsed)} calls, {len(answers)} expected",
+            **base,
+        )
     if len(parsed) > _MAX_PERMUTED:
         orders: Any = [answers]
     else:
@@ -174,8 +180,7 @@ def _ratio(a: int, b: int) -> float | None:
     return a / b if b else None
 
 
-def tool_metrics(fast: Mapping[str, ToolVerdict], base: Mapping[str, ToolVerdict]
-                 ) -> ToolMetrics:
+def tool_metrics(fast: Mapping[str, ToolVerdict], base: Mapping[str, ToolVerdict]) -> ToolMetrics:
     keys = sorted(set(fast) & set(base))
     both = sum(fast[k].called and base[k].called for k in keys)
     fast_called = sum(fast[k].called for k in keys)
@@ -187,8 +192,7 @@ def tool_metrics(fast: Mapping[str, ToolVerdict], base: Mapping[str, ToolVerdict
         f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
 
     def schema(side: Mapping[str, ToolVerdict]) -> float | None:
-        return _ratio(sum(side[k].n_schema_valid for k in keys),
-                      sum(side[k].n_calls for k in keys))
+        return _ratio(sum(side[k].n_schema_valid for k in keys), sum(side[k].n_calls for k in keys))
 
     def errors(side: Mapping[str, ToolVerdict]) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -198,11 +202,16 @@ def tool_metrics(fast: Mapping[str, ToolVerdict], base: Mapping[str, ToolVerdict
         return out
 
     return ToolMetrics(
-        n=len(keys), decision_f1=f1, decision_precision=precision, decision_recall=recall,
-        schema_accuracy_fast=schema(fast), schema_accuracy_base=schema(base),
+        n=len(keys),
+        decision_f1=f1,
+        decision_precision=precision,
+        decision_recall=recall,
+        schema_accuracy_fast=schema(fast),
+        schema_accuracy_base=schema(base),
         accuracy_fast=_ratio(sum(fast[k].correct for k in keys), len(keys)),
         accuracy_base=_ratio(sum(base[k].correct for k in keys), len(keys)),
-        errors_fast=errors(fast), errors_base=errors(base),
+        errors_fast=errors(fast),
+        errors_base=errors(base),
     )
 
 
@@ -218,7 +227,7 @@ def example_calls(case: CaseSpec) -> list[dict[str, str]]:
     param, optional ones left out): the SIMULATED base tier's answer, and a checker test."""
     calls = []
     for answer in case.tool_answers or ():
-        (name, params), = answer.items()
+        ((name, params),) = answer.items()
         args = {p: _first(v) for p, v in params.items() if any(x != "" for x in v)}
         calls.append({"name": name, "arguments_json": json.dumps(args)})
     return calls

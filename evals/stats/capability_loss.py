@@ -49,8 +49,7 @@ CAP = 1e300  # a detector far past any threshold stays finite (stored as JSON)
 
 def loss_scores(cases: Iterable[CaseCounts]) -> list[float]:
     """s per case answered by both tiers (module docstring); positive = fast did worse."""
-    return [c.pass_base / c.n_base - c.pass_fast / c.n_fast
-            for c in cases if c.n_fast and c.n_base]
+    return [c.pass_base / c.n_base - c.pass_fast / c.n_fast for c in cases if c.n_fast and c.n_base]
 
 
 def run_evalues(scores: Iterable[float]) -> tuple[float, ...]:
@@ -92,17 +91,18 @@ class LossState:
         return cls(**{**data, "detectors": tuple(data.get("detectors", (1.0,) * len(LAMBDAS)))})
 
 
-def update(state: LossState, cases: Iterable[CaseCounts], *, threshold: float,
-           run_id: int | None = None) -> LossState:
+def update(
+    state: LossState, cases: Iterable[CaseCounts], *, threshold: float, run_id: int | None = None
+) -> LossState:
     """Fold one run's paired cases of the category in. No paired case: nothing changes. Once
     alarmed, the state stays alarmed (and keeps accumulating) until :func:`acknowledge`."""
     scores = loss_scores(cases)
     if not scores:
         return state
-    detectors = tuple(min(CAP, max(m, 1.0) * e)
-                      for m, e in zip(state.detectors, run_evalues(scores), strict=True))
-    new = replace(state, detectors=detectors, runs=state.runs + 1,
-                  cases=state.cases + len(scores))
+    detectors = tuple(
+        min(CAP, max(m, 1.0) * e) for m, e in zip(state.detectors, run_evalues(scores), strict=True)
+    )
+    new = replace(state, detectors=detectors, runs=state.runs + 1, cases=state.cases + len(scores))
     if not state.alarmed and new.detector >= threshold:
         new = replace(new, alarmed=True, alarm_run=run_id)
     return new

@@ -95,8 +95,9 @@ class PairedResult:
     cases_needed: int | None = None  # paired cases to detect a tolerance-sized drop
 
 
-def permutation_test(counts: list[CaseCounts], n_perm: int = 4000,
-                     seed: int = 0) -> tuple[float, float]:
+def permutation_test(
+    counts: list[CaseCounts], n_perm: int = 4000, seed: int = 0
+) -> tuple[float, float]:
     """(T, two-sided p) of the stratified permutation test (module docstring)."""
     nf = np.array([c.n_fast for c in counts], dtype=float)
     nb = np.array([c.n_base for c in counts], dtype=float)
@@ -106,15 +107,21 @@ def permutation_test(counts: list[CaseCounts], n_perm: int = 4000,
     t_obs = float(np.mean(kf / nf - kb / nb))
     rng = np.random.default_rng(seed)
     # hypergeometric(ngood=K, nbad=N-K, nsample=n_f) per case, B draws at once
-    draws = rng.hypergeometric(total, (nf + nb).astype(int) - total, nf.astype(int),
-                               size=(n_perm, len(counts)))
+    draws = rng.hypergeometric(
+        total, (nf + nb).astype(int) - total, nf.astype(int), size=(n_perm, len(counts))
+    )
     t_null = np.mean(draws / nf - (total - draws) / nb, axis=1)
     extreme = int(np.sum(np.abs(t_null) >= abs(t_obs) - 1e-12))
     return t_obs, (1 + extreme) / (n_perm + 1)
 
 
-def min_detectable_drop(base_rate: float, n_fast: Iterable[int], n_base: Iterable[int],
-                        alpha: float = 0.05, power: float = POWER) -> float | None:
+def min_detectable_drop(
+    base_rate: float,
+    n_fast: Iterable[int],
+    n_base: Iterable[int],
+    alpha: float = 0.05,
+    power: float = POWER,
+) -> float | None:
     """D (a fraction) from the module docstring's formula; None when nothing can be lost."""
     nf = np.asarray(list(n_fast), dtype=float)
     nb = np.asarray(list(n_base), dtype=float)
@@ -138,8 +145,14 @@ def min_detectable_drop(base_rate: float, n_fast: Iterable[int], n_base: Iterabl
     return hi
 
 
-def cases_needed(base_rate: float, n_fast: Iterable[int], n_base: Iterable[int],
-                 tolerance: float, alpha: float = 0.05, power: float = POWER) -> int | None:
+def cases_needed(
+    base_rate: float,
+    n_fast: Iterable[int],
+    n_base: Iterable[int],
+    tolerance: float,
+    alpha: float = 0.05,
+    power: float = POWER,
+) -> int | None:
     """Paired cases for a detectable drop ≤ ``tolerance`` (a fraction; module docstring), None
     when the base tier passes too little to lose that much."""
     nf = np.asarray(list(n_fast), dtype=float)
@@ -149,11 +162,16 @@ def cases_needed(base_rate: float, n_fast: Iterable[int], n_base: Iterable[int],
         return None
     v = float(np.mean(p * (1 - p) / nb + q * (1 - q) / nf))
     z = norm.ppf(1 - alpha / 2) + norm.ppf(power)
-    return max(MIN_CASES, math.ceil(z * z * v / tolerance ** 2))
+    return max(MIN_CASES, math.ceil(z * z * v / tolerance**2))
 
 
-def compare(counts: dict[str, CaseCounts], alpha: float = 0.05, n_perm: int = 4000,
-            seed: int = 0, tolerance_points: float = TOLERANCE_POINTS) -> list[PairedResult]:
+def compare(
+    counts: dict[str, CaseCounts],
+    alpha: float = 0.05,
+    n_perm: int = 4000,
+    seed: int = 0,
+    tolerance_points: float = TOLERANCE_POINTS,
+) -> list[PairedResult]:
     """One result per category (sorted by name), Holm-adjusted across them. The minimum
     detectable drop is computed at α / (number of categories), the level Holm's first step
     uses, so "would detect" holds after the adjustment too."""
@@ -164,7 +182,8 @@ def compare(counts: dict[str, CaseCounts], alpha: float = 0.05, n_perm: int = 40
     cats = sorted(by_cat)
     tested = [c for c in cats if len(by_cat[c]) >= MIN_CASES]
     raw: dict[str, tuple[float, float]] = {
-        c: permutation_test(by_cat[c], n_perm, seed) for c in tested}
+        c: permutation_test(by_cat[c], n_perm, seed) for c in tested
+    }
     adjusted = dict(zip(tested, holm([raw[c][1] for c in tested]), strict=True))
     level = alpha / max(1, len(tested))
     out = []
@@ -172,18 +191,31 @@ def compare(counts: dict[str, CaseCounts], alpha: float = 0.05, n_perm: int = 40
         rows = by_cat[cat]
         fast = float(np.mean([r.pass_fast / r.n_fast for r in rows]))
         base = float(np.mean([r.pass_base / r.n_base for r in rows]))
-        mde = min_detectable_drop(base, [r.n_fast for r in rows], [r.n_base for r in rows],
-                                  level) if cat in raw else None
-        need = cases_needed(base, [r.n_fast for r in rows], [r.n_base for r in rows],
-                            tolerance_points / 100, level)
-        out.append(PairedResult(
-            category=cat, n_cases=len(rows), n_fast=sum(r.n_fast for r in rows),
-            n_base=sum(r.n_base for r in rows), fast_rate=fast, base_rate=base,
-            diff_points=100 * raw[cat][0] if cat in raw else 100 * (fast - base),
-            p_value=raw[cat][1] if cat in raw else None, p_adjusted=adjusted.get(cat),
-            mde_points=100 * mde if mde is not None else None, alpha=alpha,
-            tolerance_points=tolerance_points, cases_needed=need,
-        ))
+        mde = (
+            min_detectable_drop(base, [r.n_fast for r in rows], [r.n_base for r in rows], level)
+            if cat in raw
+            else None
+        )
+        need = cases_needed(
+            base, [r.n_fast for r in rows], [r.n_base for r in rows], tolerance_points / 100, level
+        )
+        out.append(
+            PairedResult(
+                category=cat,
+                n_cases=len(rows),
+                n_fast=sum(r.n_fast for r in rows),
+                n_base=sum(r.n_base for r in rows),
+                fast_rate=fast,
+                base_rate=base,
+                diff_points=100 * raw[cat][0] if cat in raw else 100 * (fast - base),
+                p_value=raw[cat][1] if cat in raw else None,
+                p_adjusted=adjusted.get(cat),
+                mde_points=100 * mde if mde is not None else None,
+                alpha=alpha,
+                tolerance_points=tolerance_points,
+                cases_needed=need,
+            )
+        )
     return out
 
 
@@ -192,32 +224,50 @@ def routing_advice(result: PairedResult, *, loss_detected: bool) -> str:
     ``loss_detected``: the category's controlled decision (the loss detector), not a p."""
     cat, tol = result.category, result.tolerance_points
     diff = result.diff_points or 0.0
-    p = "" if result.p_value is None else \
-        f", window p = {result.p_adjusted:.3g}" + (" after Holm" if result.p_adjusted !=
-                                                   result.p_value else "")
+    p = (
+        ""
+        if result.p_value is None
+        else f", window p = {result.p_adjusted:.3g}"
+        + (" after Holm" if result.p_adjusted != result.p_value else "")
+    )
     if loss_detected:
-        return (f"keep `{cat}` on base: loss detected across runs ({diff:+.0f} points over "
-                f"{result.n_cases} paired cases{p})")
+        return (
+            f"keep `{cat}` on base: loss detected across runs ({diff:+.0f} points over "
+            f"{result.n_cases} paired cases{p})"
+        )
     if result.p_adjusted is None:
-        return (f"undecided on `{cat}`: {result.n_cases} paired cases, fewer than the "
-                f"{MIN_CASES} a test needs")
+        return (
+            f"undecided on `{cat}`: {result.n_cases} paired cases, fewer than the "
+            f"{MIN_CASES} a test needs"
+        )
     mde = result.mde_points
     if mde is not None and mde <= tol and -diff < tol / 2:
-        return (f"route `{cat}` to the fast tier: no loss detected over {result.n_cases} "
-                f"paired cases ({diff:+.0f} points{p}), would detect a {mde:.0f}-point drop "
-                f"at 80% power (tolerance {tol:.0f})")
+        return (
+            f"route `{cat}` to the fast tier: no loss detected over {result.n_cases} "
+            f"paired cases ({diff:+.0f} points{p}), would detect a {mde:.0f}-point drop "
+            f"at 80% power (tolerance {tol:.0f})"
+        )
     if result.p_adjusted < result.alpha and diff < 0:
-        why = ("the window shows a loss, not yet confirmed across runs (the loss detector "
-               "decides; a single look at the window would report false losses too often)")
+        why = (
+            "the window shows a loss, not yet confirmed across runs (the loss detector "
+            "decides; a single look at the window would report false losses too often)"
+        )
     elif mde is not None and mde <= tol:
-        why = (f"{diff:+.0f} points is near the {tol:.0f}-point tolerance, and no loss is "
-               "detected yet; more runs will tell")
+        why = (
+            f"{diff:+.0f} points is near the {tol:.0f}-point tolerance, and no loss is "
+            "detected yet; more runs will tell"
+        )
     elif result.cases_needed is None:
         why = f"base passes too few of these cases to lose {tol:.0f} points"
     else:
         more = max(0, result.cases_needed - result.n_cases)
-        detect = f"would detect a {mde:.0f}-point drop" if mde is not None else \
-            "could not detect even a total loss"
-        why = (f"needs ~{more} more paired cases to detect a {tol:.0f}-point drop (now "
-               f"{result.n_cases}: {detect})")
-    return (f"undecided on `{cat}` ({diff:+.0f} points{p}): {why}")
+        detect = (
+            f"would detect a {mde:.0f}-point drop"
+            if mde is not None
+            else "could not detect even a total loss"
+        )
+        why = (
+            f"needs ~{more} more paired cases to detect a {tol:.0f}-point drop (now "
+            f"{result.n_cases}: {detect})"
+        )
+    return f"undecided on `{cat}` ({diff:+.0f} points{p}): {why}"

@@ -191,8 +191,7 @@ def _t0_reason(fb: Mapping[str, Any], bb: Mapping[str, Any] | None) -> str:
     if not bb or not bb.get("n") or bb.get("median_ratio") is None:
         return f"{head} (no base-vs-base pairs to compare with: the probe ran each case once)"
     return (
-        f"{head}; base-vs-base {bb['median_ratio']:.3f}, exact matches "
-        f"{bb['exact_match_rate']:.0%}"
+        f"{head}; base-vs-base {bb['median_ratio']:.3f}, exact matches {bb['exact_match_rate']:.0%}"
     )
 
 
@@ -357,8 +356,10 @@ class Assessment:
 
 def halves(texts: Texts) -> tuple[dict[Hashable, list[str]], dict[Hashable, list[str]]]:
     """Even against odd samples of one batch, per prompt: the fast-vs-fast calibration."""
-    return ({k: list(v[0::2]) for k, v in texts.items()},
-            {k: list(v[1::2]) for k, v in texts.items()})
+    return (
+        {k: list(v[0::2]) for k, v in texts.items()},
+        {k: list(v[1::2]) for k, v in texts.items()},
+    )
 
 
 def assess(
@@ -382,7 +383,13 @@ def assess(
     fvf = mmd_test(*halves(fast), B=B, seed=seed + 2)
     fvf = fvf if fvf.statistic is not None else None
     verdict = decide(
-        fast_vs_base=fvb, base_vs_base=bvb, fast_vs_fast=fvf, t0_fast_vs_base=t0_fast_vs_base,
-        t0_base_vs_base=t0_base_vs_base, capability=capability, tiers=tiers, alpha=alpha,
+        fast_vs_base=fvb,
+        base_vs_base=bvb,
+        fast_vs_fast=fvf,
+        t0_fast_vs_base=t0_fast_vs_base,
+        t0_base_vs_base=t0_base_vs_base,
+        capability=capability,
+        tiers=tiers,
+        alpha=alpha,
     )
     return Assessment(fvb, bvb, fvf, verdict)

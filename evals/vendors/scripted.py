@@ -67,8 +67,15 @@ class ScriptedServer:
         finally:
             writer.close()
 
-    async def _route(self, method: str, target: str, headers: dict[str, str], body: bytes,
-                     writer: asyncio.StreamWriter, received_ns: int) -> bool:
+    async def _route(
+        self,
+        method: str,
+        target: str,
+        headers: dict[str, str],
+        body: bytes,
+        writer: asyncio.StreamWriter,
+        received_ns: int,
+    ) -> bool:
         url = urlsplit(target)
         if method == "POST" and url.path.endswith("/chat/completions"):
             return await self._chat(headers, body, writer, received_ns)
@@ -88,8 +95,9 @@ class ScriptedServer:
         await writer.drain()
         return True
 
-    async def _chat(self, headers: dict[str, str], body: bytes, writer: asyncio.StreamWriter,
-                    received_ns: int) -> bool:
+    async def _chat(
+        self, headers: dict[str, str], body: bytes, writer: asyncio.StreamWriter, received_ns: int
+    ) -> bool:
         request = json.loads(body or b"{}")
         script = _script(request)
         self.counter += 1
@@ -101,8 +109,12 @@ class ScriptedServer:
             _respond(writer, status, json.dumps(msg).encode(), {"x-request-id": rid})
             await writer.drain()
             return True
-        entry: dict[str, Any] = {"request_id": rid, "received_ns": received_ns, "script": script,
-                                 "events": []}
+        entry: dict[str, Any] = {
+            "request_id": rid,
+            "received_ns": received_ns,
+            "script": script,
+            "events": [],
+        }
         self.log[rid] = entry
         while len(self.log) > MAX_LOG:
             self.log.popitem(last=False)
@@ -146,8 +158,9 @@ class ScriptedServer:
                 sent += 1
                 if script.get("error_after") is not None and sent >= int(script["error_after"]):
                     err = {"error": {"message": "scripted failure mid-stream", "type": "server"}}
-                    _write_event(writer, events, "error",
-                                 b"data: " + json.dumps(err).encode() + b"\n\n")
+                    _write_event(
+                        writer, events, "error", b"data: " + json.dumps(err).encode() + b"\n\n"
+                    )
                 if cut is not None and sent >= int(cut):
                     await writer.drain()
                     writer.transport.abort()  # no terminating chunk: an incomplete body
@@ -155,8 +168,13 @@ class ScriptedServer:
             await writer.drain()
         if script.get("usage", True):
             usage = {"prompt_tokens": 10, "completion_tokens": sent, "total_tokens": 10 + sent}
-            obj = {"id": rid, "object": "chat.completion.chunk", "model": model, "choices": [],
-                   "usage": usage}
+            obj = {
+                "id": rid,
+                "object": "chat.completion.chunk",
+                "model": model,
+                "choices": [],
+                "usage": usage,
+            }
             if script.get("timings"):
                 obj["timings"] = script["timings"]
             _write_event(writer, events, "usage", b"data: " + json.dumps(obj).encode() + b"\n\n")
@@ -191,25 +209,32 @@ def _script(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def _chunk(rid: str, model: str, delta: dict[str, Any], finish: str | None = None) -> bytes:
-    obj = {"id": rid, "object": "chat.completion.chunk", "model": model,
-           "system_fingerprint": "fp_scripted",
-           "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    obj = {
+        "id": rid,
+        "object": "chat.completion.chunk",
+        "model": model,
+        "system_fingerprint": "fp_scripted",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
     return b"data: " + json.dumps(obj).encode() + b"\n\n"
 
 
-def _write_event(writer: asyncio.StreamWriter, events: list[list[Any]], kind: str,
-                 payload: bytes) -> None:
+def _write_event(
+    writer: asyncio.StreamWriter, events: list[list[Any]], kind: str, payload: bytes
+) -> None:
     frame = b"%x\r\n%b\r\n" % (len(payload), payload)
     events.append([kind, time.perf_counter_ns()])
     writer.write(frame)
 
 
-def _respond(writer: asyncio.StreamWriter, status: int, body: bytes,
-             headers: dict[str, str] | None = None) -> None:
+def _respond(
+    writer: asyncio.StreamWriter, status: int, body: bytes, headers: dict[str, str] | None = None
+) -> None:
     extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
     writer.write(
         f"HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {len(body)}"
-        f"\r\n{extra}\r\n".encode() + body
+        f"\r\n{extra}\r\n".encode()
+        + body
     )
 
 

@@ -81,20 +81,52 @@ class Tier:
 TIERS = {
     t.model: t
     for t in (
-        Tier("demo-base", "base", "fp_demo_base", "SIMULATED base tier (~40 tok/s)",
-             (5, 40), 40, 0.30, 25.0),
-        Tier("demo-fast", "base", "fp_demo_fast",
-             "SIMULATED fast tier: same weights, speculative decoding, prefix cache",
-             (1, 8), 20, 0.15, 14.0, (0.2, 0.25, 0.25, 0.2, 0.1), True, True, "priority"),
-        Tier("demo-distilled", "distilled", "fp_demo_distilled",
-             "SIMULATED distilled model sold as fast (~180 tok/s, weaker on hard cases)",
-             (1, 8), 10, 0.06, 5.5),
+        Tier(
+            "demo-base",
+            "base",
+            "fp_demo_base",
+            "SIMULATED base tier (~40 tok/s)",
+            (5, 40),
+            40,
+            0.30,
+            25.0,
+        ),
+        Tier(
+            "demo-fast",
+            "base",
+            "fp_demo_fast",
+            "SIMULATED fast tier: same weights, speculative decoding, prefix cache",
+            (1, 8),
+            20,
+            0.15,
+            14.0,
+            (0.2, 0.25, 0.25, 0.2, 0.1),
+            True,
+            True,
+            "priority",
+        ),
+        Tier(
+            "demo-distilled",
+            "distilled",
+            "fp_demo_distilled",
+            "SIMULATED distilled model sold as fast (~180 tok/s, weaker on hard cases)",
+            (1, 8),
+            10,
+            0.06,
+            5.5,
+        ),
     )
 }
 FAULT_MODELS = {
-    "demo-broken-html": "html", "demo-ratelimit": "ratelimit", "demo-garbage": "garbage",
-    "demo-truncated": "truncated", "demo-slow": "slow", "demo-empty": "empty",
-    "demo-huge": "huge", "demo-nul": "nul", "demo-echokey": "echokey",
+    "demo-broken-html": "html",
+    "demo-ratelimit": "ratelimit",
+    "demo-garbage": "garbage",
+    "demo-truncated": "truncated",
+    "demo-slow": "slow",
+    "demo-empty": "empty",
+    "demo-huge": "huge",
+    "demo-nul": "nul",
+    "demo-echokey": "echokey",
 }
 CACHE_BLOCK = 64  # tokens per prefix-cache block (vLLM-style block hashes)
 CACHE_MIN_TOKENS = 256  # shorter prompts are never cached
@@ -130,8 +162,11 @@ _TEMPLATES = {
     ],
 }
 _CODE_INTROS = {
-    "base": ["Here is a solution:", "Here is an implementation that passes the tests:",
-             "This implementation handles the edge cases:"],
+    "base": [
+        "Here is a solution:",
+        "Here is an implementation that passes the tests:",
+        "This implementation handles the edge cases:",
+    ],
     "distilled": ["Sure! Here is the code:", "Here you go:"],
 }
 _STOPWORDS = frozenset(
@@ -175,8 +210,9 @@ def _keywords(text: str) -> list[str]:
     return words[:8] or ["this topic", "the details"]
 
 
-def compose(tier: Tier, messages: list[dict[str, Any]], temperature: float,
-            rng: random.Random) -> str:
+def compose(
+    tier: Tier, messages: list[dict[str, Any]], temperature: float, rng: random.Random
+) -> str:
     """The full answer of ``tier`` to ``messages`` (before ``max_tokens`` truncation)."""
     fam = tier.family
     key = _h(json.dumps(messages, sort_keys=True, default=str))
@@ -286,8 +322,9 @@ class Plan:
 
 
 class Vendor:
-    def __init__(self, seed: int, time_scale: float, downgrade_share: float = 0.0,
-                 downgrade_above: int = 8) -> None:
+    def __init__(
+        self, seed: int, time_scale: float, downgrade_share: float = 0.0, downgrade_above: int = 8
+    ) -> None:
         self.rng = random.Random(seed)
         self.time_scale = time_scale
         self.cache = PrefixCache()
@@ -299,16 +336,31 @@ class Vendor:
         """The stack that serves this request: a priority request beyond ``downgrade_above``
         in flight is, with probability ``downgrade_share``, served on the base tier's stack
         (same weights) and reports ``"default"``."""
-        if (tier.service_tier == "priority" and self.downgrade_share
-                and self.in_flight > self.downgrade_above
-                and self.rng.random() < self.downgrade_share):
+        if (
+            tier.service_tier == "priority"
+            and self.downgrade_share
+            and self.in_flight > self.downgrade_above
+            and self.rng.random() < self.downgrade_share
+        ):
             base = TIERS["demo-base"]
-            return replace(base, model=tier.model, family=tier.family,
-                           fingerprint=tier.fingerprint, flips=tier.flips)
+            return replace(
+                base,
+                model=tier.model,
+                family=tier.family,
+                fingerprint=tier.fingerprint,
+                flips=tier.flips,
+            )
         return tier
 
-    def plan(self, tier: Tier, messages: list[dict[str, Any]], max_tokens: int,
-             temperature: float, seed: int | None, tools: Any = None) -> Plan:
+    def plan(
+        self,
+        tier: Tier,
+        messages: list[dict[str, Any]],
+        max_tokens: int,
+        temperature: float,
+        seed: int | None,
+        tools: Any = None,
+    ) -> Plan:
         prompt = "".join(f"{m.get('role')}: {_content_text(m.get('content'))}\n" for m in messages)
         prompt_pieces = token_pieces(prompt)
         cached = self.cache.lookup_and_store(prompt_pieces) if tier.prefix_cache else 0
@@ -337,10 +389,15 @@ class Vendor:
         if calls:
             finish = "tool_calls"
         return Plan(
-            pieces, chunks, finish, len(prompt_pieces), cached,
+            pieces,
+            chunks,
+            finish,
+            len(prompt_pieces),
+            cached,
             self.rng.uniform(*tier.queue_ms) * s,
             (tier.prefill_ms + tier.prefill_per_token_ms * (len(prompt_pieces) - cached)) * s,
-            steps, calls,
+            steps,
+            calls,
         )
 
 
@@ -348,10 +405,18 @@ async def _sleep(seconds: float) -> None:
     await asyncio.sleep(seconds if seconds > 0 else 0)
 
 
-def _error(status: int, message: str, kind: str, anthropic: bool = False,
-           headers: dict[str, str] | None = None) -> web.Response:
-    body = ({"type": "error", "error": {"type": kind, "message": message}} if anthropic
-            else {"error": {"message": message, "type": kind, "code": None}})
+def _error(
+    status: int,
+    message: str,
+    kind: str,
+    anthropic: bool = False,
+    headers: dict[str, str] | None = None,
+) -> web.Response:
+    body = (
+        {"type": "error", "error": {"type": kind, "message": message}}
+        if anthropic
+        else {"error": {"message": message, "type": kind, "code": None}}
+    )
     return web.json_response(body, status=status, headers=headers)
 
 
@@ -360,8 +425,13 @@ async def _fault(request: web.Request, fault: str, anthropic: bool) -> web.Strea
         html = "<html><head><title>502 Bad Gateway</title></head><body><h1>502 Bad Gateway</h1>"
         return web.Response(status=502, text=html + "</body></html>", content_type="text/html")
     if fault == "ratelimit":
-        return _error(429, "Rate limit reached (simulated)", "rate_limit_error", anthropic,
-                      {"Retry-After": "2"})
+        return _error(
+            429,
+            "Rate limit reached (simulated)",
+            "rate_limit_error",
+            anthropic,
+            {"Retry-After": "2"},
+        )
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await resp.prepare(request)
     if fault == "garbage":
@@ -400,14 +470,27 @@ def _argument_pieces(arguments: str) -> list[str]:
     return [arguments[a:b] for a, b in zip(cut, cut[1:], strict=False) if b > a]
 
 
-def _openai_chunk(tier: Tier, rid: str, created: int, delta: dict[str, Any],
-                  finish: str | None = None, **extra: Any) -> bytes:
+def _openai_chunk(
+    tier: Tier,
+    rid: str,
+    created: int,
+    delta: dict[str, Any],
+    finish: str | None = None,
+    **extra: Any,
+) -> bytes:
     choice: dict[str, Any] = {"index": 0, "delta": delta, "finish_reason": finish}
     if "logprobs" in extra:
         choice["logprobs"] = extra.pop("logprobs")
-    obj = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": tier.model,
-           "system_fingerprint": tier.fingerprint, "service_tier": tier.service_tier,
-           "choices": [choice], **extra}
+    obj = {
+        "id": rid,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": tier.model,
+        "system_fingerprint": tier.fingerprint,
+        "service_tier": tier.service_tier,
+        "choices": [choice],
+        **extra,
+    }
     return b"data: " + json.dumps(obj).encode() + b"\n\n"
 
 
@@ -424,21 +507,24 @@ def _logprobs(pieces: list[str], top_n: int) -> dict[str, Any]:
 
 def _usage(plan: Plan) -> dict[str, Any]:
     out = len(plan.pieces) + _tool_tokens(plan)
-    return {"prompt_tokens": plan.prompt_tokens, "completion_tokens": out,
-            "total_tokens": plan.prompt_tokens + out,
-            "prompt_tokens_details": {"cached_tokens": plan.cached_tokens}}
+    return {
+        "prompt_tokens": plan.prompt_tokens,
+        "completion_tokens": out,
+        "total_tokens": plan.prompt_tokens + out,
+        "prompt_tokens_details": {"cached_tokens": plan.cached_tokens},
+    }
 
 
-async def _parse(request: web.Request, anthropic: bool
-                 ) -> tuple[dict[str, Any], list[dict[str, Any]]] | web.Response:
+async def _parse(
+    request: web.Request, anthropic: bool
+) -> tuple[dict[str, Any], list[dict[str, Any]]] | web.Response:
     try:
         body = await request.json()
     except ValueError:
         return _error(400, "body is not JSON", "invalid_request_error", anthropic)
     messages = body.get("messages") if isinstance(body, dict) else None
     if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
-        return _error(400, "messages must be a list of objects", "invalid_request_error",
-                      anthropic)
+        return _error(400, "messages must be a list of objects", "invalid_request_error", anthropic)
     if anthropic and body.get("system"):
         messages = [{"role": "system", "content": _content_text(body["system"])}, *messages]
     return body, messages
@@ -457,8 +543,9 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     tier = _tier_or_fault(request, body)
     if isinstance(tier, str):
         if tier in ("truncated", "nul", "echokey"):
-            return await _openai_stream(request, TIERS["demo-base"], body, messages,
-                                        cut=tier == "truncated", fault=tier)
+            return await _openai_stream(
+                request, TIERS["demo-base"], body, messages, cut=tier == "truncated", fault=tier
+            )
         return await _fault(request, tier, anthropic=False)
     if tier is None:
         return _error(404, f"model {body.get('model')!r} not found", "invalid_request_error")
@@ -469,23 +556,44 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
             return await _openai_stream(request, vendor.admit(tier), body, messages)
         finally:
             vendor.in_flight -= 1
-    plan = vendor.plan(tier, messages, int(body.get("max_tokens") or 256),
-                       float(body.get("temperature", 1.0)), body.get("seed"))
+    plan = vendor.plan(
+        tier,
+        messages,
+        int(body.get("max_tokens") or 256),
+        float(body.get("temperature", 1.0)),
+        body.get("seed"),
+    )
     await _sleep(plan.queue_s + plan.prefill_s + sum(plan.step_s))
     vendor.counter += 1
-    return web.json_response({
-        "id": f"chatcmpl-demo-{vendor.counter}", "object": "chat.completion",
-        "created": int(time.time()), "model": tier.model, "system_fingerprint": tier.fingerprint,
-        "service_tier": tier.service_tier,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": "".join(plan.pieces)},
-                     "finish_reason": plan.finish_reason}],
-        "usage": _usage(plan),
-    }, headers={"x-request-id": f"req_demo_{vendor.counter}"})
+    return web.json_response(
+        {
+            "id": f"chatcmpl-demo-{vendor.counter}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": tier.model,
+            "system_fingerprint": tier.fingerprint,
+            "service_tier": tier.service_tier,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": "".join(plan.pieces)},
+                    "finish_reason": plan.finish_reason,
+                }
+            ],
+            "usage": _usage(plan),
+        },
+        headers={"x-request-id": f"req_demo_{vendor.counter}"},
+    )
 
 
-async def _openai_stream(request: web.Request, tier: Tier, body: dict[str, Any],
-                         messages: list[dict[str, Any]], cut: bool = False,
-                         fault: str = "") -> web.StreamResponse:
+async def _openai_stream(
+    request: web.Request,
+    tier: Tier,
+    body: dict[str, Any],
+    messages: list[dict[str, Any]],
+    cut: bool = False,
+    fault: str = "",
+) -> web.StreamResponse:
     vendor: Vendor = request.app[VENDOR]
     headers, inject = {}, ""
     if fault == "nul":
@@ -496,16 +604,26 @@ async def _openai_stream(request: web.Request, tier: Tier, body: dict[str, Any],
         inject = f"{auth} {auth.lower()} {urllib.parse.quote(auth)} {b64} "
         headers = {"x-request-id": auth, "server": f"echo/{auth}"}
         tier = dataclasses.replace(tier, model=auth, fingerprint=auth.lower())
-    plan = vendor.plan(tier, messages, int(body.get("max_tokens") or 256),
-                       float(body.get("temperature", 1.0)), body.get("seed"), body.get("tools"))
+    plan = vendor.plan(
+        tier,
+        messages,
+        int(body.get("max_tokens") or 256),
+        float(body.get("temperature", 1.0)),
+        body.get("seed"),
+        body.get("tools"),
+    )
     vendor.counter += 1
     rid, created = f"chatcmpl-demo-{vendor.counter}", int(time.time())
     top_n = int(body.get("top_logprobs") or 0) if body.get("logprobs") else -1
     await _sleep(plan.queue_s)
-    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
-                                       "Cache-Control": "no-cache",
-                                       "x-request-id": f"req_demo_{vendor.counter}",
-                                       **headers})
+    resp = web.StreamResponse(
+        headers={
+            "Content-Type": "text/event-stream",
+            "Cache-Control": "no-cache",
+            "x-request-id": f"req_demo_{vendor.counter}",
+            **headers,
+        }
+    )
     await resp.prepare(request)
     try:
         await resp.write(_openai_chunk(tier, rid, created, {"role": "assistant", "content": ""}))
@@ -522,23 +640,39 @@ async def _openai_stream(request: web.Request, tier: Tier, body: dict[str, Any],
             await resp.write(_openai_chunk(tier, rid, created, {"content": text}, finish, **extra))
             await _sleep(step if i < last else 0)
         for n, call in enumerate(plan.tool_calls):  # delta.tool_calls[i]: name, then pieces
-            head = {"index": n, "id": f"call_demo_{n}", "type": "function",
-                    "function": {"name": call["name"], "arguments": ""}}
+            head = {
+                "index": n,
+                "id": f"call_demo_{n}",
+                "type": "function",
+                "function": {"name": call["name"], "arguments": ""},
+            }
             await resp.write(_openai_chunk(tier, rid, created, {"tool_calls": [head]}))
             for piece in _argument_pieces(call["arguments_json"]):
                 await _sleep(tier.step_ms * vendor.time_scale / 1000.0)
-                await resp.write(_openai_chunk(tier, rid, created, {"tool_calls": [
-                    {"index": n, "function": {"arguments": piece}}]}))
+                await resp.write(
+                    _openai_chunk(
+                        tier,
+                        rid,
+                        created,
+                        {"tool_calls": [{"index": n, "function": {"arguments": piece}}]},
+                    )
+                )
         if plan.tool_calls:
             await resp.write(_openai_chunk(tier, rid, created, {}, plan.finish_reason))
         elif not plan.chunks:
             await resp.write(_openai_chunk(tier, rid, created, {}, plan.finish_reason))
         options = body.get("stream_options") or {}
         if options.get("include_usage"):
-            obj = {"id": rid, "object": "chat.completion.chunk", "created": created,
-                   "model": tier.model, "system_fingerprint": tier.fingerprint,
-                   "service_tier": tier.service_tier, "choices": [],
-                   "usage": _usage(plan)}
+            obj = {
+                "id": rid,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": tier.model,
+                "system_fingerprint": tier.fingerprint,
+                "service_tier": tier.service_tier,
+                "choices": [],
+                "usage": _usage(plan),
+            }
             await resp.write(b"data: " + json.dumps(obj).encode() + b"\n\n")
         await resp.write(b"data: [DONE]\n\n")
         await resp.write_eof()
@@ -567,34 +701,71 @@ async def messages_endpoint(request: web.Request) -> web.StreamResponse:
     if tier is None:
         return _error(404, f"model {body.get('model')!r} not found", "not_found_error", True)
     vendor: Vendor = request.app[VENDOR]
-    plan = vendor.plan(tier, messages, int(body.get("max_tokens") or 256),
-                       float(body.get("temperature", 1.0)), None, body.get("tools"))
+    plan = vendor.plan(
+        tier,
+        messages,
+        int(body.get("max_tokens") or 256),
+        float(body.get("temperature", 1.0)),
+        None,
+        body.get("tools"),
+    )
     vendor.counter += 1
     mid = f"msg_demo_{vendor.counter}"
     stop = {"length": "max_tokens", "tool_calls": "tool_use"}.get(plan.finish_reason, "end_turn")
-    usage = {"input_tokens": plan.prompt_tokens - plan.cached_tokens,
-             "cache_read_input_tokens": plan.cached_tokens, "cache_creation_input_tokens": 0,
-             "service_tier": "priority" if tier.service_tier == "priority" else "standard"}
+    usage = {
+        "input_tokens": plan.prompt_tokens - plan.cached_tokens,
+        "cache_read_input_tokens": plan.cached_tokens,
+        "cache_creation_input_tokens": 0,
+        "service_tier": "priority" if tier.service_tier == "priority" else "standard",
+    }
     headers = {"request-id": f"req_demo_{vendor.counter}"}
     if not body.get("stream"):
         await _sleep(plan.queue_s + plan.prefill_s + sum(plan.step_s))
-        return web.json_response({
-            "id": mid, "type": "message", "role": "assistant", "model": tier.model,
-            "content": [{"type": "text", "text": "".join(plan.pieces)}],
-            "stop_reason": stop, "stop_sequence": None,
-            "usage": {**usage, "output_tokens": len(plan.pieces)},
-        }, headers=headers)
+        return web.json_response(
+            {
+                "id": mid,
+                "type": "message",
+                "role": "assistant",
+                "model": tier.model,
+                "content": [{"type": "text", "text": "".join(plan.pieces)}],
+                "stop_reason": stop,
+                "stop_sequence": None,
+                "usage": {**usage, "output_tokens": len(plan.pieces)},
+            },
+            headers=headers,
+        )
     await _sleep(plan.queue_s)
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", **headers})
     await resp.prepare(request)
     try:
-        await resp.write(_sse("message_start", {"type": "message_start", "message": {
-            "id": mid, "type": "message", "role": "assistant", "content": [],
-            "model": tier.model, "stop_reason": None, "stop_sequence": None,
-            "usage": {**usage, "output_tokens": 1}}}))
-        await resp.write(_sse("content_block_start", {"type": "content_block_start", "index": 0,
-                                                      "content_block": {"type": "text",
-                                                                        "text": ""}}))
+        await resp.write(
+            _sse(
+                "message_start",
+                {
+                    "type": "message_start",
+                    "message": {
+                        "id": mid,
+                        "type": "message",
+                        "role": "assistant",
+                        "content": [],
+                        "model": tier.model,
+                        "stop_reason": None,
+                        "stop_sequence": None,
+                        "usage": {**usage, "output_tokens": 1},
+                    },
+                },
+            )
+        )
+        await resp.write(
+            _sse(
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": 0,
+                    "content_block": {"type": "text", "text": ""},
+                },
+            )
+        )
         await resp.write(_sse("ping", {"type": "ping"}))
         await _sleep(plan.prefill_s)
         for i, (chunk, step) in enumerate(zip(plan.chunks, plan.step_s, strict=True)):
@@ -602,25 +773,56 @@ async def messages_endpoint(request: web.Request) -> web.StreamResponse:
                 assert request.transport is not None
                 request.transport.abort()
                 return resp
-            await resp.write(_sse("content_block_delta", {
-                "type": "content_block_delta", "index": 0,
-                "delta": {"type": "text_delta", "text": "".join(chunk)}}))
+            await resp.write(
+                _sse(
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": 0,
+                        "delta": {"type": "text_delta", "text": "".join(chunk)},
+                    },
+                )
+            )
             await _sleep(step if i < len(plan.chunks) - 1 else 0)
         await resp.write(_sse("content_block_stop", {"type": "content_block_stop", "index": 0}))
         for n, call in enumerate(plan.tool_calls, 1):  # tool_use blocks after the text block
-            await resp.write(_sse("content_block_start", {
-                "type": "content_block_start", "index": n, "content_block": {
-                    "type": "tool_use", "id": f"toolu_demo_{n}", "name": call["name"],
-                    "input": {}}}))
+            await resp.write(
+                _sse(
+                    "content_block_start",
+                    {
+                        "type": "content_block_start",
+                        "index": n,
+                        "content_block": {
+                            "type": "tool_use",
+                            "id": f"toolu_demo_{n}",
+                            "name": call["name"],
+                            "input": {},
+                        },
+                    },
+                )
+            )
             for piece in _argument_pieces(call["arguments_json"]):
-                await resp.write(_sse("content_block_delta", {
-                    "type": "content_block_delta", "index": n,
-                    "delta": {"type": "input_json_delta", "partial_json": piece}}))
-            await resp.write(_sse("content_block_stop", {"type": "content_block_stop",
-                                                         "index": n}))
-        await resp.write(_sse("message_delta", {
-            "type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
-            "usage": {"output_tokens": len(plan.pieces) + _tool_tokens(plan)}}))
+                await resp.write(
+                    _sse(
+                        "content_block_delta",
+                        {
+                            "type": "content_block_delta",
+                            "index": n,
+                            "delta": {"type": "input_json_delta", "partial_json": piece},
+                        },
+                    )
+                )
+            await resp.write(_sse("content_block_stop", {"type": "content_block_stop", "index": n}))
+        await resp.write(
+            _sse(
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": stop, "stop_sequence": None},
+                    "usage": {"output_tokens": len(plan.pieces) + _tool_tokens(plan)},
+                },
+            )
+        )
         await resp.write(_sse("message_stop", {"type": "message_stop"}))
         await resp.write_eof()
     except ConnectionError:
@@ -629,11 +831,22 @@ async def messages_endpoint(request: web.Request) -> web.StreamResponse:
 
 
 async def models(request: web.Request) -> web.Response:
-    return web.json_response({"object": "list", "data": [
-        {"id": t.model, "object": "model", "created": 0, "owned_by": "tierwatch-simulated",
-         "description": t.description, "simulated": True}
-        for t in TIERS.values()
-    ]})
+    return web.json_response(
+        {
+            "object": "list",
+            "data": [
+                {
+                    "id": t.model,
+                    "object": "model",
+                    "created": 0,
+                    "owned_by": "tierwatch-simulated",
+                    "description": t.description,
+                    "simulated": True,
+                }
+                for t in TIERS.values()
+            ],
+        }
+    )
 
 
 async def health(request: web.Request) -> web.Response:
@@ -644,8 +857,9 @@ async def _mark_simulated(request: web.Request, response: web.StreamResponse) ->
     response.headers.update(SIMULATED)
 
 
-def create_app(seed: int = 0, time_scale: float = 1.0, downgrade_share: float = 0.0,
-               downgrade_above: int = 8) -> web.Application:
+def create_app(
+    seed: int = 0, time_scale: float = 1.0, downgrade_share: float = 0.0, downgrade_above: int = 8
+) -> web.Application:
     """The demo vendor as an aiohttp application (``time_scale`` 0 removes every delay)."""
     app = web.Application()
     app[VENDOR] = Vendor(seed, time_scale, downgrade_share, downgrade_above)
@@ -657,11 +871,16 @@ def create_app(seed: int = 0, time_scale: float = 1.0, downgrade_share: float = 
     return app
 
 
-async def start(host: str = "127.0.0.1", port: int = 0, seed: int = 0,
-                time_scale: float = 1.0, **downgrade: Any) -> tuple[web.AppRunner, int]:
+async def start(
+    host: str = "127.0.0.1", port: int = 0, seed: int = 0, time_scale: float = 1.0, **downgrade: Any
+) -> tuple[web.AppRunner, int]:
     """Serve in the running loop; returns the runner (``await runner.cleanup()``) and port."""
-    runner = web.AppRunner(create_app(seed, time_scale, **downgrade), handle_signals=False,
-                           access_log=None, shutdown_timeout=1.0)
+    runner = web.AppRunner(
+        create_app(seed, time_scale, **downgrade),
+        handle_signals=False,
+        access_log=None,
+        shutdown_timeout=1.0,
+    )
     await runner.setup()
     site = web.TCPSite(runner, host, port, backlog=1024)
     await site.start()
@@ -675,7 +894,8 @@ def serve_in_thread(seed: int = 0, time_scale: float = 1.0, **downgrade: Any) ->
     thread = threading.Thread(target=loop.run_forever, daemon=True, name="demo-vendor")
     thread.start()
     runner, port = asyncio.run_coroutine_threadsafe(
-        start(seed=seed, time_scale=time_scale, **downgrade), loop).result(timeout=10)
+        start(seed=seed, time_scale=time_scale, **downgrade), loop
+    ).result(timeout=10)
     try:
         yield f"http://127.0.0.1:{port}/v1"
     finally:
@@ -691,15 +911,28 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8811)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--time-scale", type=float, default=1.0)
-    parser.add_argument("--downgrade-share", type=float, default=0.0,
-                        help="share of fast streams served on the base stack under load")
-    parser.add_argument("--downgrade-above", type=int, default=8,
-                        help="streams in flight beyond which fast ones may be downgraded")
+    parser.add_argument(
+        "--downgrade-share",
+        type=float,
+        default=0.0,
+        help="share of fast streams served on the base stack under load",
+    )
+    parser.add_argument(
+        "--downgrade-above",
+        type=int,
+        default=8,
+        help="streams in flight beyond which fast ones may be downgraded",
+    )
     args = parser.parse_args()
     app = create_app(args.seed, args.time_scale, args.downgrade_share, args.downgrade_above)
-    web.run_app(app, host=args.host, port=args.port,
-                print=lambda *_: print(f"SIMULATED demo vendor on http://{args.host}:{args.port}/v1",
-                                       flush=True))
+    web.run_app(
+        app,
+        host=args.host,
+        port=args.port,
+        print=lambda *_: print(
+            f"SIMULATED demo vendor on http://{args.host}:{args.port}/v1", flush=True
+        ),
+    )
 
 
 if __name__ == "__main__":

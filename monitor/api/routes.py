@@ -36,11 +36,15 @@ from monitor.models import Alert, Pair, Run, RunKind, RunStatus
 from monitor.tasks import enqueue_run
 
 _LIFECYCLE = "monitor.services.alert_lifecycle"
-alert_lifecycle = (importlib.import_module(_LIFECYCLE)
-                   if importlib.util.find_spec(_LIFECYCLE) else None)
+alert_lifecycle = (
+    importlib.import_module(_LIFECYCLE) if importlib.util.find_spec(_LIFECYCLE) else None
+)
 
 api = NinjaAPI(
-    title="tierwatch API", version="1", auth=BearerToken(), urls_namespace="api",
+    title="tierwatch API",
+    version="1",
+    auth=BearerToken(),
+    urls_namespace="api",
     description="Pairs, runs, samples, verdicts and alerts. Send `Authorization: Bearer TOKEN` "
     "(make one with `manage.py api_token create USER`). Lists are paginated: `page`, "
     "`page_size` (≤ 500).",
@@ -67,16 +71,27 @@ def get_pair(request: HttpRequest, name: str):
 
 @api.get("/runs", response=list[RunOut], tags=["runs"])
 @paginate(Pages)
-def list_runs(request: HttpRequest, pair: str | None = None, kind: RunKind | None = None,
-              status: RunStatus | None = None, since: datetime | None = None,
-              until: datetime | None = None):
+def list_runs(
+    request: HttpRequest,
+    pair: str | None = None,
+    kind: RunKind | None = None,
+    status: RunStatus | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+):
     """Newest first; ``since``/``until`` bound the creation time (ISO 8601)."""
     require(request, "monitor.view_run")
     runs = Run.objects.select_related("pair").only(*selectors.RUN_LIST_FIELDS, "pair__name")
-    filters = {"pair__name": pair, "kind": kind, "status": status,
-               "created_at__gte": since, "created_at__lt": until}
+    filters = {
+        "pair__name": pair,
+        "kind": kind,
+        "status": status,
+        "created_at__gte": since,
+        "created_at__lt": until,
+    }
     return runs.filter(**{k: v for k, v in filters.items() if v is not None}).order_by(
-        "-created_at", "-id")
+        "-created_at", "-id"
+    )
 
 
 @api.get("/runs/{run_id}", response=RunDetailOut, tags=["runs"])
@@ -107,21 +122,31 @@ def list_verdicts(request: HttpRequest):
     for pair_id, run in sorted(latest.items(), key=lambda item: names[item[0]]):
         v = run.summary_obj.verdict
         if v is not None:
-            out.append({"pair": names[pair_id], "run_id": run.id,
-                        "at": run.finished_at or run.created_at, "label": v.label,
-                        "sentence": v.sentence, "p_value": v.p_value,
-                        "statistic": v.statistic,
-                        "noise_floor": v.mmd("base_vs_base").get("statistic"),
-                        "min_detectable_effect": v.min_detectable_effect, "alpha": v.alpha,
-                        "n_per_tier": v.n_per_tier})
+            out.append(
+                {
+                    "pair": names[pair_id],
+                    "run_id": run.id,
+                    "at": run.finished_at or run.created_at,
+                    "label": v.label,
+                    "sentence": v.sentence,
+                    "p_value": v.p_value,
+                    "statistic": v.statistic,
+                    "noise_floor": v.mmd("base_vs_base").get("statistic"),
+                    "min_detectable_effect": v.min_detectable_effect,
+                    "alpha": v.alpha,
+                    "n_per_tier": v.n_per_tier,
+                }
+            )
     return out
 
 
 @api.get("/alerts", response=list[AlertOut], tags=["alerts"])
 @paginate(Pages)
-def list_alerts(request: HttpRequest, state: str | None = Query(
-        None, description=f"one of {', '.join(selectors.ALERT_STATES)}"),
-        pair: str | None = None):
+def list_alerts(
+    request: HttpRequest,
+    state: str | None = Query(None, description=f"one of {', '.join(selectors.ALERT_STATES)}"),
+    pair: str | None = None,
+):
     require(request, "monitor.view_alert")
     if state is not None and state not in selectors.ALERT_STATES:
         raise HttpError(422, f"state must be one of {', '.join(selectors.ALERT_STATES)}")
@@ -140,8 +165,9 @@ def _alert(alert_id: int) -> Alert:
     return Alert.objects.select_related("rule", "pair", "acknowledged_by").get(pk=alert_id)
 
 
-@api.post("/alerts/{alert_id}/acknowledge", response={200: AlertOut, 409: ErrorOut},
-          tags=["alerts"])
+@api.post(
+    "/alerts/{alert_id}/acknowledge", response={200: AlertOut, 409: ErrorOut}, tags=["alerts"]
+)
 def acknowledge(request: HttpRequest, alert_id: int, body: NoteIn):
     lifecycle = _lifecycle(request, alert_id)
     try:
@@ -151,13 +177,11 @@ def acknowledge(request: HttpRequest, alert_id: int, body: NoteIn):
     return Status(200, _alert(alert_id))
 
 
-@api.post("/alerts/{alert_id}/silence", response={200: AlertOut, 409: ErrorOut},
-          tags=["alerts"])
+@api.post("/alerts/{alert_id}/silence", response={200: AlertOut, 409: ErrorOut}, tags=["alerts"])
 def silence(request: HttpRequest, alert_id: int, body: SilenceIn):
     lifecycle = _lifecycle(request, alert_id)
     try:
-        lifecycle.silence(alert_id=alert_id, user=request.auth, until=body.until,
-                          note=body.note)
+        lifecycle.silence(alert_id=alert_id, user=request.auth, until=body.until, note=body.note)
     except (ValueError, ValidationError) as exc:
         return Status(409, {"detail": str(exc)})
     return Status(200, _alert(alert_id))

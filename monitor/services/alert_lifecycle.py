@@ -58,8 +58,11 @@ class LifecycleError(ValueError):
 
 
 def _get(alert_id: int) -> Alert:
-    alert = (Alert.objects.select_related("rule", "pair__fast", "pair__base", "acknowledged_by")
-             .filter(pk=alert_id).first())
+    alert = (
+        Alert.objects.select_related("rule", "pair__fast", "pair__base", "acknowledged_by")
+        .filter(pk=alert_id)
+        .first()
+    )
     if alert is None:
         raise LifecycleError(f"no alert with id {alert_id}")
     return alert
@@ -78,7 +81,9 @@ def acknowledge(*, alert_id: int, user, note: str = "", now: datetime | None = N
     now = now or timezone.now()
     with transaction.atomic():
         claimed = Alert.objects.filter(pk=alert_id, state=AlertState.FIRING).update(
-            state=AlertState.ACKNOWLEDGED, acknowledged_by=_user(user), acknowledged_at=now,
+            state=AlertState.ACKNOWLEDGED,
+            acknowledged_by=_user(user),
+            acknowledged_at=now,
             ack_note=note,
         )
         alert = _get(alert_id)
@@ -89,8 +94,9 @@ def acknowledge(*, alert_id: int, user, note: str = "", now: datetime | None = N
     return alert
 
 
-def silence(*, alert_id: int, user, until: datetime, note: str = "",
-            now: datetime | None = None) -> Alert:
+def silence(
+    *, alert_id: int, user, until: datetime, note: str = "", now: datetime | None = None
+) -> Alert:
     """Send nothing for this alert until ``until`` (a later silence replaces an earlier one)."""
     now = now or timezone.now()
     if until <= now:
@@ -99,13 +105,19 @@ def silence(*, alert_id: int, user, until: datetime, note: str = "",
     if not alert.is_open:
         raise LifecycleError(f"alert {alert_id} is resolved; there is nothing to silence")
     Alert.objects.filter(pk=alert_id).update(silenced_until=until)
-    _record(alert, "silenced", now, user, f"until {until:%Y-%m-%d %H:%M} UTC" +
-            (f": {note}" if note else ""))
+    _record(
+        alert,
+        "silenced",
+        now,
+        user,
+        f"until {until:%Y-%m-%d %H:%M} UTC" + (f": {note}" if note else ""),
+    )
     return _get(alert_id)
 
 
-def resolve(*, alert_id: int, user=None, note: str = "", now: datetime | None = None,
-            send: bool = True) -> Alert:
+def resolve(
+    *, alert_id: int, user=None, note: str = "", now: datetime | None = None, send: bool = True
+) -> Alert:
     """Resolve the alert, by hand (``user``) or because its condition cleared (user None).
 
     Resolving twice resolves once (a conditional update). With ``send`` the recovery notice
@@ -120,7 +132,9 @@ def resolve(*, alert_id: int, user=None, note: str = "", now: datetime | None = 
         line = note or (f"Resolved by {who.get_username()}." if who else "")
         message = current.message + (f"\n{line}" if line else "")
         claimed = Alert.objects.filter(pk=alert_id, resolved_at__isnull=True).update(
-            state=AlertState.RESOLVED, resolved_at=now, message=message,
+            state=AlertState.RESOLVED,
+            resolved_at=now,
+            message=message,
         )
         if not claimed:
             raise LifecycleError(f"alert {alert_id} is already resolved")
@@ -146,14 +160,19 @@ def opened(*, alert_id: int, now: datetime | None = None) -> Alert:
 def changes(alert: Alert, now: datetime) -> int:
     """Openings and resolutions of the alert's rule on its pair within ``FLAP_WINDOW``."""
     return AlertTransition.objects.filter(
-        alert__rule=alert.rule_id, alert__pair=alert.pair_id, kind__in=("opened", "resolved"),
-        at__gt=now - FLAP_WINDOW, at__lte=now,
+        alert__rule=alert.rule_id,
+        alert__pair=alert.pair_id,
+        kind__in=("opened", "resolved"),
+        at__gt=now - FLAP_WINDOW,
+        at__lte=now,
     ).count()
 
 
 def _flap_notice_sent(alert: Alert, now: datetime) -> bool:
     return Notification.objects.filter(
-        alert__rule=alert.rule_id, alert__pair=alert.pair_id, kind="flapping",
+        alert__rule=alert.rule_id,
+        alert__pair=alert.pair_id,
+        kind="flapping",
         created_at__gt=now - FLAP_WINDOW,
     ).exists()
 
@@ -167,15 +186,23 @@ def hold_reason(alert: Alert, now: datetime, kind: str = "") -> str:
         return "maintenance"
     if alert.silenced_until and alert.silenced_until > now:
         return "silenced"
-    if kind != "flapping" and (alert.flapping or changes(alert, now) >= FLAP_CHANGES) \
-            and _flap_notice_sent(alert, now):
+    if (
+        kind != "flapping"
+        and (alert.flapping or changes(alert, now) >= FLAP_CHANGES)
+        and _flap_notice_sent(alert, now)
+    ):
         return "flapping"
     return ""
 
 
-def announce(*, alert: Alert | None = None, alert_id: int | None = None, kind: str = "",
-             channels: Iterable[Channel] | None = None,
-             now: datetime | None = None) -> list[Notification]:
+def announce(
+    *,
+    alert: Alert | None = None,
+    alert_id: int | None = None,
+    kind: str = "",
+    channels: Iterable[Channel] | None = None,
+    now: datetime | None = None,
+) -> list[Notification]:
     """Send (or hold) one message about the alert to its rule's enabled channels (or the given
     ones), one Notification row per channel. ``kind`` defaults to trigger/resolve by state,
     and a trigger of a flapping alert becomes the one "flapping" notice."""
@@ -190,17 +217,25 @@ def announce(*, alert: Alert | None = None, alert_id: int | None = None, kind: s
     event = alerts.alert_event(alert)
     out = []
     for channel in targets:
-        if kind in ONCE and Notification.objects.filter(
-                alert=alert, channel=channel, kind=kind, ok=True).exists():
+        if (
+            kind in ONCE
+            and Notification.objects.filter(
+                alert=alert, channel=channel, kind=kind, ok=True
+            ).exists()
+        ):
             continue  # a retried task: this channel already has this message
         if reason:
-            out.append(Notification.objects.create(
-                alert=alert, channel=channel, subject=subject[:300], kind=kind, held=reason))
+            out.append(
+                Notification.objects.create(
+                    alert=alert, channel=channel, subject=subject[:300], kind=kind, held=reason
+                )
+            )
         else:
             out.append(alerts.deliver(alert, channel, subject, text, html, event, kind=kind))
     if any(n.ok for n in out):
-        Alert.objects.filter(pk=alert.pk).update(last_notified_at=now,
-                                                 notify_count=alert.notify_count + 1)
+        Alert.objects.filter(pk=alert.pk).update(
+            last_notified_at=now, notify_count=alert.notify_count + 1
+        )
     return out
 
 
@@ -209,23 +244,31 @@ def sweep(*, now: datetime | None = None) -> dict[str, int]:
     unacknowledged alerts; returns how many of each were sent (held ones are not counted)."""
     now = now or timezone.now()
     done = {"reminder": 0, "escalation": 0}
-    firing = (Alert.objects.filter(state=AlertState.FIRING, resolved_at__isnull=True)
-              .select_related("rule", "pair__fast", "pair__base").order_by("pk"))
+    firing = (
+        Alert.objects.filter(state=AlertState.FIRING, resolved_at__isnull=True)
+        .select_related("rule", "pair__fast", "pair__base")
+        .order_by("pk")
+    )
     for alert in firing:
         if hold_reason(alert, now, "reminder"):
             continue
         rule = alert.rule
         targets = list(rule.escalation_channels.filter(disabled=False).order_by("pk"))
-        if targets and rule.escalate_after_minutes is not None and alert.escalated_at is None \
-                and now >= alert.opened_at + timedelta(minutes=rule.escalate_after_minutes):
+        if (
+            targets
+            and rule.escalate_after_minutes is not None
+            and alert.escalated_at is None
+            and now >= alert.opened_at + timedelta(minutes=rule.escalate_after_minutes)
+        ):
             sent = announce(alert=alert, kind="escalation", channels=targets, now=now)
             Alert.objects.filter(pk=alert.pk).update(escalated_at=now)
             _record(alert, "escalated", now, note=", ".join(c.name for c in targets))
             done["escalation"] += any(n.ok for n in sent)
             alert.refresh_from_db()
         last = alert.last_notified_at
-        due = last is None or (rule.renotify_hours is not None
-                               and now >= last + timedelta(hours=rule.renotify_hours))
+        due = last is None or (
+            rule.renotify_hours is not None and now >= last + timedelta(hours=rule.renotify_hours)
+        )
         if due:
             kind = "trigger" if alert.notify_count == 0 else "reminder"
             sent = announce(alert=alert, kind=kind, now=now)

@@ -35,6 +35,7 @@ logger = logging.getLogger(__name__)
 
 DISABLE_AFTER = 5  # consecutive permanent failures before a channel is disabled
 
+
 @dataclass(frozen=True)
 class Reading:
     value: float | None
@@ -66,8 +67,13 @@ def read_metric(summary: RunSummary, metric: str, tier: str) -> Reading | None:
         timing = block.metric(key)
         value = timing.get(pct)
         if value is None and timing.n >= summary.min_n:  # withheld below its own minimum n
-            logger.info("%s %s skipped: withheld at n = %d, it needs %d values", metric, pct,
-                        timing.n, min_n_for(float(pct[1:])))
+            logger.info(
+                "%s %s skipped: withheld at n = %d, it needs %d values",
+                metric,
+                pct,
+                timing.n,
+                min_n_for(float(pct[1:])),
+            )
         return Reading(value, timing.n)
     if key == "error_rate":
         return Reading(block.error_rate, block.n)
@@ -118,8 +124,9 @@ def pair_link(pair: Pair) -> str:
     return f"{settings.SITE_URL.rstrip('/')}/pairs/{pair.name}/"
 
 
-def _describe(rule: AlertRule, pair: Pair, value: float, n: int, runs: int,
-              budget: str = "") -> str:
+def _describe(
+    rule: AlertRule, pair: Pair, value: float, n: int, runs: int, budget: str = ""
+) -> str:
     word = "above" if rule.op == "gt" else "below"
     where = f"pair {pair.name}" + (" (simulated)" if pair.simulated else "")
     return (
@@ -152,8 +159,11 @@ class Outcome:
 def _evaluate_rule(rule: AlertRule, run: Run) -> Outcome | None:
     pair = run.pair
     # Audit verdicts live on audit runs, which the probe trend leaves out.
-    source = (Run.objects.filter(status=RunStatus.DONE, kind=RunKind.AUDIT)
-              if rule.metric == "verdict_different" else Run.objects.trend())
+    source = (
+        Run.objects.filter(status=RunStatus.DONE, kind=RunKind.AUDIT)
+        if rule.metric == "verdict_different"
+        else Run.objects.trend()
+    )
     runs = list(source.filter(pair=pair).order_by("-created_at", "-pk")[: rule.last_k])
     aggregate = _aggregate(rule, runs)
     if aggregate is None:
@@ -167,12 +177,15 @@ def _evaluate_rule(rule: AlertRule, run: Run) -> Outcome | None:
         if breached and current is None:
             budget = budget_of(runs[0].summary_obj, rule.metric) if runs else ""
             message = _describe(rule, pair, value, n, used, budget)
-            alert = Alert.objects.create(rule=rule, pair=pair, run=run, message=message,
-                                         value=value)
+            alert = Alert.objects.create(
+                rule=rule, pair=pair, run=run, message=message, value=value
+            )
             return Outcome(alert, opened=True)
         if not breached and current is not None:
-            note = (f"Resolved: {label(rule)} is back to {fmt(rule, value)} "
-                    f"(mean of {used} runs, n = {n}).")
+            note = (
+                f"Resolved: {label(rule)} is back to {fmt(rule, value)} "
+                f"(mean of {used} runs, n = {n})."
+            )
             return Outcome(current, opened=False, note=note)
     return None
 
@@ -197,8 +210,14 @@ def evaluate_after_run(*, run_id: int) -> list[Outcome]:
     return changed
 
 
-HEADLINES = {"trigger": "ALERT", "resolve": "Resolved", "reminder": "Still firing",
-             "escalation": "ESCALATED", "flapping": "FLAPPING", "acknowledge": "Acknowledged"}
+HEADLINES = {
+    "trigger": "ALERT",
+    "resolve": "Resolved",
+    "reminder": "Still firing",
+    "escalation": "ESCALATED",
+    "flapping": "FLAPPING",
+    "acknowledge": "Acknowledged",
+}
 
 
 def render_alert(alert: Alert, kind: str = "") -> tuple[str, str, str]:
@@ -238,16 +257,30 @@ def alert_event(alert: Alert) -> Event:
     else:
         action = "trigger"
     return Event(
-        key=f"tierwatch-alert-{alert.pk}", action=action, link=pair_link(alert.pair),
+        key=f"tierwatch-alert-{alert.pk}",
+        action=action,
+        link=pair_link(alert.pair),
         source=f"tierwatch pair {alert.pair.name}",
-        details={"alert_id": alert.pk, "pair": alert.pair.name, "rule": alert.rule.name,
-                 "metric": alert.rule.metric, "value": alert.value,
-                 "simulated": alert.pair.simulated},
+        details={
+            "alert_id": alert.pk,
+            "pair": alert.pair.name,
+            "rule": alert.rule.name,
+            "metric": alert.rule.metric,
+            "value": alert.value,
+            "simulated": alert.pair.simulated,
+        },
     )
 
 
-def deliver(alert: Alert | None, channel: Channel, subject: str, text: str, html: str,
-             event: Event | None = None, kind: str = "") -> Notification:
+def deliver(
+    alert: Alert | None,
+    channel: Channel,
+    subject: str,
+    text: str,
+    html: str,
+    event: Event | None = None,
+    kind: str = "",
+) -> Notification:
     """One attempt, recorded as a Notification (``alert`` is None for a test message)."""
     error, permanent = "", False
     try:
@@ -258,8 +291,13 @@ def deliver(alert: Alert | None, channel: Channel, subject: str, text: str, html
         logger.exception("channel %s: unexpected error", channel.name)
         error = f"unexpected {type(e).__name__}"  # the text might quote a secret URL
     notification = Notification.objects.create(
-        alert=alert, channel=channel, subject=subject[:300], ok=not error, error=error,
-        permanent=permanent, kind=kind,
+        alert=alert,
+        channel=channel,
+        subject=subject[:300],
+        ok=not error,
+        error=error,
+        permanent=permanent,
+        kind=kind,
     )
     channels = Channel.objects.filter(pk=channel.pk)
     if not error:
@@ -295,6 +333,15 @@ def notify(*, alert_id: int) -> list[Notification]:
         done = Notification.objects.filter(alert=alert, channel=channel, subject=subject[:300])
         if done.filter(ok=True).exists():
             continue  # a retried task: this channel already has this message
-        sent.append(deliver(alert, channel, subject, text, html, event,
-                            kind="trigger" if alert.is_open else "resolve"))
+        sent.append(
+            deliver(
+                alert,
+                channel,
+                subject,
+                text,
+                html,
+                event,
+                kind="trigger" if alert.is_open else "resolve",
+            )
+        )
     return sent

@@ -23,15 +23,18 @@ def digest(token: str) -> str:
 def create_token(*, user, name: str = "") -> tuple[ApiToken, str]:
     """A new token row for the user and the token itself, which is not stored anywhere."""
     token = PREFIX + secrets.token_urlsafe(32)
-    row = ApiToken.objects.create(user=user, name=name, digest=digest(token),
-                                  prefix=token[:10])
+    row = ApiToken.objects.create(user=user, name=name, digest=digest(token), prefix=token[:10])
     return row, token
 
 
 def user_for_token(token: str):
     """The active user owning the token, or None; notes when the token was last used."""
-    row = (ApiToken.objects.select_related("user").filter(digest=digest(token))
-           .only("id", "user").first())
+    row = (
+        ApiToken.objects.select_related("user")
+        .filter(digest=digest(token))
+        .only("id", "user")
+        .first()
+    )
     if row is None or not row.user.is_active:
         return None
     ApiToken.objects.filter(pk=row.pk).update(last_used_at=timezone.now())

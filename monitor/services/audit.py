@@ -19,8 +19,14 @@ from monitor.models import ConfigChange
 REDACT = ("secret", "password", "token", "api_key")  # ``api_key_env`` holds a name: kept
 NAME_FIELDS = ("api_key_env", "secret_env")
 # Kept up to date by the system, not by a person: not configuration.
-OPERATIONAL = {"date_changed", "last_run_at", "total_run_count", "last_error",
-               "consecutive_failures", "disabled_by_failures"}
+OPERATIONAL = {
+    "date_changed",
+    "last_run_at",
+    "total_run_count",
+    "last_error",
+    "consecutive_failures",
+    "disabled_by_failures",
+}
 
 
 def snapshot(obj: models.Model | None) -> dict[str, Any]:
@@ -36,8 +42,11 @@ def snapshot(obj: models.Model | None) -> dict[str, Any]:
             out[f.name] = str(related) if related is not None else None
             continue
         value = getattr(obj, f.attname)
-        out[f.name] = value if isinstance(value, (str, int, float, bool, type(None), list, dict)) \
+        out[f.name] = (
+            value
+            if isinstance(value, (str, int, float, bool, type(None), list, dict))
             else str(value)
+        )
     for f in obj._meta.many_to_many:
         out[f.name] = sorted(str(x) for x in getattr(obj, f.name).all())
     return out
@@ -57,8 +66,15 @@ def diff(before: dict[str, Any], after: dict[str, Any]) -> dict[str, list[Any]]:
     return out
 
 
-def record(*, obj: models.Model, before: dict[str, Any], after: dict[str, Any], source: str,
-           user=None, action: str | None = None) -> ConfigChange | None:
+def record(
+    *,
+    obj: models.Model,
+    before: dict[str, Any],
+    after: dict[str, Any],
+    source: str,
+    user=None,
+    action: str | None = None,
+) -> ConfigChange | None:
     """Store one change (nothing when an update changed no field)."""
     changes = diff(before, after)
     action = action or ("added" if not before else "deleted" if not after else "changed")
@@ -66,7 +82,12 @@ def record(*, obj: models.Model, before: dict[str, Any], after: dict[str, Any], 
         return None
     who = user if user is not None and getattr(user, "is_authenticated", False) else None
     return ConfigChange.objects.create(
-        user=who, username=who.get_username() if who else "", source=source[:200],
-        action=action, model=obj._meta.model_name, object_id=str(before.get("id") or obj.pk),
-        object_repr=str(obj)[:200], diff=changes,
+        user=who,
+        username=who.get_username() if who else "",
+        source=source[:200],
+        action=action,
+        model=obj._meta.model_name,
+        object_id=str(before.get("id") or obj.pk),
+        object_repr=str(obj)[:200],
+        diff=changes,
     )

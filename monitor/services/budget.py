@@ -47,12 +47,12 @@ _USAGE = ("tier", "prompt_tokens", "completion_tokens", "estimated_tokens", "cac
 
 
 def priced(endpoint: Endpoint) -> bool:
-    return endpoint.price_input_per_mtok is not None \
-        and endpoint.price_output_per_mtok is not None
+    return endpoint.price_input_per_mtok is not None and endpoint.price_output_per_mtok is not None
 
 
-def sample_cost(endpoint: Endpoint, prompt: int | None, completion: int | None,
-                cached: int | None = None) -> float | None:
+def sample_cost(
+    endpoint: Endpoint, prompt: int | None, completion: int | None, cached: int | None = None
+) -> float | None:
     """The module docstring's formula; None when unpriced or the prompt count is unknown."""
     if not priced(endpoint) or prompt is None:
         return None
@@ -60,8 +60,11 @@ def sample_cost(endpoint: Endpoint, prompt: int | None, completion: int | None,
     cached_price = endpoint.price_cached_input_per_mtok
     if cached_price is None:
         cached_price = endpoint.price_input_per_mtok
-    return ((prompt - cached) * endpoint.price_input_per_mtok + cached * cached_price
-            + (completion or 0) * endpoint.price_output_per_mtok) / 1e6
+    return (
+        (prompt - cached) * endpoint.price_input_per_mtok
+        + cached * cached_price
+        + (completion or 0) * endpoint.price_output_per_mtok
+    ) / 1e6
 
 
 def _costs(pair: Pair, rows: Iterable[dict[str, Any]]) -> dict[str, float | None]:
@@ -69,8 +72,9 @@ def _costs(pair: Pair, rows: Iterable[dict[str, Any]]) -> dict[str, float | None
     out: dict[str, float | None] = {"fast": 0.0, "base": 0.0}
     for r in rows:
         tier = r["tier"]
-        completion = r["completion_tokens"] if r["completion_tokens"] is not None \
-            else r["estimated_tokens"]
+        completion = (
+            r["completion_tokens"] if r["completion_tokens"] is not None else r["estimated_tokens"]
+        )
         cost = sample_cost(endpoints[tier], r["prompt_tokens"], completion, r["cached_tokens"])
         if cost is None and priced(endpoints[tier]) and r["prompt_tokens"] is None:
             continue  # a request that failed before usage: nothing billed that we can see
@@ -83,7 +87,8 @@ def _rolled_up(runs: Sequence[Run]) -> dict[int, list[dict[str, Any]]]:
     out: dict[int, list[dict[str, Any]]] = defaultdict(list)
     done = [r.id for r in runs if not r.active]
     for r in RunRollup.objects.filter(run_id__in=done).values(
-            "run_id", "tier", "prompt_tokens", "completion_tokens", "cached_tokens"):
+        "run_id", "tier", "prompt_tokens", "completion_tokens", "cached_tokens"
+    ):
         out[r.pop("run_id")].append({**r, "estimated_tokens": None})
     return out
 
@@ -149,8 +154,9 @@ def seen_tokens(pair: Pair, runs: int = ROTATION_RUNS) -> Seen:
                 prompt[(key, tier)] = max(prompt.get((key, tier), 0), c["in"])
             if "out" in c:
                 outputs[(key, tier)].append(c["out"])
-    return Seen(prompt, {k: math.ceil(np.percentile(v, OUTPUT_QUANTILE)) for k, v in
-                         outputs.items()})
+    return Seen(
+        prompt, {k: math.ceil(np.percentile(v, OUTPUT_QUANTILE)) for k, v in outputs.items()}
+    )
 
 
 def case_estimate(case: Case, pair: Pair, repeat: int, seen: Seen) -> float:
@@ -158,11 +164,12 @@ def case_estimate(case: Case, pair: Pair, repeat: int, seen: Seen) -> float:
     total = 0.0
     for tier, endpoint in (("fast", pair.fast), ("base", pair.base)):
         prompt = seen.prompt.get((case.key, tier)) or math.ceil(
-            PROMPT_MARGIN * (prompt_estimate(case.messages)
-                             + len(json.dumps(case.tools or [])) / 3))
+            PROMPT_MARGIN * (prompt_estimate(case.messages) + len(json.dumps(case.tools or [])) / 3)
+        )
         output = min(case.max_tokens, seen.output.get((case.key, tier), case.max_tokens))
-        total += (prompt * endpoint.price_input_per_mtok
-                  + output * endpoint.price_output_per_mtok) / 1e6
+        total += (
+            prompt * endpoint.price_input_per_mtok + output * endpoint.price_output_per_mtok
+        ) / 1e6
     return total * repeat
 
 
@@ -177,18 +184,25 @@ def answered(run: Run) -> Counter[str]:
     A run without one — still running, or failed before its rollup was written — is counted
     from its own samples (an indexed read of that run's rows): skipping it would make a run
     started alongside it (a manual run during a scheduled one) take the same cases first."""
-    repeat = dict(Run.objects.filter(pair=run.pair, suite=run.suite, kind=run.kind)
-                  .exclude(id=run.id).order_by("-created_at").values_list("id", "repeat")
-                  [:ROTATION_RUNS])
+    repeat = dict(
+        Run.objects.filter(pair=run.pair, suite=run.suite, kind=run.kind)
+        .exclude(id=run.id)
+        .order_by("-created_at")
+        .values_list("id", "repeat")[:ROTATION_RUNS]
+    )
     counts: Counter[str] = Counter()
     rolled: set[int] = set()
-    for run_id, cases in RunRollup.objects.filter(run_id__in=list(repeat), tier="fast") \
-            .values_list("run_id", "cases"):
+    for run_id, cases in RunRollup.objects.filter(run_id__in=list(repeat), tier="fast").values_list(
+        "run_id", "cases"
+    ):
         rolled.add(run_id)
         counts.update(dict.fromkeys(cases, repeat[run_id]))
     if unrolled := repeat.keys() - rolled:
-        counts.update(Sample.objects.filter(run_id__in=unrolled, tier="fast")
-                      .values_list("case__key", flat=True))
+        counts.update(
+            Sample.objects.filter(run_id__in=unrolled, tier="fast").values_list(
+                "case__key", flat=True
+            )
+        )
     return counts
 
 
@@ -212,8 +226,9 @@ def rotation_order(run: Run, cases: Sequence[Case]) -> list[Case]:
     return ordered
 
 
-def take_cases(run: Run, cases: Sequence[Case], limit: int | None = None
-               ) -> tuple[list[Case], Budget]:
+def take_cases(
+    run: Run, cases: Sequence[Case], limit: int | None = None
+) -> tuple[list[Case], Budget]:
     """The cases this run can afford, in rotation order, and the summary's budget block."""
     pair = run.pair
     stored = run.summary_obj.budget
@@ -221,14 +236,20 @@ def take_cases(run: Run, cases: Sequence[Case], limit: int | None = None
         chosen = [c for c in cases if c.key in set(stored.keys)]
         return sorted(chosen, key=lambda c: c.key), stored
     limit_usd = float(pair.daily_budget_usd or 0.0)
-    ordered = rotation_order(run, cases)[:limit or None]
+    ordered = rotation_order(run, cases)[: limit or None]
     unpriced = [ep.name for ep in (pair.fast, pair.base) if not priced(ep)]
     if unpriced:
-        note = (f"not limited: a daily budget of ${limit_usd:.2f} is set but "
-                f"{', '.join(unpriced)} has no prices")
+        note = (
+            f"not limited: a daily budget of ${limit_usd:.2f} is set but "
+            f"{', '.join(unpriced)} has no prices"
+        )
         return sorted(ordered, key=lambda c: c.key), Budget(
-            limit_usd=limit_usd, taken=len(ordered), available=len(cases), note=note,
-            keys=tuple(c.key for c in ordered))
+            limit_usd=limit_usd,
+            taken=len(ordered),
+            available=len(cases),
+            note=note,
+            keys=tuple(c.key for c in ordered),
+        )
     spent = spent_today(pair, exclude_run=run.id)
     left = max(0.0, limit_usd - spent)
     seen = seen_tokens(pair)
@@ -240,26 +261,39 @@ def take_cases(run: Run, cases: Sequence[Case], limit: int | None = None
             bound += cost
     note = ""
     if len(chosen) < len(ordered):
-        note = (f"limited by budget: {len(chosen)} of {len(cases)} cases "
-                f"(${left:.4f} left of ${limit_usd:.2f} today, these are expected to cost at "
-                f"most ${bound:.4f})")
+        note = (
+            f"limited by budget: {len(chosen)} of {len(cases)} cases "
+            f"(${left:.4f} left of ${limit_usd:.2f} today, these are expected to cost at "
+            f"most ${bound:.4f})"
+        )
     return sorted(chosen, key=lambda c: c.key), Budget(
-        limit_usd=limit_usd, spent_before_usd=spent, bound_usd=bound, taken=len(chosen),
-        available=len(cases), note=note, keys=tuple(c.key for c in chosen))
+        limit_usd=limit_usd,
+        spent_before_usd=spent,
+        bound_usd=bound,
+        taken=len(chosen),
+        available=len(cases),
+        note=note,
+        keys=tuple(c.key for c in chosen),
+    )
 
 
 def settle(run: Run) -> str:
     """After a budgeted run: if the day's spending (this run included) passed the budget, say so
     in the run's summary and the log, and return the sentence ("" when within it)."""
     block = run.summary_obj.budget
-    if block is None or not block.limit_usd or not (priced(run.pair.fast)
-                                                     and priced(run.pair.base)):
+    if (
+        block is None
+        or not block.limit_usd
+        or not (priced(run.pair.fast) and priced(run.pair.base))
+    ):
         return ""
     spent = spent_today(run.pair)
     if spent <= block.limit_usd:
         return ""
-    over = (f"over budget: ${spent:.4f} spent today of ${block.limit_usd:.2f} (replies longer "
-            f"than expected; the next runs take fewer cases)")
+    over = (
+        f"over budget: ${spent:.4f} spent today of ${block.limit_usd:.2f} (replies longer "
+        f"than expected; the next runs take fewer cases)"
+    )
     log.warning("pair %s: %s (run %s)", run.pair.name, over, run.id)
     note = f"{block.note}; {over}" if block.note else over
     Run.objects.merge_summary(run.id, budget=replace(block, note=note))

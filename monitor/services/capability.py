@@ -43,10 +43,17 @@ ALPHA = 0.05
 
 def spec_of(case: Case) -> CaseSpec:
     return CaseSpec(
-        key=case.key, messages=case.messages, category=case.category, scenario=case.scenario,
-        max_tokens=case.max_tokens, difficulty=case.difficulty, unit_tests=case.unit_tests,
-        entry_point=case.entry_point, constraints=list(case.constraints or []),
-        tools=list(case.tools or []), tool_answers=case.tool_answers,
+        key=case.key,
+        messages=case.messages,
+        category=case.category,
+        scenario=case.scenario,
+        max_tokens=case.max_tokens,
+        difficulty=case.difficulty,
+        unit_tests=case.unit_tests,
+        entry_point=case.entry_point,
+        constraints=list(case.constraints or []),
+        tools=list(case.tools or []),
+        tool_answers=case.tool_answers,
         response_format=case.response_format,
     )
 
@@ -58,19 +65,33 @@ def check(case: Case, record: TimingRecord) -> tuple[bool | None, dict | None]:
         outcome = scoring.score(spec_of(case), record)
     except ValueError:
         return None, None
-    detail: dict[str, Any] = {"kind": outcome.kind, "category": case.category,
-                              "error_class": outcome.error_class,
-                              "tool_calls": list(record.tool_calls)}
+    detail: dict[str, Any] = {
+        "kind": outcome.kind,
+        "category": case.category,
+        "error_class": outcome.error_class,
+        "tool_calls": list(record.tool_calls),
+    }
     verdict = outcome.detail
     if outcome.kind == "tool_call":
-        detail.update(called=verdict.called, n_calls=verdict.n_calls,
-                      n_schema_valid=verdict.n_schema_valid, output=verdict.detail)
+        detail.update(
+            called=verdict.called,
+            n_calls=verdict.n_calls,
+            n_schema_valid=verdict.n_schema_valid,
+            output=verdict.detail,
+        )
     elif outcome.kind == "unit_tests":
-        detail.update(n_tests=verdict.n_tests, n_failed=verdict.n_failed,
-                      output=verdict.output[-2000:], isolation=verdict.isolation)
+        detail.update(
+            n_tests=verdict.n_tests,
+            n_failed=verdict.n_failed,
+            output=verdict.output[-2000:],
+            isolation=verdict.isolation,
+        )
     elif outcome.kind == "constraints":
-        detail.update(n_tests=len(verdict.strict), n_failed=verdict.strict.count(False),
-                      loose=verdict.prompt_loose)
+        detail.update(
+            n_tests=len(verdict.strict),
+            n_failed=verdict.strict.count(False),
+            loose=verdict.prompt_loose,
+        )
     elif outcome.kind == "structured":
         detail.update(output=verdict.detail)
     elif outcome.kind == "request_failed":
@@ -80,8 +101,9 @@ def check(case: Case, record: TimingRecord) -> tuple[bool | None, dict | None]:
 
 def window_runs(pair: Pair, limit: int = WINDOW_RUNS, *fields: str) -> list[Run]:
     """The window's runs, newest first; ``fields``: load only those (the report needs ids)."""
-    runs = Run.objects.filter(pair=pair, suite=pair.suite, kind=RunKind.PROBE,
-                              status=RunStatus.DONE).order_by("-created_at")
+    runs = Run.objects.filter(
+        pair=pair, suite=pair.suite, kind=RunKind.PROBE, status=RunStatus.DONE
+    ).order_by("-created_at")
     return list((runs.only(*fields) if fields else runs)[:limit])
 
 
@@ -136,10 +158,17 @@ def _outcomes(runs: list[Run]) -> list[tuple[int, str, str, dict[str, Any]]]:
     """``(run id, tier, case key, outcome)`` of every checked case of these runs, from the
     runs' rollups (``monitor.rollups``: written when a run is summarised, backfilled by
     migration 0012), never from samples: a 30-run window holds tens of thousands of them."""
-    rows = RunRollup.objects.filter(run__in=runs, tier__in=("fast", "base")) \
-        .values_list("run_id", "tier", "cases").order_by("run_id", "tier")
-    return [(run_id, tier, key, c) for run_id, tier, cases in rows
-            for key, c in cases.items() if c.get("n")]
+    rows = (
+        RunRollup.objects.filter(run__in=runs, tier__in=("fast", "base"))
+        .values_list("run_id", "tier", "cases")
+        .order_by("run_id", "tier")
+    )
+    return [
+        (run_id, tier, key, c)
+        for run_id, tier, cases in rows
+        for key, c in cases.items()
+        if c.get("n")
+    ]
 
 
 def window_report(pair: Pair, limit: int = WINDOW_RUNS) -> WindowReport:
@@ -152,8 +181,9 @@ def window_report(pair: Pair, limit: int = WINDOW_RUNS) -> WindowReport:
             into.n_fast, into.pass_fast = into.n_fast + c["n"], into.pass_fast + c["p"]
         else:
             into.n_base, into.pass_base = into.n_base + c["n"], into.pass_base + c["p"]
-    results = compare(counts, alpha=ALPHA,
-                      tolerance_points=settings.TIERWATCH_ROUTE_TOLERANCE_POINTS)
+    results = compare(
+        counts, alpha=ALPHA, tolerance_points=settings.TIERWATCH_ROUTE_TOLERANCE_POINTS
+    )
     detectors = capability_monitor.states(pair)
     totals: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
     bench: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
@@ -173,32 +203,58 @@ def window_report(pair: Pair, limit: int = WINDOW_RUNS) -> WindowReport:
             schema[tier][0] += n_valid
             schema[tier][1] += n_calls
             verdicts[tier][f"{run_id}:{key}:{rep}"] = ToolVerdict(
-                correct=ok, called=called, n_calls=n_calls, n_schema_valid=n_valid,
-                error_class=error)
+                correct=ok,
+                called=called,
+                n_calls=n_calls,
+                n_schema_valid=n_valid,
+                error_class=error,
+            )
         by_case_run[key][run_id][tier] = c["p"] == c["n"] if tier == "fast" else c["p"] > 0
         if tier == "fast" and c["p"] < c["n"]:
             err_of[(key, run_id)] = c.get("f", "failed")
     losing = []
     for key, c in counts.items():
         if c.n_fast and c.n_base and c.pass_fast / c.n_fast < c.pass_base / c.n_base:
-            run_id = max((run for run, t in by_case_run[key].items()
-                          if t.get("fast") is False and t.get("base")), default=0)
-            losing.append(LosingCase(key, c.category, f"{c.pass_fast}/{c.n_fast}",
-                                     f"{c.pass_base}/{c.n_base}", run_id,
-                                     err_of.get((key, run_id), "")))
+            run_id = max(
+                (
+                    run
+                    for run, t in by_case_run[key].items()
+                    if t.get("fast") is False and t.get("base")
+                ),
+                default=0,
+            )
+            losing.append(
+                LosingCase(
+                    key,
+                    c.category,
+                    f"{c.pass_fast}/{c.n_fast}",
+                    f"{c.pass_base}/{c.n_base}",
+                    run_id,
+                    err_of.get((key, run_id), ""),
+                )
+            )
     losing.sort(key=lambda x: (x.category, x.key))
     tiers = ("fast", "base")
     tools = tool_metrics(verdicts["fast"], verdicts["base"]) if verdicts["base"] else None
     return WindowReport(
-        runs=len(runs), results=results,
-        advice={r.category: routing_advice(r, loss_detected=r.category in detectors
-                                            and detectors[r.category].alarmed)
-                for r in results},
+        runs=len(runs),
+        results=results,
+        advice={
+            r.category: routing_advice(
+                r, loss_detected=r.category in detectors and detectors[r.category].alarmed
+            )
+            for r in results
+        },
         detectors=detectors,
-        rates={cat: {t: rate(*totals[(cat, t)]) for t in tiers}
-               for cat in sorted({c for c, _ in totals})},
-        benchmarks={b: {t: rate(*bench[(b, t)]) for t in tiers}
-                    for b in sorted({b for b, _ in bench})},
-        tools=tools, schema_valid={t: rate(*schema[t]) for t in tiers}, errors=errors,
+        rates={
+            cat: {t: rate(*totals[(cat, t)]) for t in tiers}
+            for cat in sorted({c for c, _ in totals})
+        },
+        benchmarks={
+            b: {t: rate(*bench[(b, t)]) for t in tiers} for b in sorted({b for b, _ in bench})
+        },
+        tools=tools,
+        schema_valid={t: rate(*schema[t]) for t in tiers},
+        errors=errors,
         losing=losing,
     )

@@ -42,8 +42,9 @@ def categories(pair: Pair) -> list[str]:
 def threshold(pair: Pair, n_categories: int | None = None) -> float:
     every, _ = monitoring.cadence_s(pair, RunKind.PROBE)
     k = n_categories if n_categories is not None else len(categories(pair))
-    return capability_loss.threshold_for(error_budget.runs_per_quarter(every), max(1, k),
-                                         monitoring.BUDGET_PER_QUARTER)
+    return capability_loss.threshold_for(
+        error_budget.runs_per_quarter(every), max(1, k), monitoring.BUDGET_PER_QUARTER
+    )
 
 
 def budget_words(pair: Pair) -> str:
@@ -51,21 +52,27 @@ def budget_words(pair: Pair) -> str:
     k = max(1, len(categories(pair)))
     per_month = monitoring.BUDGET_PER_QUARTER / 3
     tail = "" if scheduled else " (no schedule: hourly assumed; slower runs report less)"
-    return (f"expected false loss reports: ≤ {per_month / k:.2g} per category a month "
-            f"(≤ {per_month:.2g} over the pair's {k} categories) at "
-            f"{monitoring.every_words(every)} probes{tail}")
+    return (
+        f"expected false loss reports: ≤ {per_month / k:.2g} per category a month "
+        f"(≤ {per_month:.2g} over the pair's {k} categories) at "
+        f"{monitoring.every_words(every)} probes{tail}"
+    )
 
 
 def states(pair: Pair) -> dict[str, capability_loss.LossState]:
     row = PairMonitorState.objects.filter(pair=pair).values_list("capability", flat=True).first()
-    return {cat: capability_loss.LossState.from_dict(data)
-            for cat, data in (row or {}).items() if cat != LAST_RUN}
+    return {
+        cat: capability_loss.LossState.from_dict(data)
+        for cat, data in (row or {}).items()
+        if cat != LAST_RUN
+    }
 
 
 def run_cases(run: Run) -> dict[str, list[CaseCounts]]:
     """The run's paired cases per category, from its rollups."""
-    tiers = dict(RunRollup.objects.filter(run=run, tier__in=("fast", "base"))
-                 .values_list("tier", "cases"))
+    tiers = dict(
+        RunRollup.objects.filter(run=run, tier__in=("fast", "base")).values_list("tier", "cases")
+    )
     fast, base = tiers.get("fast", {}), tiers.get("base", {})
     out: dict[str, list[CaseCounts]] = defaultdict(list)
     for key, f in fast.items():
@@ -94,8 +101,9 @@ def after_run(*, run_id: int) -> None:
             return
         for cat, cases in by_cat.items():
             state = capability_loss.LossState.from_dict(data.get(cat, {}))
-            data[cat] = capability_loss.update(state, cases, threshold=limit,
-                                               run_id=run.id).to_dict()
+            data[cat] = capability_loss.update(
+                state, cases, threshold=limit, run_id=run.id
+            ).to_dict()
         data[LAST_RUN] = run.id
         row.capability = data
         row.save(update_fields=["capability", "updated_at"])

@@ -20,6 +20,10 @@ def send_test(*, channel_id: int, user: str = "") -> Notification:
     now = timezone.now()
     context = {"channel": channel, "user": user, "sent_at": now}
     subject, text, html = render_email("channel-test", context)
-    event = Event(key=f"tierwatch-test-{channel.pk}-{int(now.timestamp())}", severity="info",
-                  test=True, details={"channel": channel.name, "requested_by": user})
+    event = Event(
+        key=f"tierwatch-test-{channel.pk}-{int(now.timestamp())}",
+        severity="info",
+        test=True,
+        details={"channel": channel.name, "requested_by": user},
+    )
     return deliver(None, channel, subject, text, html, event)

@@ -107,8 +107,13 @@ RANGES: dict[str, dict[str, tuple[Any, str]]] = {
         "timeout_s": (lambda v: _number(v) and 0 < v <= 3600, "must be > 0 and ≤ 3600 seconds"),
         "max_concurrency": (lambda v: _number(v) and 1 <= v <= 256, "must be 1 to 256"),
         "context_window": (lambda v: _number(v) and v >= 1, "must be ≥ 1"),
-        **{f"price_{p}_per_mtok": (lambda v: _number(v) and v >= 0, "must be ≥ 0 (USD per "
-                                   "million tokens)") for p in ("input", "output", "cached_input")},
+        **{
+            f"price_{p}_per_mtok": (
+                lambda v: _number(v) and v >= 0,
+                "must be ≥ 0 (USD per million tokens)",
+            )
+            for p in ("input", "output", "cached_input")
+        },
     },
     "pairs": {
         "repeat": (lambda v: _number(v) and 1 <= v <= 100, "must be 1 to 100"),
@@ -135,8 +140,9 @@ class Located:
 MAX_FILE_BYTES = 1 << 20  # a config file is a few KiB; more is a mistake or an attack
 MAX_STRING_CHARS = 65_536  # per value (a case's unit tests are the longest, a few KiB)
 _CORE = "tag:yaml.org,2002:"
-CORE_TAGS = frozenset(_CORE + t for t in ("str", "int", "float", "bool", "null", "seq", "map",
-                                          "timestamp"))
+CORE_TAGS = frozenset(
+    _CORE + t for t in ("str", "int", "float", "bool", "null", "seq", "map", "timestamp")
+)
 
 
 class _Refused(Exception):
@@ -170,8 +176,11 @@ class _StrictLoader(yaml.SafeLoader):
                 self.refuse(event, f"anchors (&{event.anchor}) are not allowed")
             tag = getattr(event, "tag", None)
             if tag and tag != "!" and tag not in CORE_TAGS:
-                self.refuse(event, f"the tag {tag.replace(_CORE, '!!')!r} is not allowed (only "
-                            "strings, numbers, booleans, null, lists and mappings)")
+                self.refuse(
+                    event,
+                    f"the tag {tag.replace(_CORE, '!!')!r} is not allowed (only "
+                    "strings, numbers, booleans, null, lists and mappings)",
+                )
             return super().compose_node(parent, index)
         finally:
             self.path.pop()
@@ -211,14 +220,16 @@ def _locate(node: yaml.Node, source: str, path: str, errors: list[str]) -> Any:
             key = str(k.value)
             kpath = f"{path}.{key}" if path else key
             if key in out:
-                errors.append(f"{source}:{kline}: {kpath}: duplicate key (first on line "
-                              f"{out[key].line})")
+                errors.append(
+                    f"{source}:{kline}: {kpath}: duplicate key (first on line {out[key].line})"
+                )
                 continue
             out[key] = _locate(v, source, kpath, errors)
         return Located(out, line)
     if isinstance(node, yaml.SequenceNode):
-        return Located([_locate(v, source, f"{path}[{i}]", errors)
-                        for i, v in enumerate(node.value)], line)
+        return Located(
+            [_locate(v, source, f"{path}[{i}]", errors) for i, v in enumerate(node.value)], line
+        )
     if len(node.value) > MAX_STRING_CHARS:
         errors.append(f"{source}:{line}: {path}: longer than {MAX_STRING_CHARS} characters")
         return Located("", line)
@@ -255,8 +266,12 @@ class _Applier:
 
     def audit(self) -> None:
         for obj, before in self.touched:
-            audit.record(obj=obj, before=before, after=audit.snapshot(obj),
-                         source=f"apply_config {self.source}")
+            audit.record(
+                obj=obj,
+                before=before,
+                after=audit.snapshot(obj),
+                source=f"apply_config {self.source}",
+            )
 
     def error(self, line: int, path: str, message: str) -> None:
         self.errors.append(f"{self.source}:{line}: {path}: {message}")
@@ -297,8 +312,11 @@ class _Applier:
                 self.error(name.line, f"{path}.name", "must be a non-empty string")
                 continue
             if name.value in seen:
-                self.error(name.line, f"{path}.name",
-                           f"duplicate name {name.value!r} (first on line {seen[name.value]})")
+                self.error(
+                    name.line,
+                    f"{path}.name",
+                    f"duplicate name {name.value!r} (first on line {seen[name.value]})",
+                )
                 continue
             seen[name.value] = name.line
             if not unknown and self.in_range(section, path, item):
@@ -413,8 +431,11 @@ def _apply_suite(a: _Applier, path: str, item: Located) -> bool:
             continue
         key = case.value.get("key")
         if key is not None and str(key.value) in keys:
-            a.error(key.line, f"{cpath}.key",
-                    f"duplicate case key {key.value!r} (first on line {keys[str(key.value)]})")
+            a.error(
+                key.line,
+                f"{cpath}.key",
+                f"duplicate case key {key.value!r} (first on line {keys[str(key.value)]})",
+            )
             continue
         if key is not None:
             keys[str(key.value)] = key.line
@@ -569,5 +590,6 @@ def apply_config_file(path: str | Path) -> dict[str, int]:
         line = data[: exc.start].count(b"\n") + 1
         raise ConfigError(
             f"{path}:{line}: (file): not UTF-8 (byte 0x{data[exc.start]:02x}); save the file "
-            "as UTF-8") from None
+            "as UTF-8"
+        ) from None
     return apply_config_text(text, source=str(path))

@@ -77,8 +77,11 @@ def claim(run_id: int) -> int | None:
 def hand_off(run_id: int, attempt: int) -> bool:
     """Measured: the run waits for a sandbox worker (``evaluating``, no heartbeat until one
     claims it). False when the run was no longer this attempt's to hand off."""
-    return bool(Run.objects.filter(id=run_id, status="running", attempt=attempt).update(
-        status="evaluating", measured_at=timezone.now(), heartbeat_at=None))
+    return bool(
+        Run.objects.filter(id=run_id, status="running", attempt=attempt).update(
+            status="evaluating", measured_at=timezone.now(), heartbeat_at=None
+        )
+    )
 
 
 def claim_evaluation(run_id: int) -> int | None:
@@ -102,9 +105,7 @@ def beat(run: Run) -> None:
     try:
         alive = Run.objects.filter(
             id=run.id, status__in=("running", "evaluating"), attempt=run.attempt
-        ).update(
-            heartbeat_at=timezone.now()
-        )
+        ).update(heartbeat_at=timezone.now())
     except DB_LOST as exc:
         log.warning("run %s: heartbeat not stored (%s); retrying later", run.id, exc)
         connection.close()  # the next query opens a new connection

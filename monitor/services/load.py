@@ -39,8 +39,11 @@ TIERS = ("fast", "base")
 
 def latest_load(pair: Pair) -> dict[str, Any] | None:
     """The pair's newest finished load probe: run id, time and its levels (as stored)."""
-    run = (Run.objects.filter(pair=pair, kind=RunKind.LOAD, status=RunStatus.DONE)
-           .order_by("-created_at", "-id").first())
+    run = (
+        Run.objects.filter(pair=pair, kind=RunKind.LOAD, status=RunStatus.DONE)
+        .order_by("-created_at", "-id")
+        .first()
+    )
     if run is None or not run.summary_obj.load:
         return None
     when = run.finished_at or run.created_at
@@ -56,15 +59,21 @@ def load_cases(cases: Sequence[Case]) -> list[Case]:
     return []
 
 
-def load_block(records: Sequence[TimingRecord], wall_s: float, slo: dict[str, float],
-               min_n: int, in_flight_max: int | None = None) -> dict[str, Any]:
+def load_block(
+    records: Sequence[TimingRecord],
+    wall_s: float,
+    slo: dict[str, float],
+    min_n: int,
+    in_flight_max: int | None = None,
+) -> dict[str, Any]:
     return {
-        "n": len(records), "n_ok": sum(1 for r in records if r.ok),
+        "n": len(records),
+        "n_ok": sum(1 for r in records if r.ok),
         "in_flight_max": in_flight_max,
-        "ttft_ms": percentiles([r.ttft_ms for r in records if r.ok], min_n=min_n,
-                               per_quantile=True),
-        "e2e_ms": percentiles([r.e2e_ms for r in records if r.ok], min_n=min_n,
-                              per_quantile=True),
+        "ttft_ms": percentiles(
+            [r.ttft_ms for r in records if r.ok], min_n=min_n, per_quantile=True
+        ),
+        "e2e_ms": percentiles([r.e2e_ms for r in records if r.ok], min_n=min_n, per_quantile=True),
         "goodput": goodput(records, slo) if slo else None,
         "wall_s": wall_s,
         "throughput_rps": len(records) / wall_s if wall_s > 0 else None,
@@ -72,8 +81,12 @@ def load_block(records: Sequence[TimingRecord], wall_s: float, slo: dict[str, fl
 
 
 def run_load_probe(
-    *, pair: Pair, concurrency_levels: Sequence[int] = LOAD_LEVELS,
-    requests_per_level: int | None = None, suite=None, seed: int | None = None,
+    *,
+    pair: Pair,
+    concurrency_levels: Sequence[int] = LOAD_LEVELS,
+    requests_per_level: int | None = None,
+    suite=None,
+    seed: int | None = None,
 ) -> Run:
     """Probe each tier alone at each concurrency level (bounded, short) and store a Run with
     kind "load" and its summary's ``load[str(level)][tier]`` block.
@@ -101,19 +114,33 @@ def run_load_probe(
         for level in levels:
             load[str(level)] = {}
             for tier in TIERS:
-                items = [PlannedRequest(seq=seq + i, case_key=cases[i % len(cases)].key,
-                                        tier=tier, repetition=i // len(cases))
-                         for i in range(counts[level])]
+                items = [
+                    PlannedRequest(
+                        seq=seq + i,
+                        case_key=cases[i % len(cases)].key,
+                        tier=tier,
+                        repetition=i // len(cases),
+                    )
+                    for i in range(counts[level])
+                ]
                 seq += len(items)
-                with STREAMS.reserve(level, settings.TIERWATCH_MAX_STREAMS,
-                                     what=f" (load level {level})"):
+                with STREAMS.reserve(
+                    level, settings.TIERWATCH_MAX_STREAMS, what=f" (load level {level})"
+                ):
                     records, wall_s, peak = asyncio.run(
-                        _send(run, items, cases, endpoints[tier].spec(), level))
+                        _send(run, items, cases, endpoints[tier].spec(), level)
+                    )
                 for item, record in records:
-                    save_sample(run=run, case=next(c for c in cases if c.key == item.case_key),
-                                endpoint=endpoints[tier], item=item, record=record)
-                load[str(level)][tier] = load_block([r for _, r in records], wall_s, slo, min_n,
-                                                    in_flight_max=peak)
+                    save_sample(
+                        run=run,
+                        case=next(c for c in cases if c.key == item.case_key),
+                        endpoint=endpoints[tier],
+                        item=item,
+                        record=record,
+                    )
+                load[str(level)][tier] = load_block(
+                    [r for _, r in records], wall_s, slo, min_n, in_flight_max=peak
+                )
         summarise_run(run_id=run.id)
         Run.objects.merge_summary(run.id, load=load)
         Run.objects.filter(id=run.id).end(RunStatus.DONE)
@@ -136,8 +163,12 @@ async def _send(
 
     def build(item: PlannedRequest) -> ChatRequest:
         case = by_key[item.case_key]
-        return ChatRequest(messages=fill_nonce(case.messages, f"{run.id}-{item.seq}"),
-                           max_tokens=case.max_tokens, temperature=0.0, seed=0)
+        return ChatRequest(
+            messages=fill_nonce(case.messages, f"{run.id}-{item.seq}"),
+            max_tokens=case.max_tokens,
+            temperature=0.0,
+            seed=0,
+        )
 
     @asynccontextmanager
     async def gate(tier: str):
@@ -158,8 +189,14 @@ async def _send(
     loop = asyncio.get_running_loop()
     start = loop.time()
     try:
-        await execute_plan(items, endpoints={tier: spec}, build_request=build,
-                           concurrency={tier: level}, on_record=keep, gate=gate)
+        await execute_plan(
+            items,
+            endpoints={tier: spec},
+            build_request=build,
+            concurrency={tier: level},
+            on_record=keep,
+            gate=gate,
+        )
     finally:
         if vendor:
             await vendor.close()

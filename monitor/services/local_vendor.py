@@ -37,10 +37,18 @@ def register(*, urls: dict[str, str], ctx: int, suite_name: str) -> list[Pair]:
         spec = vendor.endpoint_spec(name, url)
         endpoints[name], _ = Endpoint.objects.update_or_create(
             name=name,
-            defaults={"protocol": spec.protocol, "base_url": url, "model": spec.model,
-                      "api_key_env": "", "simulated": False, "max_concurrency": 1,
-                      "timeout_s": 300, "context_window": ctx, "extra_body": spec.extra_body,
-                      "notes": NOTE + target.mechanism},
+            defaults={
+                "protocol": spec.protocol,
+                "base_url": url,
+                "model": spec.model,
+                "api_key_env": "",
+                "simulated": False,
+                "max_concurrency": 1,
+                "timeout_s": 300,
+                "context_window": ctx,
+                "extra_body": spec.extra_body,
+                "notes": NOTE + target.mechanism,
+            },
         )
     suite = sync_builtin_suite(name=suite_name)
     pairs = []
@@ -48,8 +56,12 @@ def register(*, urls: dict[str, str], ctx: int, suite_name: str) -> list[Pair]:
         if spec.base in endpoints and spec.fast in endpoints:
             pair, _ = Pair.objects.update_or_create(
                 name=spec.name,
-                defaults={"base": endpoints[spec.base], "fast": endpoints[spec.fast],
-                          "suite": suite, "active": True},
+                defaults={
+                    "base": endpoints[spec.base],
+                    "fast": endpoints[spec.fast],
+                    "suite": suite,
+                    "active": True,
+                },
             )
             pairs.append(pair)
     return pairs

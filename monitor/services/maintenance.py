@@ -56,12 +56,17 @@ def occurrence_at(window: MaintenanceWindow, at: datetime) -> tuple[datetime, da
     return (start, end) if start <= at < end else None
 
 
-def occurrences(window: MaintenanceWindow, since: datetime, until: datetime,
-                limit: int = 50) -> list[tuple[datetime, datetime]]:
+def occurrences(
+    window: MaintenanceWindow, since: datetime, until: datetime, limit: int = 50
+) -> list[tuple[datetime, datetime]]:
     """The window's occurrences overlapping [since, until), oldest first (for the timeline)."""
     if not window.cron:
-        if window.starts_at and window.ends_at and window.starts_at < until \
-                and window.ends_at > since:
+        if (
+            window.starts_at
+            and window.ends_at
+            and window.starts_at < until
+            and window.ends_at > since
+        ):
             return [(window.starts_at, window.ends_at)]
         return []
     length = timedelta(minutes=window.duration_minutes or 0)

@@ -57,7 +57,8 @@ def cadence_s(pair: Pair, kind: str) -> tuple[int, bool]:
     if task is None or task.interval is None:
         return HOURLY_S, False
     seconds = {"days": 86400, "hours": 3600, "minutes": 60, "seconds": 1}.get(
-        task.interval.period, 1)
+        task.interval.period, 1
+    )
     return max(1, task.interval.every * seconds), True
 
 
@@ -74,15 +75,16 @@ def every_words(every_s: int) -> str:
 
 
 def budget_words(pair: Pair, kind: str) -> str:
-    """"expected false alarms: ≤ 0.17 per month at hourly audits": the renewal bound N / c of
+    """ "expected false alarms: ≤ 0.17 per month at hourly audits": the renewal bound N / c of
     ``evals.stats.eprocess`` (audits) or runs / ARL0 of ``evals.stats.cusum`` (probes), both
     set to ``BUDGET_PER_QUARTER`` a quarter, here per month at the pair's cadence."""
     every, scheduled = cadence_s(pair, kind)
     per_month = BUDGET_PER_QUARTER / 3
     noun = "audits" if kind == RunKind.AUDIT else "probes"
     tail = "" if scheduled else " (no schedule: hourly assumed; slower runs alarm less)"
-    return (f"expected false alarms: ≤ {per_month:.2g} per month at {every_words(every)} "
-            f"{noun}{tail}")
+    return (
+        f"expected false alarms: ≤ {per_month:.2g} per month at {every_words(every)} {noun}{tail}"
+    )
 
 
 def eprocess_threshold(pair: Pair) -> float:
@@ -142,8 +144,12 @@ def _fold_audit(row: PairMonitorState, run: Run) -> None:
     state, decision = eprocess.update(state, evidence, threshold=eprocess_threshold(row.pair))
     row.eprocess, row.last_audit = asdict(state), run
     row.save(update_fields=["eprocess", "last_audit", "updated_at"])
-    block = {**asdict(decision), "evalue": state.evalue, "audits": state.audits,
-             "budget": budget_words(row.pair, RunKind.AUDIT)}
+    block = {
+        **asdict(decision),
+        "evalue": state.evalue,
+        "audits": state.audits,
+        "budget": budget_words(row.pair, RunKind.AUDIT),
+    }
     Run.objects.merge_summary(run.id, verdict={**verdict.data, "monitor": block})
 
 
@@ -156,8 +162,12 @@ def _fold_probe(row: PairMonitorState, run: Run) -> None:
         baseline = _maybe_freeze(row, pair)
         row.last_probe = run
         row.save(update_fields=["cusum", "last_probe", "updated_at"])
-        Run.objects.merge_summary(run.id, drift=_calibrating(pair, row) if baseline is None
-                                  else _drift_block(pair, baseline, None, None))
+        Run.objects.merge_summary(
+            run.id,
+            drift=_calibrating(pair, row)
+            if baseline is None
+            else _drift_block(pair, baseline, None, None),
+        )
         return
     frozen = cusum.Baseline.from_json(_json(baseline.statistics))
     state = (cusum.CusumState.from_json(_json(row.cusum)) if row.cusum
@@ -177,8 +187,11 @@ def _baseline_candidates(pair: Pair, since) -> list[Run]:
     runs = Run.objects.trend().filter(pair=pair)
     if since is not None:
         runs = runs.filter(created_at__gte=since)
-    return list(runs.order_by("created_at", "id").only("id", "created_at", "finished_at",
-                                                       "summary")[:MIN_BASELINE_RUNS])
+    return list(
+        runs.order_by("created_at", "id").only("id", "created_at", "finished_at", "summary")[
+            :MIN_BASELINE_RUNS
+        ]
+    )
 
 
 def _maybe_freeze(row: PairMonitorState, pair: Pair) -> Baseline | None:
@@ -188,14 +201,19 @@ def _maybe_freeze(row: PairMonitorState, pair: Pair) -> Baseline | None:
     if len(runs) < MIN_BASELINE_RUNS:
         return None
     every, _ = cadence_s(pair, RunKind.PROBE)
-    frozen = freeze([run_values(r.summary_obj) for r in runs],
-                    [(r.finished_at or r.created_at).hour for r in runs], every,
-                    run_ids=[r.id for r in runs], set_by=row.acknowledged_by or "automatic",
-                    set_at=timezone.now().isoformat())
+    frozen = freeze(
+        [run_values(r.summary_obj) for r in runs],
+        [(r.finished_at or r.created_at).hour for r in runs],
+        every,
+        run_ids=[r.id for r in runs],
+        set_by=row.acknowledged_by or "automatic",
+        set_at=timezone.now().isoformat(),
+    )
     if frozen is None:
         return None
-    baseline = Baseline.objects.create(pair=pair, run_ids=[r.id for r in runs],
-                                       statistics=_plain(frozen), set_by=frozen.set_by)
+    baseline = Baseline.objects.create(
+        pair=pair, run_ids=[r.id for r in runs], statistics=_plain(frozen), set_by=frozen.set_by
+    )
     row.cusum = asdict(cusum.start(frozen))
     return baseline
 
@@ -206,13 +224,17 @@ def _plain(frozen: cusum.Baseline) -> dict[str, Any]:
 
 def _calibrating(pair: Pair, row: PairMonitorState) -> dict[str, Any]:
     have = len(_baseline_candidates(pair, row.since))
-    return {"state": "calibrating", "runs": have,
-            "reason": f"collecting the baseline: {have} of {MIN_BASELINE_RUNS} probe runs",
-            "budget": budget_words(pair, RunKind.PROBE)}
+    return {
+        "state": "calibrating",
+        "runs": have,
+        "reason": f"collecting the baseline: {have} of {MIN_BASELINE_RUNS} probe runs",
+        "budget": budget_words(pair, RunKind.PROBE),
+    }
 
 
-def _drift_block(pair: Pair, baseline: Baseline, state: cusum.CusumState | None,
-                 alarm: cusum.DriftAlarm | None) -> dict[str, Any]:
+def _drift_block(
+    pair: Pair, baseline: Baseline, state: cusum.CusumState | None, alarm: cusum.DriftAlarm | None
+) -> dict[str, Any]:
     frozen = baseline.statistics
     names = [s["name"] for s in frozen["series"]]
     sums = alarm.sums if alarm else dict.fromkeys(names, 0.0)
@@ -220,10 +242,13 @@ def _drift_block(pair: Pair, baseline: Baseline, state: cusum.CusumState | None,
     series = {n: {"z": _finite(zs.get(n)), "s": sums.get(n, 0.0)} for n in names}
     return {
         "state": "drift" if state is not None and state.alarmed else "ok",
-        "series": series, "h": frozen["h"], "baseline_id": baseline.id,
+        "series": series,
+        "h": frozen["h"],
+        "baseline_id": baseline.id,
         "baseline_runs": len(baseline.run_ids),
         "drifting": [state.alarm_series] if state is not None and state.alarmed else [],
-        "new_alarm": bool(alarm and alarm.new_alarm), "runs": state.runs if state else 0,
+        "new_alarm": bool(alarm and alarm.new_alarm),
+        "runs": state.runs if state else 0,
         "budget": budget_words(pair, RunKind.PROBE),
     }
 

@@ -45,7 +45,10 @@ log = logging.getLogger(__name__)
 
 
 def execute_run(
-    *, run_id: int, cases_limit: int | None = None, notify: Callable[[int], Any] | None = None,
+    *,
+    run_id: int,
+    cases_limit: int | None = None,
+    notify: Callable[[int], Any] | None = None,
     evaluate: Callable[[int], Any] | None = None,
 ) -> Run | None:
     """Execute a queued run (or take over an abandoned one); a run another worker owns (a
@@ -81,11 +84,15 @@ def evaluate_run(*, run_id: int, notify: Callable[[int], Any] | None = None) -> 
 def finish(*, run_id: int, attempt: int, notify: Callable[[int], Any] | None = None) -> Run:
     """Evaluate → summarise → rollups → budget settled → maintenance mark → done, then judge
     and alert."""
-    if not _steps(run_id, attempt, partial(runs.evaluate, run_id=run_id, attempt=attempt),
-                  partial(runs.summarise_run, run_id=run_id),
-                  lambda: rollups.record_run(run=Run.objects.get(id=run_id)),  # kept past payloads
-                  lambda: budget.settle(Run.objects.select_related("pair").get(id=run_id)),
-                  partial(maintenance.mark_run, run_id=run_id)):
+    if not _steps(
+        run_id,
+        attempt,
+        partial(runs.evaluate, run_id=run_id, attempt=attempt),
+        partial(runs.summarise_run, run_id=run_id),
+        lambda: rollups.record_run(run=Run.objects.get(id=run_id)),  # kept past payloads
+        lambda: budget.settle(Run.objects.select_related("pair").get(id=run_id)),
+        partial(maintenance.mark_run, run_id=run_id),
+    ):
         return Run.objects.get(id=run_id)
     runs.mark_done(run_id=run_id, attempt=attempt)
     if Run.objects.filter(id=run_id).values_list("status", flat=True).first() != RunStatus.DONE:
@@ -151,8 +158,9 @@ def evaluate_alerts(*, run_id: int) -> list[Alert]:
             changed.append(alert_lifecycle.opened(alert_id=outcome.alert.id))
             continue
         try:
-            changed.append(alert_lifecycle.resolve(alert_id=outcome.alert.id, note=outcome.note,
-                                                   send=False))
+            changed.append(
+                alert_lifecycle.resolve(alert_id=outcome.alert.id, note=outcome.note, send=False)
+            )
         except alert_lifecycle.LifecycleError:  # resolved meanwhile (by hand, a retry)
             log.info("alert %s was already resolved", outcome.alert.id)
     return changed + watchdog.sandbox_unavailable(run=Run.objects.get(id=run_id))

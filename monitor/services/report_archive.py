@@ -26,8 +26,9 @@ RENDERERS = {
 }
 
 
-def archive_report(*, week: str | None = None, month: str | None = None,
-                   formats: tuple[str, ...] = ("pdf", "csv")) -> list[ReportArchive]:
+def archive_report(
+    *, week: str | None = None, month: str | None = None, formats: tuple[str, ...] = ("pdf", "csv")
+) -> list[ReportArchive]:
     """Render the period's report in each format and store it, replacing an earlier rendering
     of the same period and format. ValueError for a bad period or format."""
     unknown = set(formats) - set(RENDERERS)
@@ -43,9 +44,14 @@ def archive_report(*, week: str | None = None, month: str | None = None,
     with transaction.atomic():  # every format of the period, or none
         for fmt, content, ms in rendered:
             row, _ = ReportArchive.objects.update_or_create(
-                period=report.period, format=fmt,
-                defaults={"kind": report.kind, "content": content, "size": len(content),
-                          "render_ms": ms},
+                period=report.period,
+                format=fmt,
+                defaults={
+                    "kind": report.kind,
+                    "content": content,
+                    "size": len(content),
+                    "render_ms": ms,
+                },
             )
             rows.append(row)
     return rows

@@ -18,8 +18,9 @@ def render_report_html(report: SlaReport) -> str:
         name: "data:image/svg+xml;base64," + base64.b64encode(svg.encode()).decode()
         for name, svg in report_charts(report).items()
     }
-    return render_to_string("reports/sla.html", {**_context(report), "charts": charts,
-                                                  "site_url": settings.SITE_URL})
+    return render_to_string(
+        "reports/sla.html", {**_context(report), "charts": charts, "site_url": settings.SITE_URL}
+    )
 
 
 def render_pdf(report: SlaReport) -> bytes:

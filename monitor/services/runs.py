@@ -77,11 +77,14 @@ def split_by_context(
             kept.append(case)
             continue
         windows = ", ".join(f"{ep.name}: {ep.context_window:,}" for ep in small)
-        skipped.append({
-            "case": case.key, "scenario": case.scenario,
-            "reason": f"needs ~{need:,} tokens (prompt ~{prompt:,} estimated + max_tokens "
-                      f"{case.max_tokens}) but the context window is smaller ({windows})",
-        })
+        skipped.append(
+            {
+                "case": case.key,
+                "scenario": case.scenario,
+                "reason": f"needs ~{need:,} tokens (prompt ~{prompt:,} estimated + max_tokens "
+                f"{case.max_tokens}) but the context window is smaller ({windows})",
+            }
+        )
     return kept, skipped
 
 
@@ -131,8 +134,12 @@ def measure(*, run_id: int, cases_limit: int | None = None) -> None:
     mine = Run.objects.filter(id=run.id, attempt=run.attempt)  # writes only while it is ours
     mine.update(planned=len(plan))
     fast, base = run.pair.fast.max_concurrency, run.pair.base.max_concurrency
-    with STREAMS.reserve(fast + base, settings.TIERWATCH_MAX_STREAMS, on_wait=partial(
-            heartbeat.beat, run), what=f" (max_concurrency: fast {fast} + base {base})"):
+    with STREAMS.reserve(
+        fast + base,
+        settings.TIERWATCH_MAX_STREAMS,
+        on_wait=partial(heartbeat.beat, run),
+        what=f" (max_concurrency: fast {fast} + base {base})",
+    ):
         _execute(run, {c.key: c for c in cases}, not_yet_stored(run, plan))
     mine.update(completed=run.samples.count())  # exact even after a save was retried
 
@@ -292,7 +299,9 @@ def task_check(*, case: Case, record: TimingRecord) -> tuple[bool | None, dict |
         }
     n_passed, n_total, failures = check_all(record.text, case.constraints)
     return n_passed == n_total, {
-        "kind": "constraints", "n_tests": n_total, "n_failed": n_total - n_passed,
+        "kind": "constraints",
+        "n_tests": n_total,
+        "n_failed": n_total - n_passed,
         "output": "; ".join(failures),
     }
 
@@ -304,8 +313,9 @@ def needs_sandbox(case: Case, record: TimingRecord) -> bool:
     """The sample's check runs its generated code against unit tests (``task_check``, and
     ``evals.benchmarks.score`` for benchmark cases): what ``evaluate`` defers until the run's
     timed requests are over, so a burst of sandboxes never competes with them."""
-    return bool(record.ok and case.unit_tests and case.tool_answers is None
-                and case.response_format is None)
+    return bool(
+        record.ok and case.unit_tests and case.tool_answers is None and case.response_format is None
+    )
 
 
 def evaluate(*, run_id: int, attempt: int | None = None) -> int:
@@ -319,12 +329,16 @@ def evaluate(*, run_id: int, attempt: int | None = None) -> int:
     pending = Sample.objects.filter(run_id=run_id, tests_detail__has_key=PENDING)
     done = 0
     for sample in pending.select_related("case").order_by("seq"):
-        record = TimingRecord(ok=sample.ok, error_class=sample.error_class or None,
-                              text=sample.text,
-                              tool_calls=sample.tests_detail.get("tool_calls") or [])
+        record = TimingRecord(
+            ok=sample.ok,
+            error_class=sample.error_class or None,
+            text=sample.text,
+            tool_calls=sample.tests_detail.get("tool_calls") or [],
+        )
         passed, detail = task_check(case=sample.case, record=record)
         Sample.objects.filter(id=sample.id, tests_detail__has_key=PENDING).update(
-            tests_passed=passed, tests_detail=storable(detail))
+            tests_passed=passed, tests_detail=storable(detail)
+        )
         heartbeat.beat(run)
         done += 1
     return done
@@ -335,7 +349,12 @@ def has_pending(run_id: int) -> bool:
 
 
 def save_sample(
-    *, run: Run, case: Case, endpoint: Endpoint, item: PlannedRequest, record: TimingRecord,
+    *,
+    run: Run,
+    case: Case,
+    endpoint: Endpoint,
+    item: PlannedRequest,
+    record: TimingRecord,
     defer_sandbox: bool = False,
 ) -> Sample:
     """One row per request, failed or not; its task check runs here, except generated code
@@ -376,11 +395,14 @@ def save_sample(
     except heartbeat.DB_LOST:
         raise  # the connection is gone, not the row: heartbeat.store_once reconnects and retries
     except (DatabaseError, ValueError, TypeError) as exc:
-        log.warning("run %s: sample %s could not be stored (%s)", run.id, item.seq,
-                    type(exc).__name__)
+        log.warning(
+            "run %s: sample %s could not be stored (%s)", run.id, item.seq, type(exc).__name__
+        )
         first_line = (str(exc).splitlines() or [""])[0][:200]  # no row values (PG's DETAIL)
         sample = Sample.objects.create(
-            **row, ok=False, error_class="store_error",
+            **row,
+            ok=False,
+            error_class="store_error",
             error_message=storable(f"not stored: {type(exc).__name__}: {first_line}"),
         )
     Run.objects.filter(id=run.id).update(completed=Sample.objects.filter(run_id=run.id).count())

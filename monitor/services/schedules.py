@@ -78,7 +78,11 @@ def ensure_weekly_report_schedule() -> PeriodicTask:
 def ensure_monthly_report_schedule() -> PeriodicTask:
     """The 1st of each month, 07:30 UTC: the previous month's SLA report, archived."""
     crontab, _ = CrontabSchedule.objects.get_or_create(
-        minute="30", hour="7", day_of_week="*", day_of_month="1", month_of_year="*",
+        minute="30",
+        hour="7",
+        day_of_week="*",
+        day_of_month="1",
+        month_of_year="*",
         timezone="UTC",
     )
     row, _ = PeriodicTask.objects.update_or_create(
@@ -95,5 +99,9 @@ def ensure_monthly_report_schedule() -> PeriodicTask:
 
 def ensure_retention_schedule(*, every_s: int = 3600) -> PeriodicTask:
     """Hourly: empty the payloads of samples past the retention window (``monitor.retention``)."""
-    return ensure_interval_task(name="retention:payloads", task="monitor.tasks.prune_payloads_task",
-                                every_s=every_s, args=[])
+    return ensure_interval_task(
+        name="retention:payloads",
+        task="monitor.tasks.prune_payloads_task",
+        every_s=every_s,
+        args=[],
+    )

@@ -44,25 +44,54 @@ from monitor.models import Case, Pair, Run, RunKind, RunStatus, Sample
 from monitor.services.load import latest_load
 
 # (report key, sample field, label): every speed-up is base/fast of a duration.
-METRICS = (("ttft", "ttft_ms", "TTFT"), ("decode", "tpot_ms", "decode speed"),
-           ("e2e", "e2e_ms", "E2E"))
+METRICS = (
+    ("ttft", "ttft_ms", "TTFT"),
+    ("decode", "tpot_ms", "decode speed"),
+    ("e2e", "e2e_ms", "E2E"),
+)
 # (report key, label): output-tokens-per-second definitions, see evals.latency.output_tps
-OTPS = (("generation", "output tok/s, tokens / (E2E − TTFT)"),
-        ("e2e", "output tok/s, tokens / E2E"))
+OTPS = (
+    ("generation", "output tok/s, tokens / (E2E − TTFT)"),
+    ("e2e", "output tok/s, tokens / E2E"),
+)
 TIMINGS = ("ttft_ms", "e2e_ms", "tpot_ms")
 TIERS = ("fast", "base")
-BREAKDOWN = (("connect", "connect"), ("headers", "headers − connect"),
-             ("prefill", "TTFT − headers (queue + prefill)"), ("decode", "E2E − TTFT (decode)"))
+BREAKDOWN = (
+    ("connect", "connect"),
+    ("headers", "headers − connect"),
+    ("prefill", "TTFT − headers (queue + prefill)"),
+    ("decode", "E2E − TTFT (decode)"),
+)
 DEFAULT_RUNS = 10
 AUDITS_LOOKED_AT = 20  # newest audits searched for a verdict (smaller-model hint)
 SAMPLE_FIELDS = (
-    "id", "run_id", "case_id", "case__key", "case__scenario", "tier", "batch", "repetition", "ok",
-    "connect_ms", "headers_ms", "ttft_ms", "e2e_ms", "tpot_ms", "chunk_gaps_ms", "chunk_tokens",
-    "text", "prompt_tokens", "cached_tokens", "logprobs", "completion_tokens", "estimated_tokens",
+    "id",
+    "run_id",
+    "case_id",
+    "case__key",
+    "case__scenario",
+    "tier",
+    "batch",
+    "repetition",
+    "ok",
+    "connect_ms",
+    "headers_ms",
+    "ttft_ms",
+    "e2e_ms",
+    "tpot_ms",
+    "chunk_gaps_ms",
+    "chunk_tokens",
+    "text",
+    "prompt_tokens",
+    "cached_tokens",
+    "logprobs",
+    "completion_tokens",
+    "estimated_tokens",
 )
 
 
 # --- the report ------------------------------------------------------------------------------
+
 
 def default_runs(pair: Pair, limit: int = DEFAULT_RUNS) -> list[Run]:
     """The pair's newest comparable runs (``Run.objects.trend``)."""
@@ -76,7 +105,7 @@ def scenario_order(names: Iterable[str]) -> list[str]:
 
 
 def fmt_ci(ci: RatioCI | dict[str, Any]) -> str:
-    """"5.8x [5.1, 6.4]", the same wording as ``assess_claim``; the estimate alone, "5.0x (n =
+    """ "5.8x [5.1, 6.4]", the same wording as ``assess_claim``; the estimate alone, "5.0x (n =
     12 < 20 pairs)", below the minimum number of pairs."""
     d = ci if isinstance(ci, dict) else ci.__dict__
     if d.get("estimate") is None:
@@ -97,7 +126,8 @@ def claim_line(cis: dict[str, RatioCI], claimed: float | None) -> str | None:
         by[status].append(scenario if status == "cannot tell" else f"{scenario} ({fmt_ci(ci)})")
     order = ("confirmed", "contradicted", "not contradicted", "cannot tell")
     return f"claimed {claimed:g}x: " + "; ".join(
-        f"{status} for {', '.join(by[status])}" for status in order if by[status])
+        f"{status} for {', '.join(by[status])}" for status in order if by[status]
+    )
 
 
 def paired_samples(samples: Iterable[Sample]) -> dict[str, list[dict[str, Sample]]]:
@@ -118,9 +148,17 @@ def paired_samples(samples: Iterable[Sample]) -> dict[str, list[dict[str, Sample
 
 def _ci_dict(ci: RatioCI, claimed: float | None) -> dict[str, Any]:
     claim = assess_claim(ci, claimed) if claimed else None
-    return {"estimate": ci.estimate, "low": ci.low, "high": ci.high, "n": ci.n,
-            "method": ci.method, "note": ci.note, "text": fmt_ci(ci),
-            "claim": claim.line if claim else None, "status": claim.status if claim else None}
+    return {
+        "estimate": ci.estimate,
+        "low": ci.low,
+        "high": ci.high,
+        "n": ci.n,
+        "method": ci.method,
+        "note": ci.note,
+        "text": fmt_ci(ci),
+        "claim": claim.line if claim else None,
+        "status": claim.status if claim else None,
+    }
 
 
 def _duration(s: Sample, field: str) -> float | None:
@@ -132,19 +170,26 @@ def _duration(s: Sample, field: str) -> float | None:
     return float("nan") if value is None else value
 
 
-def _ratio_ci(base: list[float | None], fast: list[float | None], runs: list[int],
-              kind: str) -> RatioCI:
+def _ratio_ci(
+    base: list[float | None], fast: list[float | None], runs: list[int], kind: str
+) -> RatioCI:
     keep = [i for i in range(len(base)) if not _is_nan(base[i]) and not _is_nan(fast[i])]
-    return cluster_ratio_ci([base[i] for i in keep], [fast[i] for i in keep],
-                            [runs[i] for i in keep], kind=kind, min_n=MIN_PAIRS)  # type: ignore[arg-type]
+    return cluster_ratio_ci(
+        [base[i] for i in keep],
+        [fast[i] for i in keep],
+        [runs[i] for i in keep],
+        kind=kind,
+        min_n=MIN_PAIRS,
+    )  # type: ignore[arg-type]
 
 
 def _is_nan(x: float | None) -> bool:
     return x is not None and x != x
 
 
-def speedups(pairs: dict[str, list[dict[str, Sample]]], claimed: float | None,
-             min_n: int = MIN_PAIRS) -> tuple[dict[str, Any], dict[str, str | None]]:
+def speedups(
+    pairs: dict[str, list[dict[str, Sample]]], claimed: float | None, min_n: int = MIN_PAIRS
+) -> tuple[dict[str, Any], dict[str, str | None]]:
     """Per scenario and metric the CI, and per metric the claim line over the scenarios."""
     table: dict[str, Any] = {}
     by_metric: dict[str, dict[str, RatioCI]] = {m: {} for m, _, _ in METRICS}
@@ -152,16 +197,20 @@ def speedups(pairs: dict[str, list[dict[str, Sample]]], claimed: float | None,
         table[scenario] = {}
         runs = [p["base"].run_id for p in pairs[scenario]]
         for key, field, _label in METRICS:
-            ci = _ratio_ci([_duration(p["base"], field) for p in pairs[scenario]],
-                           [_duration(p["fast"], field) for p in pairs[scenario]], runs,
-                           "duration")
+            ci = _ratio_ci(
+                [_duration(p["base"], field) for p in pairs[scenario]],
+                [_duration(p["fast"], field) for p in pairs[scenario]],
+                runs,
+                "duration",
+            )
             table[scenario][key] = _ci_dict(ci, claimed)
             by_metric[key][scenario] = ci
     return table, {m: claim_line(by_metric[m], claimed) for m in by_metric}
 
 
-def otps_speedups(pairs: dict[str, list[dict[str, Sample]]], claimed: float | None,
-                  min_n: int = MIN_PAIRS) -> dict[str, Any]:
+def otps_speedups(
+    pairs: dict[str, list[dict[str, Sample]]], claimed: float | None, min_n: int = MIN_PAIRS
+) -> dict[str, Any]:
     """Per scenario and OTPS definition: fast tok/s ÷ base tok/s with its cluster CI (a failed
     probe's rate counts as 0)."""
     table: dict[str, Any] = {}
@@ -169,13 +218,19 @@ def otps_speedups(pairs: dict[str, list[dict[str, Sample]]], claimed: float | No
         table[scenario] = {}
         runs = [p["base"].run_id for p in pairs[scenario]]
         for key, _label in OTPS:
+
             def rate(s: Sample, key: str = key) -> float | None:
                 if not s.ok:
                     return None
                 value = output_tps(s, definition=key)
                 return float("nan") if value is None else value
-            ci = _ratio_ci([rate(p["base"]) for p in pairs[scenario]],
-                           [rate(p["fast"]) for p in pairs[scenario]], runs, "rate")
+
+            ci = _ratio_ci(
+                [rate(p["base"]) for p in pairs[scenario]],
+                [rate(p["fast"]) for p in pairs[scenario]],
+                runs,
+                "rate",
+            )
             table[scenario][key] = _ci_dict(ci, claimed)
     return table
 
@@ -188,8 +243,9 @@ def _med(values: Iterable[float | None]) -> float | None:
 def breakdown(samples: Sequence[Sample]) -> dict[str, Any]:
     """Medians (ms) of connect, headers − connect, TTFT − headers, E2E − TTFT over successful
     samples with every mark. A reused keep-alive connection has connect ≈ pool wait only."""
-    full = [s for s in samples if s.ok and None not in
-            (s.connect_ms, s.headers_ms, s.ttft_ms, s.e2e_ms)]
+    full = [
+        s for s in samples if s.ok and None not in (s.connect_ms, s.headers_ms, s.ttft_ms, s.e2e_ms)
+    ]
     parts = {
         "connect": _med(s.connect_ms for s in full),
         "headers": _med(s.headers_ms - s.connect_ms for s in full),
@@ -208,8 +264,12 @@ def speed_report(*, pair: Pair, runs: Sequence[Run] | None = None) -> dict[str, 
     newest finished probe runs). Shape: see the module docstring and the keys below."""
     runs = default_runs(pair) if runs is None else list(runs)
     min_n = int(settings.TIERWATCH_MIN_N)
-    samples = list(Sample.objects.filter(run__in=[r.id for r in runs])
-                   .select_related("case").only(*SAMPLE_FIELDS).order_by("run_id", "seq"))
+    samples = list(
+        Sample.objects.filter(run__in=[r.id for r in runs])
+        .select_related("case")
+        .only(*SAMPLE_FIELDS)
+        .order_by("run_id", "seq")
+    )
     by = defaultdict(list)
     for s in samples:
         by[(s.case.scenario, s.tier)].append(s)
@@ -232,21 +292,34 @@ def speed_report(*, pair: Pair, runs: Sequence[Run] | None = None) -> dict[str, 
         "min_pairs": MIN_PAIRS,
         "claim": claims,
         "percentiles": {
-            scn: {t: {m: percentiles([getattr(s, m) for s in by[(scn, t)] if s.ok], min_n=min_n,
-                                     per_quantile=True)
-                      for m in TIMINGS} for t in TIERS}
+            scn: {
+                t: {
+                    m: percentiles(
+                        [getattr(s, m) for s in by[(scn, t)] if s.ok],
+                        min_n=min_n,
+                        per_quantile=True,
+                    )
+                    for m in TIMINGS
+                }
+                for t in TIERS
+            }
             for scn in scenarios
         },
         "breakdown": {scn: {t: breakdown(by[(scn, t)]) for t in TIERS} for scn in scenarios},
         "goodput": {
             "slo": slo,
             "tiers": {t: goodput_block([s for s in samples if s.tier == t], slo) for t in TIERS},
-            "scenarios": {scn: {t: goodput_block(by[(scn, t)], slo) for t in TIERS}
-                          for scn in scenarios},
+            "scenarios": {
+                scn: {t: goodput_block(by[(scn, t)], slo) for t in TIERS} for scn in scenarios
+            },
         },
         "hints": mechanism_hints(
-            samples=samples, by=by, pairs=_comparable(samples), pass_rates=pass_rates(runs),
-            audit=newest_audit(pair), min_n=min_n,
+            samples=samples,
+            by=by,
+            pairs=_comparable(samples),
+            pass_rates=pass_rates(runs),
+            audit=newest_audit(pair),
+            min_n=min_n,
         ),
         "skipped": skipped_cases(runs),
         "load": latest_load(pair),
@@ -256,10 +329,12 @@ def speed_report(*, pair: Pair, runs: Sequence[Run] | None = None) -> dict[str, 
 def _comparable(samples: Sequence[Sample]) -> dict[str, list[tuple[Sample, Sample]]]:
     """Comparable answers of the same run and case (``evals.comparable``); each case's messages
     are read once, not per sample."""
-    messages = dict(Case.objects.filter(id__in={s.case_id for s in samples})
-                    .values_list("id", "messages"))
-    return comparable_pairs(samples, group=lambda s: (s.run_id, s.case_id),
-                            messages=lambda s: messages[s.case_id])
+    messages = dict(
+        Case.objects.filter(id__in={s.case_id for s in samples}).values_list("id", "messages")
+    )
+    return comparable_pairs(
+        samples, group=lambda s: (s.run_id, s.case_id), messages=lambda s: messages[s.case_id]
+    )
 
 
 def pass_rates(runs: Sequence[Run]) -> dict[str, tuple[float, int]]:
@@ -275,8 +350,9 @@ def pass_rates(runs: Sequence[Run]) -> dict[str, tuple[float, int]]:
 
 def newest_audit(pair: Pair) -> AuditRef | None:
     """The newest audit verdict of the pair's two endpoints, under any pair."""
-    audits = Run.objects.filter(kind=RunKind.AUDIT, status=RunStatus.DONE, pair__fast=pair.fast_id,
-                                pair__base=pair.base_id).order_by("-created_at", "-id")
+    audits = Run.objects.filter(
+        kind=RunKind.AUDIT, status=RunStatus.DONE, pair__fast=pair.fast_id, pair__base=pair.base_id
+    ).order_by("-created_at", "-id")
     for run in audits[:AUDITS_LOOKED_AT]:
         verdict = run.summary_obj.verdict
         if verdict is not None:
@@ -290,6 +366,13 @@ def skipped_cases(runs: Sequence[Run]) -> list[dict[str, Any]]:
     seen: dict[str, dict[str, Any]] = {}
     for run in runs:
         for item in run.summary_obj.skipped:
-            seen.setdefault(item.case, {"case": item.case, "scenario": item.scenario,
-                                        "reason": item.reason, "run": run.id})
+            seen.setdefault(
+                item.case,
+                {
+                    "case": item.case,
+                    "scenario": item.scenario,
+                    "reason": item.reason,
+                    "run": run.id,
+                },
+            )
     return list(seen.values())

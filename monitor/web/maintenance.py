@@ -32,8 +32,7 @@ class WindowForm(forms.ModelForm):
 @require_POST
 def add_window(request: HttpRequest, name: str) -> HttpResponse:
     pair = selectors.get_pair_for_user(request.user, name)
-    form = WindowForm(request.POST, instance=MaintenanceWindow(pair=pair,
-                                                               created_by=request.user))
+    form = WindowForm(request.POST, instance=MaintenanceWindow(pair=pair, created_by=request.user))
     try:
         if not form.is_valid():
             raise ValidationError(form.errors.as_text())
@@ -41,7 +40,8 @@ def add_window(request: HttpRequest, name: str) -> HttpResponse:
     except ValidationError as exc:
         messages.error(request, f"Maintenance window not saved: {' '.join(exc.messages)}")
         return redirect("monitor:pair", name=pair.name)
-    audit.record(obj=window, before={}, after=audit.snapshot(window), source="pair page",
-                 user=request.user)
+    audit.record(
+        obj=window, before={}, after=audit.snapshot(window), source="pair page", user=request.user
+    )
     messages.success(request, f"Maintenance window saved: {window}")
     return redirect("monitor:pair", name=pair.name)

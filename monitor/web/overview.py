@@ -44,10 +44,13 @@ DEGRADED_AVAILABILITY = 0.99
 
 def probe_intervals(names: Sequence[str]) -> dict[str, timedelta]:
     """Pair name → its enabled probe schedule's interval (one query)."""
-    tasks = (PeriodicTask.objects.filter(name__in=[f"probe:{n}" for n in names], enabled=True,
-                                         interval__isnull=False).select_related("interval"))
-    return {t.name.removeprefix("probe:"): timedelta(**{t.interval.period: t.interval.every})
-            for t in tasks}
+    tasks = PeriodicTask.objects.filter(
+        name__in=[f"probe:{n}" for n in names], enabled=True, interval__isnull=False
+    ).select_related("interval")
+    return {
+        t.name.removeprefix("probe:"): timedelta(**{t.interval.period: t.interval.every})
+        for t in tasks
+    }
 
 
 @dataclass(frozen=True)
@@ -65,10 +68,13 @@ class Context:
         now = timezone.now()
         pairs = [i.pair for i in items]
         newest = [(i.pair, i.last_done) for i in items]
-        return cls(now=now, windows=maintenance.active_by_pair(pairs, now),
-                   intervals=probe_intervals([p.name for p in pairs]),
-                   measured=overview_cells.measured(newest, now),
-                   differs=monitoring.differs_across_pairs(pairs))
+        return cls(
+            now=now,
+            windows=maintenance.active_by_pair(pairs, now),
+            intervals=probe_intervals([p.name for p in pairs]),
+            measured=overview_cells.measured(newest, now),
+            differs=monitoring.differs_across_pairs(pairs),
+        )
 
 
 def status(item: selectors.PairOverview, ctx: Context) -> tuple[str, str]:
@@ -82,8 +88,11 @@ def status(item: selectors.PairOverview, ctx: Context) -> tuple[str, str]:
     done = item.last_done
     finished = (done.finished_at or done.created_at) if done else None
     if interval and (finished is None or ctx.now - finished > 2 * interval):
-        return "stale", (f"no finished probe since {finished:%Y-%m-%d %H:%M} UTC" if finished
-                         else "no finished probe yet") + f" (schedule every {interval})"
+        return "stale", (
+            f"no finished probe since {finished:%Y-%m-%d %H:%M} UTC"
+            if finished
+            else "no finished probe yet"
+        ) + f" (schedule every {interval})"
     if done is None:
         return "no data", "no finished probe run and no schedule"
     cells = ctx.measured[item.pair.pk]
@@ -99,8 +108,13 @@ def status(item: selectors.PairOverview, ctx: Context) -> tuple[str, str]:
 
 def overview_row(item: selectors.PairOverview, ctx: Context) -> dict[str, Any]:
     state, why = status(item, ctx)
-    return {"item": item, "differs": ctx.differs.get(item.pair.pk, False), "status": state,
-            "status_why": why, "cells": ctx.measured[item.pair.pk]}
+    return {
+        "item": item,
+        "differs": ctx.differs.get(item.pair.pk, False),
+        "status": state,
+        "status_why": why,
+        "cells": ctx.measured[item.pair.pk],
+    }
 
 
 @requires(VIEW_PAIR)

@@ -41,8 +41,10 @@ def speed_page(pair: Pair) -> dict[str, Any]:
         "report": report,
         "run_ids": [run.pk for run in runs],
         "charts": speed_charts(report, runs),
-        "thin": {label: thin_scenarios(runs, report["scenarios"], metric)
-                 for metric, label in (("ttft_ms", "TTFT"), ("e2e_ms", "E2E"))},
+        "thin": {
+            label: thin_scenarios(runs, report["scenarios"], metric)
+            for metric, label in (("ttft_ms", "TTFT"), ("e2e_ms", "E2E"))
+        },
     }
 
 
@@ -50,16 +52,21 @@ def verdict_page(pair: Pair) -> list[Chart]:
     """The verdict page's figures: the newest verdict, the verdict history, the endpoints'
     model id and fingerprint events."""
     runs = selectors.audit_runs(pair)
-    latest = next((r for r in runs if r.status == RunStatus.DONE and r.summary_obj.verdict),
-                  None)
-    return verdict_charts(latest.summary_obj.verdict if latest else None,
-                          selectors.verdict_history(runs), None,
-                          selectors.endpoint_events(endpoints=[pair.fast, pair.base]),
-                          simulated=pair.simulated)
+    latest = next((r for r in runs if r.status == RunStatus.DONE and r.summary_obj.verdict), None)
+    return verdict_charts(
+        latest.summary_obj.verdict if latest else None,
+        selectors.verdict_history(runs),
+        None,
+        selectors.endpoint_events(endpoints=[pair.fast, pair.base]),
+        simulated=pair.simulated,
+    )
 
 
 BUILDERS: dict[str, Callable[[Pair], Any]] = {
-    "pair": pair_page, "speed": speed_page, "verdict": verdict_page}
+    "pair": pair_page,
+    "speed": speed_page,
+    "verdict": verdict_page,
+}
 
 
 def figures(page: str, pair: Pair) -> Any:

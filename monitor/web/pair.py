@@ -23,8 +23,12 @@ def _pair_context(pair, **extra: Any) -> dict[str, Any]:
     runs = selectors.pair_runs(pair)
     # Costs read the listed runs' samples (~0.5 s at 0.3 M samples under load): cached, keyed
     # also by each listed run's status and progress, so a running run's cost stays current.
-    costs = figure_cache.cached("run-costs", pair, lambda: budget.runs_costs(pair, runs),
-                                runs=[(r.id, r.status, r.completed) for r in runs])
+    costs = figure_cache.cached(
+        "run-costs",
+        pair,
+        lambda: budget.runs_costs(pair, runs),
+        runs=[(r.id, r.status, r.completed) for r in runs],
+    )
     for run in runs:
         run.cost = usd(costs.get(run.id))
     return {
@@ -42,8 +46,9 @@ def _pair_context(pair, **extra: Any) -> dict[str, Any]:
 @require_GET
 def pair_detail(request: HttpRequest, name: str) -> HttpResponse:
     pair = selectors.get_pair_for_user(request.user, name)
-    return render_page(request, "monitor/pair.html", "charts",
-                       _pair_context(pair, maintenance_form=WindowForm()))
+    return render_page(
+        request, "monitor/pair.html", "charts", _pair_context(pair, maintenance_form=WindowForm())
+    )
 
 
 @requires(ADD_RUN)

@@ -25,8 +25,14 @@ from monitor.web.chart_kit import (
 
 
 def _layout(title: str, subtitle: str, y_title: str, **yaxis: Any) -> dict[str, Any]:
-    return titled_layout(title=title, subtitle=subtitle, x_title="run time (UTC)",
-                         y_title=y_title, yaxis=yaxis, hovermode="x unified")
+    return titled_layout(
+        title=title,
+        subtitle=subtitle,
+        x_title="run time (UTC)",
+        y_title=y_title,
+        yaxis=yaxis,
+        hovermode="x unified",
+    )
 
 
 def latency_figure(runs: Sequence[Run], metric: str, label: str, *, note: str = "") -> Figure:
@@ -49,26 +55,52 @@ def latency_figure(runs: Sequence[Run], metric: str, label: str, *, note: str = 
             p95.append(stat.p95 if enough else None)
             n_col.append(n)
         colour = TIER_COLOURS[tier]
-        data.append(dict(
-            type="scatter", x=xs, y=p50, name=f"{tier} P50", legendgroup=tier,
-            mode="lines+markers", line={"color": colour, "width": 2}, customdata=n_col,
-            hovertemplate=f"{tier} P50 %{{y:.0f}} ms (n=%{{customdata}})<extra></extra>",
-        ))
-        data.append(dict(
-            type="scatter", x=xs, y=p95, name=f"{tier} P95", legendgroup=tier, mode="lines",
-            line={"color": colour, "width": 1, "dash": "dot"}, fill="tonexty",
-            fillcolor=TIER_BANDS[tier], customdata=n_col,
-            hovertemplate=f"{tier} P95 %{{y:.0f}} ms (n=%{{customdata}})<extra></extra>",
-        ))
+        data.append(
+            dict(
+                type="scatter",
+                x=xs,
+                y=p50,
+                name=f"{tier} P50",
+                legendgroup=tier,
+                mode="lines+markers",
+                line={"color": colour, "width": 2},
+                customdata=n_col,
+                hovertemplate=f"{tier} P50 %{{y:.0f}} ms (n=%{{customdata}})<extra></extra>",
+            )
+        )
+        data.append(
+            dict(
+                type="scatter",
+                x=xs,
+                y=p95,
+                name=f"{tier} P95",
+                legendgroup=tier,
+                mode="lines",
+                line={"color": colour, "width": 1, "dash": "dot"},
+                fill="tonexty",
+                fillcolor=TIER_BANDS[tier],
+                customdata=n_col,
+                hovertemplate=f"{tier} P95 %{{y:.0f}} ms (n=%{{customdata}})<extra></extra>",
+            )
+        )
     subtitle = f"solid P50, dotted P95, band between · {n_range(ns)} successes per tier per run"
     if hidden:
         subtitle += f" · {hidden} tier-runs below min n left out"
-    return figure(data, _layout(f"{label} per run: P50 and P95 per tier{note}", subtitle,
-                                 f"{label} (ms)", rangemode="tozero"))
+    return figure(
+        data,
+        _layout(
+            f"{label} per run: P50 and P95 per tier{note}",
+            subtitle,
+            f"{label} (ms)",
+            rangemode="tozero",
+        ),
+    )
 
 
 def _percent_series(
-    runs: Sequence[Run], read: Callable[[Run], tuple[float | None, int]], ns: list[int],
+    runs: Sequence[Run],
+    read: Callable[[Run], tuple[float | None, int]],
+    ns: list[int],
 ) -> tuple[list[str], list[float | None], list[int]]:
     """(run times, value in percent or None, n) per run from a fraction and its n that ``read``
     takes from a run's summary; each non-zero n is also added to ``ns`` for the subtitle."""
@@ -104,16 +136,32 @@ def similarity_figure(runs: Sequence[Run], *, note: str = "") -> Figure:
     labels = {"fast_vs_base": "fast vs base", "base_vs_base": "base vs base<br>(noise floor)"}
     for key, name in labels.items():
         xs, ys, n_col = _percent_series(runs, lambda run, key=key: _similarity(run, key), ns)
-        data.append(dict(
-            type="scatter", x=xs, y=ys, name=name, mode="lines+markers", customdata=n_col,
-            line={"color": SIM_COLOURS[key], "width": 2,
-                  "dash": "dash" if key == "base_vs_base" else "solid"},
-            hovertemplate=f"{name.replace('<br>', ' ')} %{{y:.1f}}%"
-                          " (n=%{customdata} text pairs)<extra></extra>",
-        ))
-    return figure(data, _layout(f"Text similarity per run (temperature 0){note}",
-                                f"mean over {n_range(ns)} text pairs per run · 100% = identical",
-                                "mean Indel similarity (%)", range=[0, 102]))
+        data.append(
+            dict(
+                type="scatter",
+                x=xs,
+                y=ys,
+                name=name,
+                mode="lines+markers",
+                customdata=n_col,
+                line={
+                    "color": SIM_COLOURS[key],
+                    "width": 2,
+                    "dash": "dash" if key == "base_vs_base" else "solid",
+                },
+                hovertemplate=f"{name.replace('<br>', ' ')} %{{y:.1f}}%"
+                " (n=%{customdata} text pairs)<extra></extra>",
+            )
+        )
+    return figure(
+        data,
+        _layout(
+            f"Text similarity per run (temperature 0){note}",
+            f"mean over {n_range(ns)} text pairs per run · 100% = identical",
+            "mean Indel similarity (%)",
+            range=[0, 102],
+        ),
+    )
 
 
 def pass_rate_figure(runs: Sequence[Run], *, note: str = "") -> Figure:
@@ -121,15 +169,29 @@ def pass_rate_figure(runs: Sequence[Run], *, note: str = "") -> Figure:
     data, ns = [], []
     for tier in TIERS:
         xs, ys, n_col = _percent_series(runs, lambda run, tier=tier: _pass_rate(run, tier), ns)
-        data.append(dict(
-            type="scatter", x=xs, y=ys, name=f"{tier}", mode="lines+markers", customdata=n_col,
-            line={"color": TIER_COLOURS[tier], "width": 2},
-            hovertemplate=f"{tier} %{{y:.0f}}% passed (n=%{{customdata}} tested)<extra></extra>",
-        ))
-    return figure(data, _layout(
-        f"Unit-test pass rate per run{note}",
-        f"generated code against the case's tests · {n_range(ns)} tested per tier per run",
-        "pass rate (%)", range=[0, 105]))
+        data.append(
+            dict(
+                type="scatter",
+                x=xs,
+                y=ys,
+                name=f"{tier}",
+                mode="lines+markers",
+                customdata=n_col,
+                line={"color": TIER_COLOURS[tier], "width": 2},
+                hovertemplate=(
+                    f"{tier} %{{y:.0f}}% passed (n=%{{customdata}} tested)<extra></extra>"
+                ),
+            )
+        )
+    return figure(
+        data,
+        _layout(
+            f"Unit-test pass rate per run{note}",
+            f"generated code against the case's tests · {n_range(ns)} tested per tier per run",
+            "pass rate (%)",
+            range=[0, 105],
+        ),
+    )
 
 
 def _downgrades(run: Run) -> tuple[float | None, int]:
@@ -145,14 +207,25 @@ def downgrade_figure(runs: Sequence[Run], *, note: str = "") -> Figure | None:
     if all(y is None for y in ys):
         return None
     trace = dict(
-        type="scatter", x=xs, y=ys, name="fast", mode="lines+markers", customdata=n_col,
+        type="scatter",
+        x=xs,
+        y=ys,
+        name="fast",
+        mode="lines+markers",
+        customdata=n_col,
         line={"color": TIER_COLOURS["fast"], "width": 2},
         hovertemplate="fast %{y:.1f}% downgraded (n=%{customdata} reported)<extra></extra>",
     )
-    return figure([trace], _layout(
-        f"Served-tier downgrade rate per run{note}",
-        f"requests reporting another tier than the expected one · {n_range(ns)} reported "
-        "per run", "downgraded (%)", range=[0, 105]))
+    return figure(
+        [trace],
+        _layout(
+            f"Served-tier downgrade rate per run{note}",
+            f"requests reporting another tier than the expected one · {n_range(ns)} reported "
+            "per run",
+            "downgraded (%)",
+            range=[0, 105],
+        ),
+    )
 
 
 def pair_charts(runs: Sequence[Run], *, simulated: bool = False) -> list[Chart]:
@@ -161,18 +234,23 @@ def pair_charts(runs: Sequence[Run], *, simulated: bool = False) -> list[Chart]:
     Probe runs only: they share temperature 0, so their similarity and pass rates compare.
     """
     done = sorted(
-        (r for r in runs if r.status == RunStatus.DONE and r.kind == RunKind.PROBE
-         and r.summary_obj.has_tiers),
+        (
+            r
+            for r in runs
+            if r.status == RunStatus.DONE and r.kind == RunKind.PROBE and r.summary_obj.has_tiers
+        ),
         key=run_time,
     )
     if not done:
         return []
     note = " · simulated" if simulated else ""
     figures = [
-        ("chart-ttft", "Time to first token (TTFT)",
-         latency_figure(done, "ttft_ms", "TTFT", note=note)),
-        ("chart-e2e", "End-to-end latency (E2E)",
-         latency_figure(done, "e2e_ms", "E2E", note=note)),
+        (
+            "chart-ttft",
+            "Time to first token (TTFT)",
+            latency_figure(done, "ttft_ms", "TTFT", note=note),
+        ),
+        ("chart-e2e", "End-to-end latency (E2E)", latency_figure(done, "e2e_ms", "E2E", note=note)),
         ("chart-similarity", "Text similarity", similarity_figure(done, note=note)),
         ("chart-pass-rate", "Unit-test pass rate", pass_rate_figure(done, note=note)),
     ]

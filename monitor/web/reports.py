@@ -9,8 +9,12 @@ from django.views.decorators.http import require_GET
 from monitor.models import ReportArchive
 from monitor.web.access import VIEW_REPORT, requires
 
-CONTENT_TYPES = {"pdf": "application/pdf", "csv": "text/csv; charset=utf-8",
-                 "html": "text/html; charset=utf-8", "text": "text/plain; charset=utf-8"}
+CONTENT_TYPES = {
+    "pdf": "application/pdf",
+    "csv": "text/csv; charset=utf-8",
+    "html": "text/html; charset=utf-8",
+    "text": "text/plain; charset=utf-8",
+}
 
 
 @require_GET

@@ -23,17 +23,24 @@ PERCENTILES = ("p50", "p95")
 def similarity_rows(summary: RunSummary) -> list[tuple[str, list[Cell]]]:
     """Fast-vs-base beside base-vs-base, the noise floor it must be judged against."""
     rows = []
-    for key, label in (("fast_vs_base", "fast vs base"),
-                       ("base_vs_base", "base vs base (noise floor)")):
+    for key, label in (
+        ("fast_vs_base", "fast vs base"),
+        ("base_vs_base", "base vs base (noise floor)"),
+    ):
         sim = summary.similar(key) or Similarity()
         div = sim.first_div_p50
-        rows.append((label, [
-            Cell(str(sim.n)),
-            similarity(sim),
-            fraction(sim.median_ratio),
-            fraction(sim.exact_rate),
-            NO_DATA if div is None else Cell(f"{div:,.0f} chars"),
-        ]))
+        rows.append(
+            (
+                label,
+                [
+                    Cell(str(sim.n)),
+                    similarity(sim),
+                    fraction(sim.median_ratio),
+                    fraction(sim.exact_rate),
+                    NO_DATA if div is None else Cell(f"{div:,.0f} chars"),
+                ],
+            )
+        )
     return rows
 
 
@@ -55,8 +62,10 @@ def tier_rows(summary: RunSummary) -> list[tuple[str, list[Cell]]]:
         row("availability (429s excluded)", lambda t: fraction(t.availability)),
         row("rate limited (429)", lambda t: Cell(str(t.rate_limited))),
         row("errors by class", lambda t: _errors(t.errors)),
-        row("output tokens: server / estimated",
-            lambda t: Cell(f"{t.tokens_server:,} / {t.tokens_estimated:,}")),
+        row(
+            "output tokens: server / estimated",
+            lambda t: Cell(f"{t.tokens_server:,} / {t.tokens_estimated:,}"),
+        ),
         row("samples with >10% token mismatch", lambda t: Cell(str(t.token_mismatch))),
         row("unit-test pass rate", lambda t: fraction(t.pass_rate, t.n_tested)),
         row("model ids returned", lambda t: _listing(t.model_ids)),
@@ -103,7 +112,8 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "scenario_rows": scenario_rows(summary),
         "sim_rows": similarity_rows(summary),
         "speed": {k: speedup(getattr(speed, k)) for k in ("ttft", "e2e", "decode")}
-        if summary.has_tiers else {},
+        if summary.has_tiers
+        else {},
         "polling": run.active,
         "tiers": TIERS,
         "cost": {k: usd(v) for k, v in budget.run_cost(run).items()},

@@ -23,8 +23,9 @@ def metrics(request: HttpRequest) -> HttpResponse:
         raise Http404("set TIERWATCH_METRICS_TOKEN to enable /metrics")
     sent = request.headers.get("Authorization", "")
     if not hmac.compare_digest(sent.encode(), f"Bearer {token}".encode()):
-        response = HttpResponse("a valid bearer token is required\n", status=401,
-                                content_type="text/plain")
+        response = HttpResponse(
+            "a valid bearer token is required\n", status=401, content_type="text/plain"
+        )
         response["WWW-Authenticate"] = 'Bearer realm="tierwatch metrics"'
         return response
     return HttpResponse(generate_latest(REGISTRY), content_type=CONTENT_TYPE_LATEST)

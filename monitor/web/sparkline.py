@@ -30,8 +30,9 @@ class Trend:
 
     @property
     def n_runs(self) -> int:
-        return sum(1 for f, b in zip(self.fast, self.base, strict=True)
-                   if f is not None or b is not None)
+        return sum(
+            1 for f, b in zip(self.fast, self.base, strict=True) if f is not None or b is not None
+        )
 
     def last(self, tier: str) -> float | None:
         return next((v for v in reversed(getattr(self, tier)) if v is not None), None)
@@ -42,8 +43,12 @@ def newest_trend_runs(pair_ids: Sequence[int], runs: int) -> Q:
     filter: one query for each pair's ``runs``-th newest creation time, an index lookup per
     pair. A window function over every comparable run of every pair sorted 120,000 runs at
     2.9 M samples (~0.8 s; docs/benchmarks.md, "Scale")."""
-    nth = (Run.objects.trend().filter(pair=OuterRef("pk")).order_by("-created_at", "-id")
-           .values("created_at")[runs - 1:runs])
+    nth = (
+        Run.objects.trend()
+        .filter(pair=OuterRef("pk"))
+        .order_by("-created_at", "-id")
+        .values("created_at")[runs - 1 : runs]
+    )
     since = Pair.objects.filter(pk__in=pair_ids).annotate(since=Subquery(nth))
     wanted = Q(pk__in=[])
     for pair_id, when in since.values_list("pk", "since"):
@@ -55,11 +60,17 @@ def ttft_trends(pair_ids: Sequence[int], runs: int = RUNS) -> dict[int, Trend]:
     """TTFT P50 per tier over each pair's newest comparable runs, oldest first, in two queries
     for all pairs. It reads the five numbers it needs through JSON paths, not whole summaries:
     decoding 48 summaries × 50 pairs in Python was ~0.5 s of CPU per overview."""
-    paths = [KT(f"summary__tiers__{tier}__ttft_ms__{key}")
-             for tier in ("fast", "base") for key in ("p50", "n")]
-    rows = (Run.objects.trend().filter(newest_trend_runs(pair_ids, runs))
-            .order_by("pair_id", "-created_at", "-id")
-            .values_list("pair_id", KT("summary__min_n"), *paths))
+    paths = [
+        KT(f"summary__tiers__{tier}__ttft_ms__{key}")
+        for tier in ("fast", "base")
+        for key in ("p50", "n")
+    ]
+    rows = (
+        Run.objects.trend()
+        .filter(newest_trend_runs(pair_ids, runs))
+        .order_by("pair_id", "-created_at", "-id")
+        .values_list("pair_id", KT("summary__min_n"), *paths)
+    )
     kept: dict[int, list] = {pid: [] for pid in pair_ids}
     for pair_id, *row in rows:
         if len(kept[pair_id]) < runs:  # ties at the cutoff time
@@ -102,14 +113,23 @@ def svg(trend: Trend) -> SafeString:
     for tier in ("base", "fast"):
         for d in _paths(getattr(trend, tier), top, count):
             lines.append((tier, d))
-    title = (f"TTFT P50 over the last {trend.n_runs} comparable runs: fast (orange) "
-             f"{ms(trend.last('fast'))}, base (blue) {ms(trend.last('base'))}; scale 0–"
-             f"{top:,.0f} ms")
+    title = (
+        f"TTFT P50 over the last {trend.n_runs} comparable runs: fast (orange) "
+        f"{ms(trend.last('fast'))}, base (blue) {ms(trend.last('base'))}; scale 0–"
+        f"{top:,.0f} ms"
+    )
     body = format_html_join("", '<path class="spark {}" d="{}"/>', lines)
     return format_html(
         '<svg class="sparkline" width="{}" height="{}" viewBox="0 0 {} {}" role="img" '
-        'aria-label="{}"><title>{}</title>{}</svg>', WIDTH, HEIGHT, WIDTH, HEIGHT, title, title,
-        body)
+        'aria-label="{}"><title>{}</title>{}</svg>',
+        WIDTH,
+        HEIGHT,
+        WIDTH,
+        HEIGHT,
+        title,
+        title,
+        body,
+    )
 
 
 def ms(value: float | None) -> str:

@@ -25,8 +25,11 @@ QUANTILES = ("p50", "p90", "p95", "p99")
 TIMINGS = (("ttft_ms", "TTFT"), ("e2e_ms", "E2E"), ("tpot_ms", "TPOT"))
 
 
-def speedup_rows(report: dict[str, Any], table: str = "speedup",
-                 keys: tuple[str, ...] = tuple(m[0] for m in METRICS)) -> list[dict[str, Any]]:
+def speedup_rows(
+    report: dict[str, Any],
+    table: str = "speedup",
+    keys: tuple[str, ...] = tuple(m[0] for m in METRICS),
+) -> list[dict[str, Any]]:
     """One row per scenario: per metric the estimate [CI] and its status against the claim."""
     rows = []
     for scn in report["scenarios"]:
@@ -34,10 +37,22 @@ def speedup_rows(report: dict[str, Any], table: str = "speedup",
         for key in keys:
             ci = report[table].get(scn, {}).get(key) or {}
             muted = ci.get("low") is None
-            cells.append({"text": ci.get("text", "—"), "muted": muted,
-                          "status": ci.get("status"), "claim": ci.get("claim") or ""})
-        rows.append({"scenario": scn, "description": report["descriptions"].get(scn, ""),
-                     "n": report["n_pairs"].get(scn, 0), "cells": cells})
+            cells.append(
+                {
+                    "text": ci.get("text", "—"),
+                    "muted": muted,
+                    "status": ci.get("status"),
+                    "claim": ci.get("claim") or "",
+                }
+            )
+        rows.append(
+            {
+                "scenario": scn,
+                "description": report["descriptions"].get(scn, ""),
+                "n": report["n_pairs"].get(scn, 0),
+                "cells": cells,
+            }
+        )
     return rows
 
 
@@ -78,19 +93,35 @@ def breakdown_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
     for scn in report["scenarios"]:
         for tier in TIERS:
             b = report["breakdown"][scn][tier]
-            rows.append({"scenario": scn, "tier": tier, "n": b["n"],
-                         "cells": [_ms(b[part]) for part, _ in BREAKDOWN]})
+            rows.append(
+                {
+                    "scenario": scn,
+                    "tier": tier,
+                    "n": b["n"],
+                    "cells": [_ms(b[part]) for part, _ in BREAKDOWN],
+                }
+            )
     return rows
 
 
 def goodput_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
     g = report["goodput"]
-    rows = [{"scenario": "all scenarios",
-             "cells": [fraction(g["tiers"][t]["value"], g["tiers"][t]["n"]) for t in TIERS]}]
+    rows = [
+        {
+            "scenario": "all scenarios",
+            "cells": [fraction(g["tiers"][t]["value"], g["tiers"][t]["n"]) for t in TIERS],
+        }
+    ]
     for scn in report["scenarios"]:
-        rows.append({"scenario": scn, "cells": [
-            fraction(g["scenarios"][scn][t]["value"], g["scenarios"][scn][t]["n"])
-            for t in TIERS]})
+        rows.append(
+            {
+                "scenario": scn,
+                "cells": [
+                    fraction(g["scenarios"][scn][t]["value"], g["scenarios"][scn][t]["n"])
+                    for t in TIERS
+                ],
+            }
+        )
     return rows
 
 
@@ -104,12 +135,23 @@ def load_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
         for tier in TIERS:
             stored = load["levels"][level].get(tier)
             b = LoadLevel.from_json(stored)
-            rows.append({"level": level, "tier": tier, "n": b.n, "n_ok": b.n_ok,
-                         "cells": [percentile(getattr(b, m) if stored else None, q, min_n)
-                                   for m in ("ttft_ms", "e2e_ms") for q in ("p50", "p95")],
-                         "goodput": fraction(b.goodput, b.n if stored else None),
-                         "rps": NO_DATA if not b.throughput_rps
-                         else Cell(f"{b.throughput_rps:.1f} req/s")})
+            rows.append(
+                {
+                    "level": level,
+                    "tier": tier,
+                    "n": b.n,
+                    "n_ok": b.n_ok,
+                    "cells": [
+                        percentile(getattr(b, m) if stored else None, q, min_n)
+                        for m in ("ttft_ms", "e2e_ms")
+                        for q in ("p50", "p95")
+                    ],
+                    "goodput": fraction(b.goodput, b.n if stored else None),
+                    "rps": NO_DATA
+                    if not b.throughput_rps
+                    else Cell(f"{b.throughput_rps:.1f} req/s"),
+                }
+            )
     return rows
 
 
@@ -124,8 +166,9 @@ def speed_page(request: HttpRequest, name: str) -> HttpResponse:
         "simulated": report["simulated"],
         **computed,
         "metric_labels": [label for _, _, label in METRICS],
-        "claim_lines": [(label, report["claim"][key]) for key, _, label in METRICS
-                        if report["claim"].get(key)],
+        "claim_lines": [
+            (label, report["claim"][key]) for key, _, label in METRICS if report["claim"].get(key)
+        ],
         "speedup_rows": speedup_rows(report),
         "otps_labels": [label for _, label in OTPS],
         "otps_rows": speedup_rows(report, "otps", tuple(key for key, _ in OTPS)),

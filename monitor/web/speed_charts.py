@@ -28,8 +28,12 @@ from monitor.web.chart_kit import (
     titled_layout,
 )
 
-PART_COLOURS = {"connect": "#999999", "headers": "#E69F00", "prefill": "#56B4E9",
-                "decode": "#009E73"}
+PART_COLOURS = {
+    "connect": "#999999",
+    "headers": "#E69F00",
+    "prefill": "#56B4E9",
+    "decode": "#009E73",
+}
 METRIC_COLOURS = {"ttft": "#0072B2", "decode": "#009E73", "e2e": "#D55E00"}
 HEIGHT_PX = 400
 
@@ -41,10 +45,18 @@ class SpeedChart(Chart):
     height: int = HEIGHT_PX
 
 
-def _layout(title: str, subtitle: str, x_title: str, y_title: str, height: int = HEIGHT_PX,
-            **yaxis: Any) -> dict[str, Any]:
-    return titled_layout(title=title, subtitle=subtitle, x_title=x_title, y_title=y_title,
-                         height=height, top=80, yaxis=yaxis)
+def _layout(
+    title: str, subtitle: str, x_title: str, y_title: str, height: int = HEIGHT_PX, **yaxis: Any
+) -> dict[str, Any]:
+    return titled_layout(
+        title=title,
+        subtitle=subtitle,
+        x_title=x_title,
+        y_title=y_title,
+        height=height,
+        top=80,
+        yaxis=yaxis,
+    )
 
 
 def speedup_figure(report: dict[str, Any], note: str) -> Figure:
@@ -62,31 +74,57 @@ def speedup_figure(report: dict[str, Any], note: str) -> Figure:
             hi.append(ci["high"] - ci["estimate"] if shown else None)
             ns.append(ci.get("n", 0))
         hollow = [lo_ is None for lo_ in lo]
-        data.append(dict(
-            type="scatter", x=scenarios, y=ys, name=label, mode="markers",
-            marker={"color": METRIC_COLOURS[key], "size": 10,
-                    "symbol": ["circle-open" if h else "circle" for h in hollow]},
-            error_y={"type": "data", "symmetric": False, "array": hi, "arrayminus": lo},
-            customdata=ns,
-            hovertemplate=f"{label} %{{y:.2f}}x (n=%{{customdata}} pairs)<extra></extra>",
-        ))
+        data.append(
+            dict(
+                type="scatter",
+                x=scenarios,
+                y=ys,
+                name=label,
+                mode="markers",
+                marker={
+                    "color": METRIC_COLOURS[key],
+                    "size": 10,
+                    "symbol": ["circle-open" if h else "circle" for h in hollow],
+                },
+                error_y={"type": "data", "symmetric": False, "array": hi, "arrayminus": lo},
+                customdata=ns,
+                hovertemplate=f"{label} %{{y:.2f}}x (n=%{{customdata}} pairs)<extra></extra>",
+            )
+        )
     # Reference lines as shapes across the plot, named by legend-only traces: add_hline's own
     # annotation text lands at 10^y on a log axis, and grouped traces would be offset.
     claimed = report.get("claimed")
-    for y, name, line in ((claimed, f"claimed {claimed or 0:g}x",
-                           {"color": "#CC79A7", "dash": "dash"}),
-                          (1.0, "1x (no faster)", {"color": "#999999", "width": 1})):
+    for y, name, line in (
+        (claimed, f"claimed {claimed or 0:g}x", {"color": "#CC79A7", "dash": "dash"}),
+        (1.0, "1x (no faster)", {"color": "#999999", "width": 1}),
+    ):
         if y:
-            shapes.append({"type": "line", "xref": "x domain", "x0": 0, "x1": 1, "yref": "y",
-                           "y0": y, "y1": y, "line": line})
-            data.append(dict(type="scatter", x=[None], y=[None], mode="lines", line=line,
-                             name=name))
+            shapes.append(
+                {
+                    "type": "line",
+                    "xref": "x domain",
+                    "x0": 0,
+                    "x1": 1,
+                    "yref": "y",
+                    "y0": y,
+                    "y1": y,
+                    "line": line,
+                }
+            )
+            data.append(
+                dict(type="scatter", x=[None], y=[None], mode="lines", line=line, name=name)
+            )
     n = sum(report["n_pairs"].values())
-    layout = _layout(f"Speed-up of the fast tier per scenario{note}",
-                     f"base/fast, 95% cluster-bootstrap interval over runs · n = {n} pairs in "
-                     f"all · hollow: no interval below {report.get('min_pairs', 20)} pairs · "
-                     "failed probes count as slowest", "scenario", "times faster (×, log scale)",
-                     type="log", **log_ticks(0.1, 100))
+    layout = _layout(
+        f"Speed-up of the fast tier per scenario{note}",
+        f"base/fast, 95% cluster-bootstrap interval over runs · n = {n} pairs in "
+        f"all · hollow: no interval below {report.get('min_pairs', 20)} pairs · "
+        "failed probes count as slowest",
+        "scenario",
+        "times faster (×, log scale)",
+        type="log",
+        **log_ticks(0.1, 100),
+    )
     return figure(data, {**layout, "shapes": shapes, "scattermode": "group"})
 
 
@@ -132,14 +170,25 @@ def _panels(titles: Sequence[str]) -> tuple[dict[str, Any], list[dict[str, Any]]
         if row < rows:
             axes[f"xaxis{n}"] |= {"matches": f"x{rows}", "showticklabels": False}
         axes[f"yaxis{n}"] = {"anchor": f"x{n}", "domain": [bottom, top]}
-        notes.append({"text": title, "font": {"size": 16}, "showarrow": False, "x": 0.5,
-                      "xanchor": "center", "xref": "paper", "y": top, "yanchor": "bottom",
-                      "yref": "paper"})
+        notes.append(
+            {
+                "text": title,
+                "font": {"size": 16},
+                "showarrow": False,
+                "x": 0.5,
+                "xanchor": "center",
+                "xref": "paper",
+                "y": top,
+                "yanchor": "bottom",
+                "yref": "paper",
+            }
+        )
     return axes, notes
 
 
-def bands_figure(runs: Sequence[Run], scenarios: Sequence[str], metric: str, label: str,
-                 note: str) -> Figure | None:
+def bands_figure(
+    runs: Sequence[Run], scenarios: Sequence[str], metric: str, label: str, note: str
+) -> Figure | None:
     """Per scenario (one panel each) and tier: P50 line and P50–P95 band per run, read from
     each run's summary (its ``by_scenario`` block). Scenarios without a run at the minimum n
     get no panel (:func:`thin_scenarios`; the page says why); a P95 withheld below its own
@@ -168,25 +217,53 @@ def bands_figure(runs: Sequence[Run], scenarios: Sequence[str], metric: str, lab
                 p95.append(stat.p95 if enough and stat else None)
                 n_col.append(n)
             colour = TIER_COLOURS[tier]
-            data.append(dict(
-                type="scatter", x=xs, y=p50, name=f"{tier} P50", legendgroup=tier,
-                showlegend=row == 1, mode="lines+markers", line={"color": colour, "width": 2},
-                customdata=n_col, **panel,
-                hovertemplate=f"{scn} {tier} P50 %{{y:.0f}} ms (n=%{{customdata}})<extra></extra>",
-            ))
-            data.append(dict(
-                type="scatter", x=xs, y=p95, name=f"{tier} P95 (band from P50)", legendgroup=tier,
-                showlegend=row == 1, mode="lines", fill="tonexty", fillcolor=TIER_BANDS[tier],
-                line={"color": colour, "width": 1, "dash": "dot"}, customdata=n_col, **panel,
-                hovertemplate=f"{scn} {tier} P95 %{{y:.0f}} ms (n=%{{customdata}})<extra></extra>",
-            ))
+            data.append(
+                dict(
+                    type="scatter",
+                    x=xs,
+                    y=p50,
+                    name=f"{tier} P50",
+                    legendgroup=tier,
+                    showlegend=row == 1,
+                    mode="lines+markers",
+                    line={"color": colour, "width": 2},
+                    customdata=n_col,
+                    **panel,
+                    hovertemplate=(
+                        f"{scn} {tier} P50 %{{y:.0f}} ms (n=%{{customdata}})<extra></extra>"
+                    ),
+                )
+            )
+            data.append(
+                dict(
+                    type="scatter",
+                    x=xs,
+                    y=p95,
+                    name=f"{tier} P95 (band from P50)",
+                    legendgroup=tier,
+                    showlegend=row == 1,
+                    mode="lines",
+                    fill="tonexty",
+                    fillcolor=TIER_BANDS[tier],
+                    line={"color": colour, "width": 1, "dash": "dot"},
+                    customdata=n_col,
+                    **panel,
+                    hovertemplate=(
+                        f"{scn} {tier} P95 %{{y:.0f}} ms (n=%{{customdata}})<extra></extra>"
+                    ),
+                )
+            )
         axes[f"yaxis{ax}"] |= {"title": {"text": f"{label} (ms)"}, "rangemode": "tozero"}
     axes[f"xaxis{ax}"]["title"] = {"text": "run time (UTC)"}
     n_text = f"n = {min(ns)}–{max(ns)}" if ns else "no tier-run reached min n"
-    layout = _layout(f"{label} per scenario over time: P50 and P95 per tier{note}",
-                     f"one point per probe run · {n_text} successes per tier, scenario and run · "
-                     "below min n left out · P95 band only from n ≥ 59", "run time (UTC)",
-                     f"{label} (ms)", height=140 + 190 * len(scenarios))
+    layout = _layout(
+        f"{label} per scenario over time: P50 and P95 per tier{note}",
+        f"one point per probe run · {n_text} successes per tier, scenario and run · "
+        "below min n left out · P95 band only from n ≥ 59",
+        "run time (UTC)",
+        f"{label} (ms)",
+        height=140 + 190 * len(scenarios),
+    )
     # only the bottom panel's x axis has a title (with one panel, the top one is the bottom)
     layout = merged(layout, **axes, annotations=notes)
     if len(scenarios) > 1:
@@ -202,16 +279,29 @@ def breakdown_figure(report: dict[str, Any], note: str) -> Figure:
     ns = [report["breakdown"][scn][tier]["n"] for scn, tier in cats]
     for part, label in BREAKDOWN:
         ys = [report["breakdown"][scn][tier][part] for scn, tier in cats]
-        data.append(dict(
-            type="bar", x=x, y=ys, name=label, marker={"color": PART_COLOURS[part]}, customdata=ns,
-            hovertemplate=f"{label}: %{{y:.1f}} ms (n=%{{customdata}})<extra></extra>",
-        ))
+        data.append(
+            dict(
+                type="bar",
+                x=x,
+                y=ys,
+                name=label,
+                marker={"color": PART_COLOURS[part]},
+                customdata=ns,
+                hovertemplate=f"{label}: %{{y:.1f}} ms (n=%{{customdata}})<extra></extra>",
+            )
+        )
     n_text = f"n = {min(ns)}–{max(ns)}" if ns else "no samples"
-    return figure(data, _layout(
-        f"Where the time goes, per scenario and tier{note}",
-        f"medians of each part over successful samples · {n_text} per bar · medians do not "
-        "add up exactly to the E2E median", "scenario / tier", "time (ms, median)",
-    ) | {"barmode": "stack"})
+    return figure(
+        data,
+        _layout(
+            f"Where the time goes, per scenario and tier{note}",
+            f"medians of each part over successful samples · {n_text} per bar · medians do not "
+            "add up exactly to the E2E median",
+            "scenario / tier",
+            "time (ms, median)",
+        )
+        | {"barmode": "stack"},
+    )
 
 
 def load_figure(load: dict[str, Any], note: str) -> Figure:
@@ -227,21 +317,31 @@ def load_figure(load: dict[str, Any], note: str) -> Figure:
                 ys.append(stat.p95)
                 n_col.append(stat.n)
             ns += n_col
-            data.append(dict(
-                type="scatter", x=[int(lv) for lv in levels], y=ys, name=f"{tier} {label} P95",
-                mode="lines+markers", customdata=n_col,
-                line={"color": TIER_COLOURS[tier], "dash": dash, "width": 2},
-                hovertemplate=f"{tier} {label} P95 %{{y:.0f}} ms at concurrency %{{x}} "
-                              "(n=%{customdata})<extra></extra>",
-            ))
+            data.append(
+                dict(
+                    type="scatter",
+                    x=[int(lv) for lv in levels],
+                    y=ys,
+                    name=f"{tier} {label} P95",
+                    mode="lines+markers",
+                    customdata=n_col,
+                    line={"color": TIER_COLOURS[tier], "dash": dash, "width": 2},
+                    hovertemplate=f"{tier} {label} P95 %{{y:.0f}} ms at concurrency %{{x}} "
+                    "(n=%{customdata})<extra></extra>",
+                )
+            )
     n_text = f"n = {min(ns)}–{max(ns)}" if ns else "no requests"
-    layout = _layout(f"Latency under load: P95 against concurrency{note}",
-                     f"load probe run #{load['run']} · each tier probed alone · {n_text} "
-                     "successes per point · below min n left out",
-                     "concurrent requests per tier (log scale)", "P95 latency (ms)",
-                     rangemode="tozero")
-    return figure(data, merged(layout, xaxis={"type": "log",
-                                              "tickvals": [int(lv) for lv in levels]}))
+    layout = _layout(
+        f"Latency under load: P95 against concurrency{note}",
+        f"load probe run #{load['run']} · each tier probed alone · {n_text} "
+        "successes per point · below min n left out",
+        "concurrent requests per tier (log scale)",
+        "P95 latency (ms)",
+        rangemode="tozero",
+    )
+    return figure(
+        data, merged(layout, xaxis={"type": "log", "tickvals": [int(lv) for lv in levels]})
+    )
 
 
 def speed_charts(report: dict[str, Any], runs: Sequence[Run]) -> dict[str, Chart]:
@@ -251,14 +351,23 @@ def speed_charts(report: dict[str, Any], runs: Sequence[Run]) -> dict[str, Chart
     if report["scenarios"]:
         figures["speedup"] = ("Speed-up per scenario", speedup_figure(report, note))
         figures["breakdown"] = ("Where the time goes", breakdown_figure(report, note))
-    figures["ttft_bands"] = ("TTFT per scenario over time",
-                             bands_figure(runs, report["scenarios"], "ttft_ms", "TTFT", note))
-    figures["e2e_bands"] = ("E2E per scenario over time",
-                            bands_figure(runs, report["scenarios"], "e2e_ms", "E2E", note))
+    figures["ttft_bands"] = (
+        "TTFT per scenario over time",
+        bands_figure(runs, report["scenarios"], "ttft_ms", "TTFT", note),
+    )
+    figures["e2e_bands"] = (
+        "E2E per scenario over time",
+        bands_figure(runs, report["scenarios"], "e2e_ms", "E2E", note),
+    )
     if report.get("load"):
         figures["load"] = ("Latency under load", load_figure(report["load"], note))
     return {
-        role: SpeedChart(id=f"speed-{role.replace('_', '-')}", title=title,
-                         json=figure_json(fig), height=int(fig["layout"]["height"] or HEIGHT_PX))
-        for role, (title, fig) in figures.items() if fig is not None
+        role: SpeedChart(
+            id=f"speed-{role.replace('_', '-')}",
+            title=title,
+            json=figure_json(fig),
+            height=int(fig["layout"]["height"] or HEIGHT_PX),
+        )
+        for role, (title, fig) in figures.items()
+        if fig is not None
     }

@@ -34,19 +34,37 @@ def _event(at: datetime, kind: str, title: str, detail: str = "", **extra: Any) 
 
 
 def alert_events(pair: Pair, since: datetime) -> list[dict[str, Any]]:
-    rows = (AlertTransition.objects.filter(alert__pair=pair, at__gte=since)
-            .select_related("alert__rule", "user"))
-    words = {"opened": "opened", "acknowledged": "acknowledged", "silenced": "silenced",
-             "resolved": "resolved", "reminded": "reminder sent", "escalated": "escalated"}
+    rows = AlertTransition.objects.filter(alert__pair=pair, at__gte=since).select_related(
+        "alert__rule", "user"
+    )
+    words = {
+        "opened": "opened",
+        "acknowledged": "acknowledged",
+        "silenced": "silenced",
+        "resolved": "resolved",
+        "reminded": "reminder sent",
+        "escalated": "escalated",
+    }
     out = []
     for t in rows:
-        who = f"by {t.user.get_username()}" if t.user else (
-            "automatically" if t.kind == "resolved" else "")
+        who = (
+            f"by {t.user.get_username()}"
+            if t.user
+            else ("automatically" if t.kind == "resolved" else "")
+        )
         title = f"Alert #{t.alert_id} ({t.alert.rule.name}) {words.get(t.kind, t.kind)}"
         detail = t.alert.message.splitlines()[0] if t.kind == "opened" else t.note
-        out.append(_event(t.at, f"alert-{t.kind}", title, detail, who=who,
-                          flapping=t.alert.flapping and t.kind == "opened",
-                          run_id=t.alert.run_id if t.kind == "opened" else None))
+        out.append(
+            _event(
+                t.at,
+                f"alert-{t.kind}",
+                title,
+                detail,
+                who=who,
+                flapping=t.alert.flapping and t.kind == "opened",
+                run_id=t.alert.run_id if t.kind == "opened" else None,
+            )
+        )
     return out
 
 
@@ -58,10 +76,14 @@ def verdict_events(runs: list[Run]) -> list[dict[str, Any]]:
         if v is None or run.kind != "audit":
             continue
         if v.label != previous:
-            title = (f"Verdict: {v.label.replace('_', ' ')}" + (
-                f" (was {previous.replace('_', ' ')})" if previous else " (first verdict)"))
-            out.append(_event(run.finished_at or run.created_at, "verdict", title, v.sentence,
-                              run_id=run.pk))
+            title = f"Verdict: {v.label.replace('_', ' ')}" + (
+                f" (was {previous.replace('_', ' ')})" if previous else " (first verdict)"
+            )
+            out.append(
+                _event(
+                    run.finished_at or run.created_at, "verdict", title, v.sentence, run_id=run.pk
+                )
+            )
         previous = v.label
     return out
 
@@ -77,9 +99,15 @@ def drift_events(runs: list[Run]) -> list[dict[str, Any]]:
             continue
         when = run.finished_at or run.created_at
         if d.baseline_id is not None and d.baseline_id != baseline:
-            out.append(_event(when, "baseline", f"Baseline #{d.baseline_id} set",
-                              f"frozen from {d.baseline_runs} probe runs, h = {d.h:.3g}",
-                              run_id=run.pk))
+            out.append(
+                _event(
+                    when,
+                    "baseline",
+                    f"Baseline #{d.baseline_id} set",
+                    f"frozen from {d.baseline_runs} probe runs, h = {d.h:.3g}",
+                    run_id=run.pk,
+                )
+            )
         elif before is not None and d.state != before:
             if d.state == "drift":
                 title = "Drift detected in " + ", ".join(d.drifting)
@@ -98,8 +126,15 @@ def endpoint_events(pair: Pair, since: datetime) -> list[dict[str, Any]]:
         if e["first_seen"] < since:
             continue
         verb = "changed to" if e["change"] else "first seen:"
-        out.append(_event(e["first_seen"], "model", f"{e['endpoint']}: {e['what']} {verb} "
-                          f"{e['value']}", f"n = {e['n']} samples", run_id=e["run_id"]))
+        out.append(
+            _event(
+                e["first_seen"],
+                "model",
+                f"{e['endpoint']}: {e['what']} {verb} {e['value']}",
+                f"n = {e['n']} samples",
+                run_id=e["run_id"],
+            )
+        )
     return out
 
 
@@ -108,20 +143,35 @@ def maintenance_events(pair: Pair, since: datetime, until: datetime) -> list[dic
     for w in maintenance.windows_for(pair):
         scope = "this pair" if w.pair_id else (w.vendor_host or "all pairs")
         for start, end in maintenance.occurrences(w, since, until):
-            out.append(_event(start, "maintenance", f"Maintenance ({scope}): {w.reason}",
-                              f"{start:%Y-%m-%d %H:%M} – {end:%Y-%m-%d %H:%M} UTC"
-                              + (f", recurring {w.cron}" if w.cron else ""), end=end))
+            out.append(
+                _event(
+                    start,
+                    "maintenance",
+                    f"Maintenance ({scope}): {w.reason}",
+                    f"{start:%Y-%m-%d %H:%M} – {end:%Y-%m-%d %H:%M} UTC"
+                    + (f", recurring {w.cron}" if w.cron else ""),
+                    end=end,
+                )
+            )
     return out
 
 
 def pair_timeline(pair: Pair, now: datetime | None = None) -> list[dict[str, Any]]:
     now = now or timezone.now()
     since = now - HORIZON
-    runs = list(Run.objects.filter(pair=pair, status=RunStatus.DONE, created_at__gte=since)
-                .order_by("-created_at", "-pk")[:RUNS_READ])
+    runs = list(
+        Run.objects.filter(pair=pair, status=RunStatus.DONE, created_at__gte=since).order_by(
+            "-created_at", "-pk"
+        )[:RUNS_READ]
+    )
     runs.reverse()
-    events = (alert_events(pair, since) + verdict_events(runs) + drift_events(runs)
-              + endpoint_events(pair, since) + maintenance_events(pair, since, now + HORIZON))
+    events = (
+        alert_events(pair, since)
+        + verdict_events(runs)
+        + drift_events(runs)
+        + endpoint_events(pair, since)
+        + maintenance_events(pair, since, now + HORIZON)
+    )
     events.sort(key=lambda e: e["at"], reverse=True)
     return events
 
@@ -129,8 +179,11 @@ def pair_timeline(pair: Pair, now: datetime | None = None) -> list[dict[str, Any
 def _context(request: HttpRequest, pair: Pair, **extra: Any) -> dict[str, Any]:
     return {
         "pair": pair,
-        "open_alerts": list(Alert.objects.filter(pair=pair, resolved_at__isnull=True)
-                            .select_related("rule", "acknowledged_by").order_by("-opened_at")),
+        "open_alerts": list(
+            Alert.objects.filter(pair=pair, resolved_at__isnull=True)
+            .select_related("rule", "acknowledged_by")
+            .order_by("-opened_at")
+        ),
         "can_act": request.user.has_perm("monitor.change_alert"),
         "silence_hours": SILENCE_HOURS,
         "now": timezone.now(),
@@ -172,5 +225,9 @@ def alert_action(request: HttpRequest, alert_id: int, action: str) -> HttpRespon
     if not wants_fragment(request):
         return redirect("monitor:timeline", name=alert.pair.name)
     pair = selectors.get_pair_for_user(request.user, alert.pair.name)
-    return render(request, "monitor/timeline.html#body", _context(request, pair,
-                  action_error=error), status=400 if error else 200)
+    return render(
+        request,
+        "monitor/timeline.html#body",
+        _context(request, pair, action_error=error),
+        status=400 if error else 200,
+    )

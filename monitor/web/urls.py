@@ -35,8 +35,7 @@ pages = [
     path("docs/benchmarks/", metrics.benchmarks_doc, name="benchmarks"),
     path("runs/<int:run_id>/samples.<slug:fmt>", exports.run_samples, name="export_samples"),
     path("pairs/<slug:name>/runs.<slug:fmt>", exports.pair_runs, name="export_runs"),
-    path("pairs/<slug:name>/speed/speedups.<slug:fmt>", exports.speedups,
-         name="export_speedups"),
+    path("pairs/<slug:name>/speed/speedups.<slug:fmt>", exports.speedups, name="export_speedups"),
 ]
 speed_pages = [
     path("pairs/<slug:name>/speed/", speed.speed_page, name="page"),

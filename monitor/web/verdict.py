@@ -31,12 +31,15 @@ MAX_DIVERGENCES_SHOWN = 40
 LABEL_MEANING = {
     "no_detectable_difference": (
         "This run found no difference between the tiers' outputs. That is not proof of the "
-        "same model: the run had 80% power only for differences above the MMD² named."),
+        "same model: the run had 80% power only for differences above the MMD² named."
+    ),
     "outputs_differ": (
         "The two tiers' output distributions differ on these prompts. The test does not say "
-        "why (another model, quantization, kernels, a system prompt): the evidence is below."),
+        "why (another model, quantization, kernels, a system prompt): the evidence is below."
+    ),
     "capability_difference": (
-        "This run's own unit tests pass at different rates on the two tiers, beyond chance."),
+        "This run's own unit tests pass at different rates on the two tiers, beyond chance."
+    ),
     "inconclusive": "This run cannot support a statement; the reasons are below.",
 }
 SERIES_LABELS = {
@@ -54,8 +57,9 @@ def _capability_rows(cap: dict[str, Any] | None) -> dict[str, Any] | None:
     if not cap:
         return None
     groups = sorted({g for t in cap["pass_at_1"].values() for g in t}, key=lambda g: g != "all")
-    pass1 = [(g, [_pct(cap["pass_at_1"].get(t, {}).get(g), 0) for t in ("fast", "base")])
-             for g in groups]
+    pass1 = [
+        (g, [_pct(cap["pass_at_1"].get(t, {}).get(g), 0) for t in ("fast", "base")]) for g in groups
+    ]
     return {**cap, "pass1_rows": pass1}
 
 
@@ -68,10 +72,19 @@ def _t0_rows(t0: dict[str, Any] | None) -> list[tuple[str, list[str], bool]]:
             rows.append((label, ["0", "—", "—", "—", "—"], True))
             continue
         div = s.get("first_divergence_p50")
-        rows.append((label, [
-            str(s["n"]), _pct(s.get("median_ratio")), _pct(s.get("exact_match_rate"), 0),
-            _pct(s.get("prefix_match_rate"), 0), "—" if div is None else f"{div:,.0f} chars",
-        ], key == "base_vs_base"))
+        rows.append(
+            (
+                label,
+                [
+                    str(s["n"]),
+                    _pct(s.get("median_ratio")),
+                    _pct(s.get("exact_match_rate"), 0),
+                    _pct(s.get("prefix_match_rate"), 0),
+                    "—" if div is None else f"{div:,.0f} chars",
+                ],
+                key == "base_vs_base",
+            )
+        )
     return rows
 
 
@@ -84,24 +97,36 @@ def _drift(pair) -> dict[str, Any]:
     rows = []
     if block is not None:
         for key, s in block.series.items():
-            rows.append({"label": SERIES_LABELS.get(key, key), "z": fmt_stat(s.z),
-                         "s": fmt_stat(s.s), "alarm": key in block.drifting})
-    return {"block": block, "rows": rows, "baseline": baseline, "probe": probe,
-            "h": fmt_stat(block.h) if block and block.h is not None else None,
-            "budget": monitoring.budget_words(pair, RunKind.PROBE)}
+            rows.append(
+                {
+                    "label": SERIES_LABELS.get(key, key),
+                    "z": fmt_stat(s.z),
+                    "s": fmt_stat(s.s),
+                    "alarm": key in block.drifting,
+                }
+            )
+    return {
+        "block": block,
+        "rows": rows,
+        "baseline": baseline,
+        "probe": probe,
+        "h": fmt_stat(block.h) if block and block.h is not None else None,
+        "budget": monitoring.budget_words(pair, RunKind.PROBE),
+    }
 
 
 def _context(pair) -> dict[str, Any]:
     runs = selectors.audit_runs(pair)
-    latest = next((r for r in runs if r.status == RunStatus.DONE and r.summary_obj.verdict),
-                  None)
+    latest = next((r for r in runs if r.status == RunStatus.DONE and r.summary_obj.verdict), None)
     verdict = latest.summary_obj.verdict if latest else None
     history = selectors.verdict_history(runs)
     for h in history:
         h["label_words"] = LABEL_WORDS.get(h["label"], h["label"])
     t0 = verdict.t0 if verdict else None
-    divergences = [{**d, "ratio_pct": _pct(d.get("ratio"))}
-                   for d in ((t0 or {}).get("divergences") or [])[:MAX_DIVERGENCES_SHOWN]]
+    divergences = [
+        {**d, "ratio_pct": _pct(d.get("ratio"))}
+        for d in ((t0 or {}).get("divergences") or [])[:MAX_DIVERGENCES_SHOWN]
+    ]
     events = selectors.endpoint_events(endpoints=[pair.fast, pair.base])
     simulated = pair.simulated
     state = monitoring.state_of(pair)
@@ -129,8 +154,9 @@ def _context(pair) -> dict[str, Any]:
         "audits": runs[:10],
         "polling": selectors.has_active_run(runs),
         # A done audit without a stored verdict: its run.verdict says why (an error).
-        "unverdicted": next((r for r in runs if r.status == RunStatus.DONE
-                             and not r.summary_obj.verdict), None),
+        "unverdicted": next(
+            (r for r in runs if r.status == RunStatus.DONE and not r.summary_obj.verdict), None
+        ),
     }
 
 
@@ -169,23 +195,34 @@ def _split(text: str, pos: int | None) -> dict[str, str]:
     """The text cut at the divergence: common prefix, the first differing character, rest."""
     if pos is None:
         return {"prefix": text, "char": "", "rest": "", "ended": False}
-    return {"prefix": text[:pos], "char": text[pos:pos + 1], "rest": text[pos + 1:],
-            "ended": pos >= len(text)}
+    return {
+        "prefix": text[:pos],
+        "char": text[pos : pos + 1],
+        "rest": text[pos + 1 :],
+        "ended": pos >= len(text),
+    }
 
 
 def _column(title: str, sample: Sample | None, pos: int | None) -> dict[str, Any] | None:
     if sample is None:
         return None
-    return {"title": title, "sample": sample, "parts": _split(sample.text, pos),
-            "length": len(sample.text)}
+    return {
+        "title": title,
+        "sample": sample,
+        "parts": _split(sample.text, pos),
+        "length": len(sample.text),
+    }
 
 
 @requires(VIEW_SAMPLE)
 @require_GET
 def diff_view(request: HttpRequest, run_id: int, case_key: str) -> HttpResponse:
     run = get_object_or_404(Run.objects.select_related("pair__fast", "pair__base"), pk=run_id)
-    samples = list(Sample.objects.filter(run=run, case__key=case_key, ok=True)
-                   .select_related("case", "endpoint").order_by("repetition", "batch"))
+    samples = list(
+        Sample.objects.filter(run=run, case__key=case_key, ok=True)
+        .select_related("case", "endpoint")
+        .order_by("repetition", "batch")
+    )
     if not samples:
         raise Http404(f"run {run_id} has no successful sample of case {case_key!r}")
     by = {(s.tier, s.batch, s.repetition): s for s in samples}
@@ -200,17 +237,30 @@ def diff_view(request: HttpRequest, run_id: int, case_key: str) -> HttpResponse:
     pos = first_divergence(base.text, fast.text) if base and fast else None
     noise_pos = first_divergence(base.text, noise.text) if base and noise else None
     context = {
-        "run": run, "pair": run.pair, "case": samples[0].case, "simulated": run.pair.simulated,
-        "rep": rep, "reps": reps, "pos": pos, "noise_pos": noise_pos,
+        "run": run,
+        "pair": run.pair,
+        "case": samples[0].case,
+        "simulated": run.pair.simulated,
+        "rep": rep,
+        "reps": reps,
+        "pos": pos,
+        "noise_pos": noise_pos,
         "ratio": indel_ratio(base.text, fast.text) if base and fast else None,
         "noise_ratio": indel_ratio(base.text, noise.text) if base and noise else None,
-        "columns": [c for c in (
-            _column("base", base, pos),
-            _column("fast", fast, pos),
-        ) if c],
+        "columns": [
+            c
+            for c in (
+                _column("base", base, pos),
+                _column("fast", fast, pos),
+            )
+            if c
+        ],
         "noise": _column("base, independent draw (noise floor)", noise, noise_pos),
-        "gap": (logprob_gap(base.logprobs, fast.logprobs, pos)
-                if base and fast and pos is not None else None),
+        "gap": (
+            logprob_gap(base.logprobs, fast.logprobs, pos)
+            if base and fast and pos is not None
+            else None
+        ),
         "has_logprobs": bool(base and base.logprobs) or bool(fast and fast.logprobs),
     }
     return render(request, "monitor/diff.html", context)

@@ -34,7 +34,7 @@ def pct(value: float | None, digits: int = 0) -> str:
 
 
 def rate_cell(r: Rate) -> str:
-    """"62% [48–74%] (31/50)": the pooled pass rate, its Wilson 95% interval and n."""
+    """ "62% [48–74%] (31/50)": the pooled pass rate, its Wilson 95% interval and n."""
     if not r.n:
         return "—"
     return f"{pct(r.rate)} [{100 * r.low:.0f}–{100 * r.high:.0f}%] ({r.passed}/{r.n})"
@@ -63,14 +63,22 @@ def _budget_context(pair, runs) -> dict[str, Any]:
     block = latest.summary_obj.budget if latest else None
     return {
         "limit": pair.daily_budget_usd,
-        "spent_today": usd(budget.spent_today(pair)) if budget.priced(pair.fast)
-        and budget.priced(pair.base) else "not priced",
+        "spent_today": usd(budget.spent_today(pair))
+        if budget.priced(pair.fast) and budget.priced(pair.base)
+        else "not priced",
         "latest": latest,
         "block": block,
         "limited_runs": sum(1 for r in runs if (b := r.summary_obj.budget) and b.limited),
         # today's run whose replies carried the day past the budget (budget.settle said so)
-        "over": next((r for r in runs if r.created_at >= budget.day_start()
-                      and "over budget:" in (r.summary_obj.budget or Budget()).note), None),
+        "over": next(
+            (
+                r
+                for r in runs
+                if r.created_at >= budget.day_start()
+                and "over budget:" in (r.summary_obj.budget or Budget()).note
+            ),
+            None,
+        ),
     }
 
 
@@ -85,30 +93,48 @@ def worse_context(pair) -> dict[str, Any]:
     report = capability.window_report(pair)
     runs = capability.window_runs(pair)
     limit = capability_monitor.threshold(pair)
-    results = [{
-        "r": r, "advice": report.advice[r.category], "kind": advice_kind(report.advice[r.category]),
-        "across": across_words(report.detectors.get(r.category, LossState()), limit),
-        "fast": rate_cell(report.rates[r.category]["fast"]),
-        "base": rate_cell(report.rates[r.category]["base"]),
-    } for r in report.results]
+    results = [
+        {
+            "r": r,
+            "advice": report.advice[r.category],
+            "kind": advice_kind(report.advice[r.category]),
+            "across": across_words(report.detectors.get(r.category, LossState()), limit),
+            "fast": rate_cell(report.rates[r.category]["fast"]),
+            "base": rate_cell(report.rates[r.category]["base"]),
+        }
+        for r in report.results
+    ]
     tools = report.tools
     return {
         "pair": pair,
         "simulated": pair.simulated,
         "report": report,
         "results": results,
-        "benchmarks": [(b, rate_cell(t["fast"]), rate_cell(t["base"]))
-                       for b, t in report.benchmarks.items()],
+        "benchmarks": [
+            (b, rate_cell(t["fast"]), rate_cell(t["base"])) for b, t in report.benchmarks.items()
+        ],
         "tools": tools,
-        "decision": {"f1": pct(tools.decision_f1, 1), "precision": pct(tools.decision_precision, 1),
-                     "recall": pct(tools.decision_recall, 1)} if tools else None,
+        "decision": {
+            "f1": pct(tools.decision_f1, 1),
+            "precision": pct(tools.decision_precision, 1),
+            "recall": pct(tools.decision_recall, 1),
+        }
+        if tools
+        else None,
         "tool_rows": [
             ("correct calls", pct(tools.accuracy_fast, 1), pct(tools.accuracy_base, 1)),
-            ("schema accuracy: calls whose arguments validate",
-             rate_cell(report.schema_valid["fast"]), rate_cell(report.schema_valid["base"])),
-        ] if tools else [],
-        "errors": [(cls, report.errors["fast"].get(cls, 0), report.errors["base"].get(cls, 0))
-                   for cls in sorted(set(report.errors["fast"]) | set(report.errors["base"]))],
+            (
+                "schema accuracy: calls whose arguments validate",
+                rate_cell(report.schema_valid["fast"]),
+                rate_cell(report.schema_valid["base"]),
+            ),
+        ]
+        if tools
+        else [],
+        "errors": [
+            (cls, report.errors["fast"].get(cls, 0), report.errors["base"].get(cls, 0))
+            for cls in sorted(set(report.errors["fast"]) | set(report.errors["base"]))
+        ],
         "losing": report.losing[:MAX_LOSING_SHOWN],
         "losing_more": max(0, len(report.losing) - MAX_LOSING_SHOWN),
         "charts": worse_charts(report),

@@ -35,9 +35,11 @@ def pools_file(tmp_path, per_prompt: dict[str, int]) -> str:
     """A small pools file in ``collect``'s format: 4 prompts; q4 rewrites a few words of the
     base's texts, gemma writes other words."""
     rng = random.Random(0)
-    words = {"smollm2-f16": ["alpha", "beta", "gamma", "delta"],
-             "smollm2-q4": ["alpha", "beta", "gamma", "delta", "omega"],
-             "gemma-270m": ["red", "green", "blue"]}
+    words = {
+        "smollm2-f16": ["alpha", "beta", "gamma", "delta"],
+        "smollm2-q4": ["alpha", "beta", "gamma", "delta", "omega"],
+        "gemma-270m": ["red", "green", "blue"],
+    }
     keys = [f"case{i}" for i in range(4)]
     targets = {t: {"samples": {k: [{"text": " ".join(rng.choice(words[t]) for _ in range(30)),
                                     "t": 0.0, "retried": False} for _ in range(n)]
@@ -60,6 +62,13 @@ def test_the_pool_replay_reports_false_alarms_and_time_to_detection(tmp_path):
 
 def test_the_replay_takes_other_target_names_and_skips_missing_ones(tmp_path):
     path = pools_file(tmp_path, {"smollm2-f16": 30, "gemma-270m": 10})
-    text = mm.replayed(Namespace(pools=path, months=1, bank=4, default_pools=False,
-                                 target=["different model=gemma-270m", "q4=absent"]))
+    text = mm.replayed(
+        Namespace(
+            pools=path,
+            months=1,
+            bank=4,
+            default_pools=False,
+            target=["different model=gemma-270m", "q4=absent"],
+        )
+    )
     assert "f16 → gemma-270m" in text and "q4" not in text.split("### Time")[1]

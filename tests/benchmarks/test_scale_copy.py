@@ -22,8 +22,7 @@ def test_copy_mode_writes_pair_days_in_the_products_shape(settings):
         pytest.skip("--copy needs PostgreSQL")
     settings.TIERWATCH_RETENTION_DAYS = 2  # a short window: 4 days have both shapes
     days = 4
-    assert scale_data.main(["--copy", "--pairs", "1", "--days", str(days),
-                            "--templates", "2"]) == 0
+    assert scale_data.main(["--copy", "--pairs", "1", "--days", str(days), "--templates", "2"]) == 0
     assert Sample.objects.count() == days * 576 and Run.objects.count() == days * 28
     emptied = Sample.objects.filter(pruned_at__isnull=False)
     assert 576 <= emptied.count() <= 3 * 576  # the days beyond the window, at most

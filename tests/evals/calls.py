@@ -10,16 +10,21 @@ from evals.client import make_client, stream_chat
 from evals.records import ChatRequest, EndpointSpec, TimingRecord
 
 KEY = "sk-tierwatch-test-0123456789abcdef"
-ASK = ChatRequest(messages=[{"role": "user", "content": "Explain connection pooling in drivers"}],
-                  max_tokens=120)
+ASK = ChatRequest(
+    messages=[{"role": "user", "content": "Explain connection pooling in drivers"}], max_tokens=120
+)
 
 
 def endpoint(url: str, model: str, protocol: str = "openai", **kw: Any) -> EndpointSpec:
     return EndpointSpec(name=model, protocol=protocol, base_url=url, model=model, api_key=KEY, **kw)
 
 
-def run(ep: EndpointSpec, request: ChatRequest = ASK, backend: str = "aiohttp",
-        t0: list[float] | None = None) -> TimingRecord:
+def run(
+    ep: EndpointSpec,
+    request: ChatRequest = ASK,
+    backend: str = "aiohttp",
+    t0: list[float] | None = None,
+) -> TimingRecord:
     async def go() -> TimingRecord:
         async with make_client(backend=backend) as client:
             sink = t0.append if t0 is not None else None

@@ -32,8 +32,10 @@ def test_it_forgives_a_preamble_and_emphasis_only_when_loose():
 
 
 def test_it_scores_prompt_and_instruction_level_accuracy():
-    results = [instructions.check(CASE, t) for t in
-               ("Answer yes", "Sure:\nAnswer yes", "no", "Answer is too long here")]
+    results = [
+        instructions.check(CASE, t)
+        for t in ("Answer yes", "Sure:\nAnswer yes", "no", "Answer is too long here")
+    ]
     acc = instructions.accuracy(results)
     assert (acc.n_prompts, acc.n_instructions) == (4, 8)
     assert acc.prompt_strict == 1 / 4
@@ -63,8 +65,7 @@ def test_it_ships_eight_long_tail_cases_per_category():
 
 def _both(case: CaseSpec) -> tuple[bool, bool]:
     good = simulate.answer_text(case, "base")
-    weak = case.weak_solution if not case.unit_tests else \
-        f"```python\n{case.weak_solution}```"
+    weak = case.weak_solution if not case.unit_tests else f"```python\n{case.weak_solution}```"
     return longtail.passes(case, good), longtail.passes(case, weak)
 
 
@@ -75,9 +76,15 @@ def test_it_passes_each_long_tail_reference_and_fails_each_weak_answer():
     assert {k: v for k, v in outcomes.items() if v != (True, False)} == {}
 
 
-@pytest.mark.parametrize("category,rate", [("long_tail/rare_apis", 0.40),
-                                          ("instructions/verifiable", 0.25),
-                                          ("tool_calls/simple", 0.30), ("long_tail", 0.0)])
+@pytest.mark.parametrize(
+    "category,rate",
+    [
+        ("long_tail/rare_apis", 0.40),
+        ("instructions/verifiable", 0.25),
+        ("tool_calls/simple", 0.30),
+        ("long_tail", 0.0),
+    ],
+)
 def test_it_configures_the_simulated_distilled_loss_per_category(category, rate):
     case = CaseSpec(key="x", messages=[], category=category, difficulty="easy")
     assert simulate.loss_rate(case) == rate  # the built-in suites' "long_tail" keeps its story

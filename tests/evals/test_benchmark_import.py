@@ -37,7 +37,9 @@ def test_it_reads_tierwatch_yaml_cases(tmp_path):
 
 def test_it_names_file_line_and_field_of_every_bad_yaml_case_and_returns_no_case(tmp_path):
     path = tmp_path / "suite.yaml"
-    path.write_text(GOOD_YAML + """\
+    path.write_text(
+        GOOD_YAML
+        + """\
   - key: mine/three
     prompt: x
     constraints:
@@ -49,7 +51,8 @@ def test_it_names_file_line_and_field_of_every_bad_yaml_case_and_returns_no_case
   - key: mine/one
     prompt: again
     constraints: [{kind: no_commas}]
-""")
+"""
+    )
     cases, errors = parse_file(path)
     assert cases == []
     assert errors == [
@@ -65,18 +68,27 @@ def test_it_names_the_line_of_bad_jsonl_rows(tmp_path):
         {"key": "b", "prompt": "p"},
         "not an object",
         {"key": "c", "prompt": "p", "unit_tests": "def helper():\n    pass\n"},
-        {"key": "d", "prompt": "p", "tools": [{"name": "f", "parameters": {"type": "object"}}],
-         "tool_answers": [{"g": {"x": [1]}}]},
-        {"key": "e", "prompt": "p", "response_format": {"type": "json_schema", "json_schema": {
-            "schema": {"type": "nope"}}}},
+        {
+            "key": "d",
+            "prompt": "p",
+            "tools": [{"name": "f", "parameters": {"type": "object"}}],
+            "tool_answers": [{"g": {"x": [1]}}],
+        },
+        {
+            "key": "e",
+            "prompt": "p",
+            "response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "nope"}}},
+        },
         {"key": "f", "prompt": "p", "colour": "red"},
     ]
     path = tmp_path / "mine.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n{broken\n")
     cases, errors = parse_file(path)
     assert cases == []
-    assert errors[0] == ("mine.jsonl:2: case: nothing to check (give unit_tests, constraints, "
-                         "tool_answers or response_format)")
+    assert errors[0] == (
+        "mine.jsonl:2: case: nothing to check (give unit_tests, constraints, "
+        "tool_answers or response_format)"
+    )
     assert errors[1] == "mine.jsonl:3: case: expected a mapping, got str"
     assert errors[2] == "mine.jsonl:4: unit_tests: no top-level assert and no test_* function"
     assert errors[3] == "mine.jsonl:5: tool_answers[0]: 'g' is not among the tools"
@@ -102,24 +114,30 @@ def test_it_imports_bfcl_json_with_its_possible_answers(tmp_path, benchmark_whee
     data = tmp_path / "BFCL_v4_simple_python.json"
     answers = tmp_path / "answers.json"
     data.write_bytes(fetch.read_member("bfcl-eval", "bfcl_eval/data/BFCL_v4_simple_python.json"))
-    answers.write_bytes(fetch.read_member(
-        "bfcl-eval", "bfcl_eval/data/possible_answer/BFCL_v4_simple_python.json"))
+    answers.write_bytes(
+        fetch.read_member("bfcl-eval", "bfcl_eval/data/possible_answer/BFCL_v4_simple_python.json")
+    )
     cases, errors = parse_file(data, answers=answers)
     assert errors == [] and len(cases) == 400
     assert cases[0].tool_answers[0]["calculate_triangle_area"]["base"] == [10]
     _, errors = parse_file(data)  # without the answers every call case is an error
-    assert errors[0] == "BFCL_v4_simple_python.json:1: ground_truth: missing possible answer " \
-                        "for a call case"
+    assert (
+        errors[0] == "BFCL_v4_simple_python.json:1: ground_truth: missing possible answer "
+        "for a call case"
+    )
 
 
 def test_it_rejects_an_unknown_file_type(tmp_path):
     path = tmp_path / "cases.csv"
     path.write_text("a,b\n")
-    assert parse_file(path) == ([], ["cases.csv:1: file: expected .jsonl, .jsonl.gz, .json or "
-                                     ".yaml"])
+    assert parse_file(path) == (
+        [],
+        ["cases.csv:1: file: expected .jsonl, .jsonl.gz, .json or .yaml"],
+    )
 
 
-@pytest.mark.parametrize("prefix,n", [("instructions/", 40), ("structured/", 10),
-                                      ("long_tail/", 32)])
+@pytest.mark.parametrize(
+    "prefix,n", [("instructions/", 40), ("structured/", 10), ("long_tail/", 32)]
+)
 def test_it_parses_the_shipped_data_files(prefix, n):
     assert len(builtin_cases(prefix)) == n

@@ -38,8 +38,7 @@ def test_it_passes_canonical_solutions_and_fails_the_stub_in_the_sandbox():
     cases = humaneval.load_cases(6)
     answers = [f"```python\n{c.reference_solution}\n```" for c in cases]
     assert all(r.passed for r in humaneval.evaluate_many(zip(cases, answers, strict=True)))
-    assert not any(r.passed for r in humaneval.evaluate_many((c, c.weak_solution)
-                                                             for c in cases))
+    assert not any(r.passed for r in humaneval.evaluate_many((c, c.weak_solution) for c in cases))
 
 
 def test_it_completes_the_prompt_when_the_answer_is_only_a_body():
@@ -51,15 +50,25 @@ def test_it_completes_the_prompt_when_the_answer_is_only_a_body():
 
 def test_it_names_the_missing_field_of_a_bad_humaneval_row():
     with pytest.raises(ValueError, match="^test: missing"):
-        humaneval.to_case({"task_id": "x/1", "prompt": "def f():\n", "entry_point": "f",
-                           "canonical_solution": "    return 1\n"})
+        humaneval.to_case(
+            {
+                "task_id": "x/1",
+                "prompt": "def f():\n",
+                "entry_point": "f",
+                "canonical_solution": "    return 1\n",
+            }
+        )
 
 
 def test_it_loads_bfcl_single_turn_categories_with_answers():
     cases = bfcl.load_cases(["simple_python", "multiple", "parallel", "irrelevance"])
     counts = Counter(c.category for c in cases)
-    assert counts == {"tool_calls/simple": 400, "tool_calls/multiple": 200,
-                      "tool_calls/parallel": 200, "tool_calls/irrelevance": 240}
+    assert counts == {
+        "tool_calls/simple": 400,
+        "tool_calls/multiple": 200,
+        "tool_calls/parallel": 200,
+        "tool_calls/irrelevance": 240,
+    }
     for case in cases:
         names = {t["name"] for t in case.tools}
         for tool in case.tools:
@@ -71,16 +80,19 @@ def test_it_loads_bfcl_single_turn_categories_with_answers():
 
 
 def test_it_maps_bfcl_types_and_dotted_names_for_the_apis():
-    case = next(c for c in bfcl.load_cases(["multiple"], limit=5)
-                if c.key == "bfcl/multiple_0")
+    case = next(c for c in bfcl.load_cases(["multiple"], limit=5) if c.key == "bfcl/multiple_0")
     tool = case.tools[0]
     assert tool["name"] == "triangle_properties_get"  # "triangle_properties.get" upstream
     assert tool["parameters"]["type"] == "object"
     assert "optional" not in tool["parameters"]["properties"]["get_area"]
     assert bfcl.json_schema({"type": "float", "default": None}) == {
-        "type": ["number", "null"], "default": None}
+        "type": ["number", "null"],
+        "default": None,
+    }
     assert bfcl.json_schema({"type": "tuple", "items": {"type": "any"}}) == {
-        "type": "array", "items": {}}
+        "type": "array",
+        "items": {},
+    }
     assert next(iter(case.tool_answers[0])) == "triangle_properties_get"
 
 

@@ -96,10 +96,15 @@ def test_it_keeps_logprobs_when_asked(vendor):
 
 
 @pytest.mark.parametrize("protocol", ["openai", "anthropic"])
-@pytest.mark.parametrize("model,error_class", [
-    ("demo-broken-html", "http_status"), ("demo-ratelimit", "rate_limited"),
-    ("demo-garbage", "malformed_stream"), ("demo-truncated", "stream_incomplete"),
-])
+@pytest.mark.parametrize(
+    "model,error_class",
+    [
+        ("demo-broken-html", "http_status"),
+        ("demo-ratelimit", "rate_limited"),
+        ("demo-garbage", "malformed_stream"),
+        ("demo-truncated", "stream_incomplete"),
+    ],
+)
 def test_it_handles_each_fault_with_its_class(vendor, protocol, model, error_class):
     rec = run(endpoint(vendor, model, protocol))
     assert_failed(rec, error_class)
@@ -160,8 +165,11 @@ def test_it_stops_reading_a_body_past_the_byte_limit(vendor):
 
 def test_role_only_empty_and_comment_events_are_not_tokens(scripted):
     t0: list[float] = []
-    ep = endpoint(scripted.url, "scripted",
-                  extra_body=script(ttft_ms=40, role_chunk=True, comment_ms=5, empty_chunk_ms=10))
+    ep = endpoint(
+        scripted.url,
+        "scripted",
+        extra_body=script(ttft_ms=40, role_chunk=True, comment_ms=5, empty_chunk_ms=10),
+    )
     rec = run(ep, t0=t0)
     assert rec.ok and len(rec.chunk_tokens) == 6 and rec.text.startswith("tok0 ")
     events = scripted.log(rec.headers["x-request-id"])["events"]
@@ -247,9 +255,11 @@ class KeepAliveLiar:
     socket open); ``later`` the same for every later connection ("answer" then close, "close").
     """
 
-    SSE = (b'data: {"model":"m","choices":[{"index":0,"delta":{"content":"hi there"}}]}\n\n'
-           b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],'
-           b'"usage":{"prompt_tokens":3,"completion_tokens":2}}\n\ndata: [DONE]\n\n')
+    SSE = (
+        b'data: {"model":"m","choices":[{"index":0,"delta":{"content":"hi there"}}]}\n\n'
+        b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],'
+        b'"usage":{"prompt_tokens":3,"completion_tokens":2}}\n\ndata: [DONE]\n\n'
+    )
 
     def __init__(self, reuse: str = "close", first: str = "answer", later: str = "answer") -> None:
         self.reuse, self.first, self.later = reuse, first, later
@@ -301,9 +311,10 @@ class KeepAliveLiar:
     def _answer(self, conn: socket.socket, close: bool) -> None:
         chunk = b"%x\r\n%b\r\n0\r\n\r\n" % (len(self.SSE), self.SSE)
         connection = b"close" if close else b"keep-alive\r\nKeep-Alive: timeout=5, max=100"
-        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                     b"Transfer-Encoding: chunked\r\nConnection: " + connection + b"\r\n\r\n"
-                     + chunk)
+        conn.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            b"Transfer-Encoding: chunked\r\nConnection: " + connection + b"\r\n\r\n" + chunk
+        )
 
     @staticmethod
     def _read_request(conn: socket.socket, buf: bytes) -> bytes | None:
@@ -314,8 +325,11 @@ class KeepAliveLiar:
                     return None
                 buf += data
             head, body = buf.split(b"\r\n\r\n", 1)
-            length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                          if line.lower().startswith(b"content-length:"))
+            length = next(
+                int(line.split(b":")[1])
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length:")
+            )
             while len(body) < length:
                 if not (data := conn.recv(65536)):
                     return None
@@ -340,9 +354,11 @@ def client_for(backend: str) -> httpx.AsyncClient:
     return httpx.AsyncClient() if backend == "httpx" else make_client(backend=backend)
 
 
-def twice(server: KeepAliveLiar, backend: str, second_timeout_s: float = 10.0
-          ) -> tuple[TimingRecord, TimingRecord, list[float]]:
+def twice(
+    server: KeepAliveLiar, backend: str, second_timeout_s: float = 10.0
+) -> tuple[TimingRecord, TimingRecord, list[float]]:
     """Two requests one after the other on one client; the t0s the second one announced."""
+
     async def go() -> tuple[TimingRecord, TimingRecord, list[float]]:
         t0: list[float] = []
         async with client_for(backend) as client:
@@ -420,6 +436,7 @@ def test_many_concurrent_streams_each_keep_their_own_events_and_times(scripted):
 
     async def go() -> list[tuple[float, TimingRecord]]:
         async with make_client() as client:
+
             async def one() -> tuple[float, TimingRecord]:
                 t0: list[float] = []
                 rec = await stream_chat(client, ep, ASK, on_start=t0.append)
@@ -431,8 +448,9 @@ def test_many_concurrent_streams_each_keep_their_own_events_and_times(scripted):
     assert len({rec.headers["x-request-id"] for _, rec in results}) == 60
     for t0, rec in results:
         assert rec.ok and rec.text == "".join(f"tok{i} " for i in range(8))
-        written = [t for kind, t in scripted.log(rec.headers["x-request-id"])["events"]
-                   if kind == "token"]
+        written = [
+            t for kind, t in scripted.log(rec.headers["x-request-id"])["events"] if kind == "token"
+        ]
         seen = [t0 + rec.ttft_ms / 1000]
         for gap in rec.chunk_gaps_ms:
             seen.append(seen[-1] + gap / 1000)
@@ -464,8 +482,7 @@ def test_the_aiohttp_wire_takes_its_proxy_from_the_environment(scripted, monkeyp
     does not resolve is reached through it; NO_PROXY exempts a host."""
     monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{scripted.port}")
     monkeypatch.setenv("NO_PROXY", "direct.invalid")
-    for name in ("http_proxy", "no_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY",
-                 "all_proxy"):
+    for name in ("http_proxy", "no_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
         monkeypatch.delenv(name, raising=False)
     proxied = run(endpoint("http://proxied.invalid/v1", "scripted", extra_body=script()))
     assert proxied.ok and len(proxied.chunk_tokens) == 6

@@ -16,8 +16,11 @@ from tests.support import CANARY, canary_forms
 
 
 def leaks(record_or_text: object, key: str = CANARY) -> list[str]:
-    text = record_or_text if isinstance(record_or_text, str) else json.dumps(
-        asdict(record_or_text), ensure_ascii=False)  # type: ignore[call-overload]
+    text = (
+        record_or_text
+        if isinstance(record_or_text, str)
+        else json.dumps(asdict(record_or_text), ensure_ascii=False)
+    )  # type: ignore[call-overload]
     return [f for f in canary_forms(key) if f.lower() in text.lower()]
 
 
@@ -57,8 +60,10 @@ def test_a_key_echoed_in_headers_model_fingerprint_and_text_is_scrubbed(vendor):
 def test_the_scrubber_covers_the_normalised_forms():
     scrub = key_scrubber(f"  {CANARY}\n")
     basic = base64.b64encode(f"user:{CANARY}".encode()).decode()
-    text = (f"{CANARY} {CANARY.upper()} {urllib.parse.quote_plus(CANARY + '/')} Basic {basic} "
-            f"{base64.b64encode(CANARY.encode()).decode()} masked {CANARY[:8]}...{CANARY[-6:]}")
+    text = (
+        f"{CANARY} {CANARY.upper()} {urllib.parse.quote_plus(CANARY + '/')} Basic {basic} "
+        f"{base64.b64encode(CANARY.encode()).decode()} masked {CANARY[:8]}...{CANARY[-6:]}"
+    )
     scrubbed = scrub(text)
     assert leaks(scrubbed) == [] and basic.rstrip("=") not in scrubbed
     assert key_scrubber(None)("unchanged") == "unchanged"
@@ -66,6 +71,8 @@ def test_the_scrubber_covers_the_normalised_forms():
 
 def test_storable_replaces_what_postgresql_refuses_and_keeps_the_rest():
     value = {"a\x00": ["x\ud800y", float("nan"), "\ud83d\ude00", 1.5, ("t", None)], "ok": "é"}
-    assert storable(value) == {"a\ufffd": ["x\ufffdy", None, "\U0001f600", 1.5, ["t", None]],
-                               "ok": "é"}
+    assert storable(value) == {
+        "a\ufffd": ["x\ufffdy", None, "\U0001f600", 1.5, ["t", None]],
+        "ok": "é",
+    }
     assert storable("plain") == "plain" and storable(3) == 3

@@ -10,8 +10,11 @@ from evals.plan import StreamBudget, TooManyStreams
 
 def test_a_run_asking_more_streams_than_the_limit_is_refused_with_the_reason():
     budget = StreamBudget()
-    with pytest.raises(TooManyStreams, match=r"120 concurrent streams asked \(fast 60 \+ base "
-                                             r"60\), .* only up to 100 \(TIERWATCH_MAX_STREAMS"):
+    with pytest.raises(
+        TooManyStreams,
+        match=r"120 concurrent streams asked \(fast 60 \+ base "
+        r"60\), .* only up to 100 \(TIERWATCH_MAX_STREAMS",
+    ):
         with budget.reserve(120, 100, what=" (fast 60 + base 60)"):
             pass
     assert budget.in_use == 0

@@ -281,8 +281,10 @@ def test_a_forged_verdict_or_reply_does_not_pass(mode):
     every descriptor it can find and tries the judge's stdout through /proc."""
     if mode not in _modes():
         pytest.skip("bwrap unavailable")
-    fake = '{"n_tests": 9, "n_failed": 0, "n_in_child": 0, "error": null, "failures": [], ' \
+    fake = (
+        '{"n_tests": 9, "n_failed": 0, "n_in_child": 0, "error": null, "failures": [], '
         '"timed_out": false, "child_rc": 0}'
+    )
     code = (
         "import os, json\n"
         f"FAKE = {fake!r}\n"
@@ -383,7 +385,10 @@ def test_without_bwrap_it_fails_closed(monkeypatch):
     assert isolation() == "none"
     result = run_unit_tests("def inc(x):\n    return x + 1\n", TESTS)
     assert (result.passed, result.error_class, result.isolation) == (
-        False, "sandbox_unavailable", "none")
+        False,
+        "sandbox_unavailable",
+        "none",
+    )
     assert "/nonexistent/bwrap" in result.output
 
 

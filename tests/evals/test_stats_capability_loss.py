@@ -24,9 +24,10 @@ def test_a_cases_bet_has_expectation_one_under_equal_tiers(n_fast, n_base, passe
     """Given the case's passes, the fast count is hypergeometric: E[1 + λ s] = 1 exactly."""
     law = hypergeom(n_fast + n_base, passes, n_fast)
     for j in range(len(LAMBDAS)):
-        mean = sum(law.pmf(k) * run_evalues(
-            [(passes - k) / n_base - k / n_fast])[j]
-                   for k in range(max(0, passes - n_base), min(n_fast, passes) + 1))
+        mean = sum(
+            law.pmf(k) * run_evalues([(passes - k) / n_base - k / n_fast])[j]
+            for k in range(max(0, passes - n_base), min(n_fast, passes) + 1)
+        )
         assert mean == pytest.approx(1.0)
 
 
@@ -34,8 +35,9 @@ def _runs(rng, p_fast_drop: float, runs: int, per_run: int = 2):
     for _ in range(runs):
         cases = []
         for p in rng.uniform(0.3, 0.95, per_run):
-            cases.append(CaseCounts("c", 1, int(rng.random() < p - p_fast_drop), 1,
-                                    int(rng.random() < p)))
+            cases.append(
+                CaseCounts("c", 1, int(rng.random() < p - p_fast_drop), 1, int(rng.random() < p))
+            )
         yield cases
 
 

@@ -194,24 +194,26 @@ def test_it_decides_end_to_end_on_synthetic_tiers():
 
 
 def test_a_calibration_is_only_called_unstable_on_strong_evidence():
-    borderline = decide(fast_vs_base=result(0.41, 0.0002), base_vs_base=result(0.03, 0.001),
-                        ladder=LADDER)
+    borderline = decide(
+        fast_vs_base=result(0.41, 0.0002), base_vs_base=result(0.03, 0.001), ladder=LADDER
+    )
     assert borderline.label == "no_detectable_difference"
-    strong = decide(fast_vs_base=result(0.41, 0.0002), base_vs_base=result(0.005, 0.001),
-                    ladder=LADDER)
+    strong = decide(
+        fast_vs_base=result(0.41, 0.0002), base_vs_base=result(0.005, 0.001), ladder=LADDER
+    )
     assert strong.label == "inconclusive" and "differs from itself" in strong.sentence
 
 
 def test_it_marks_a_pass_rate_gap_that_is_not_significant():
     few = cases_table(n=4, base_passes=4, fast_loses=1)  # one discordant case: McNemar p = 1
-    v = decide(fast_vs_base=result(0.0001, 0.04, B=9999), base_vs_base=CALM, capability=few,
-               ladder=LADDER)
+    v = decide(
+        fast_vs_base=result(0.0001, 0.04, B=9999), base_vs_base=CALM, capability=few, ladder=LADDER
+    )
     assert "pass@1 −25 points (not significant)" in v.sentence
 
 
 def test_no_difference_reports_the_mmd_tests_own_p_not_the_family_adjusted_one():
     same = cases_table(n=10, base_passes=10, fast_loses=0)  # McNemar p = 1 pushes Holm to 1
-    v = decide(fast_vs_base=result(0.58, 0.0001), base_vs_base=CALM, capability=same,
-               ladder=LADDER)
+    v = decide(fast_vs_base=result(0.58, 0.0001), base_vs_base=CALM, capability=same, ladder=LADDER)
     assert v.sentence.startswith("no detectable difference (p = 0.58;")
     assert v.adjusted_p_values["mmd_fast_vs_base"] == pytest.approx(1.0)

@@ -194,13 +194,16 @@ FINGERPRINTS = {
 def _content(suite) -> dict:
     """The suite as data, each case without the fields left at their default: a field added to
     CaseSpec later (with a default) is no change of content."""
-    defaults = {f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
-                for f in dataclasses.fields(CaseSpec)
-                if f.default is not dataclasses.MISSING
-                or f.default_factory is not dataclasses.MISSING}
+    defaults = {
+        f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        for f in dataclasses.fields(CaseSpec)
+        if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+    }
     data = dataclasses.asdict(suite)
-    data["cases"] = [{k: v for k, v in case.items() if k not in defaults or v != defaults[k]}
-                     for case in data["cases"]]
+    data["cases"] = [
+        {k: v for k, v in case.items() if k not in defaults or v != defaults[k]}
+        for case in data["cases"]
+    ]
     return data
 
 

@@ -19,10 +19,13 @@ TOOL = {"name": "f", "description": "d", "parameters": {"type": "object", "prope
 
 def test_it_offers_tools_in_each_protocols_shape():
     request = ChatRequest(messages=[], tools=[TOOL], response_format={"type": "json_object"})
-    assert openai_fields(request) == {"tools": [{"type": "function", "function": TOOL}],
-                                      "response_format": {"type": "json_object"}}
-    assert anthropic_fields(request) == {"tools": [
-        {"name": "f", "description": "d", "input_schema": TOOL["parameters"]}]}
+    assert openai_fields(request) == {
+        "tools": [{"type": "function", "function": TOOL}],
+        "response_format": {"type": "json_object"},
+    }
+    assert anthropic_fields(request) == {
+        "tools": [{"name": "f", "description": "d", "input_schema": TOOL["parameters"]}]
+    }
     assert openai_fields(ChatRequest(messages=[])) == {}
 
 
@@ -32,22 +35,27 @@ def test_it_assembles_pieces_by_index():
     calls.openai({"index": 1, "function": {"name": "b", "arguments": ""}})
     calls.openai({"index": 0, "function": {"arguments": ": 1}"}})
     calls.openai({"index": 1, "function": {"arguments": "{}"}})
-    assert calls.result() == [{"name": "a", "arguments_json": '{"x": 1}'},
-                              {"name": "b", "arguments_json": "{}"}]
+    assert calls.result() == [
+        {"name": "a", "arguments_json": '{"x": 1}'},
+        {"name": "b", "arguments_json": "{}"},
+    ]
     anthropic = ToolCallAssembler()
     anthropic.anthropic_start(1, {"type": "tool_use", "name": "c", "input": {}})
     anthropic.anthropic_delta(1, '{"y": ')
     anthropic.anthropic_delta(1, "2}")
     anthropic.anthropic_start(2, {"type": "tool_use", "name": "d", "input": {"z": 3}})
-    assert anthropic.result() == [{"name": "c", "arguments_json": '{"y": 2}'},
-                                  {"name": "d", "arguments_json": '{"z": 3}'}]
+    assert anthropic.result() == [
+        {"name": "c", "arguments_json": '{"y": 2}'},
+        {"name": "d", "arguments_json": '{"z": 3}'},
+    ]
 
 
 async def _answers(url: str, protocol: str, model: str, cases):
     endpoint = EndpointSpec("sim", protocol, url, model)
     async with make_client() as client:
-        return await asyncio.gather(*(stream_chat(client, endpoint, score.request_for(c))
-                                      for c in cases))
+        return await asyncio.gather(
+            *(stream_chat(client, endpoint, score.request_for(c)) for c in cases)
+        )
 
 
 @pytest.mark.parametrize("protocol", ["openai", "anthropic"])
@@ -59,7 +67,8 @@ def test_it_records_streamed_tool_calls_from_the_simulated_vendor(demo_vendor_ur
         assert rec.ok, rec.error_message
         expected, _ = simulate.tool_calls(case, "base")
         assert [(c["name"], json.loads(c["arguments_json"])) for c in rec.tool_calls] == [
-            (c["name"], json.loads(c["arguments_json"])) for c in expected]
+            (c["name"], json.loads(c["arguments_json"])) for c in expected
+        ]
         assert score.score(case, rec).passed
         if rec.tool_calls:  # the calls are the generated tokens: TTFT and usage count them
             assert rec.ttft_ms is not None and rec.completion_tokens

@@ -10,25 +10,47 @@ from evals.benchmarks import bfcl
 from evals.benchmarks.toolcheck import ToolVerdict, check, example_calls, tool_metrics
 from evals.records import CaseSpec
 
-WEATHER = {"name": "get_weather", "description": "", "parameters": {
-    "type": "object", "required": ["city"], "properties": {
-        "city": {"type": "string"}, "unit": {"type": "string", "enum": ["c", "f"]},
-        "days": {"type": "integer"}, "lat": {"type": "number"}}}}
-TIME = {"name": "get_time", "description": "", "parameters": {
-    "type": "object", "required": ["zone"], "properties": {"zone": {"type": "string"}}}}
+WEATHER = {
+    "name": "get_weather",
+    "description": "",
+    "parameters": {
+        "type": "object",
+        "required": ["city"],
+        "properties": {
+            "city": {"type": "string"},
+            "unit": {"type": "string", "enum": ["c", "f"]},
+            "days": {"type": "integer"},
+            "lat": {"type": "number"},
+        },
+    },
+}
+TIME = {
+    "name": "get_time",
+    "description": "",
+    "parameters": {
+        "type": "object",
+        "required": ["zone"],
+        "properties": {"zone": {"type": "string"}},
+    },
+}
 
 
 def case(answers, tools=(WEATHER, TIME)) -> CaseSpec:
-    return CaseSpec(key="k", messages=[{"role": "user", "content": "q"}], tools=list(tools),
-                    tool_answers=answers)
+    return CaseSpec(
+        key="k",
+        messages=[{"role": "user", "content": "q"}],
+        tools=list(tools),
+        tool_answers=answers,
+    )
 
 
 def call(name: str, **args) -> dict[str, str]:
     return {"name": name, "arguments_json": json.dumps(args)}
 
 
-SIMPLE = case([{"get_weather": {"city": ["San Francisco", "SF"], "unit": ["c", ""],
-                                "lat": [37.0]}}])
+SIMPLE = case(
+    [{"get_weather": {"city": ["San Francisco", "SF"], "unit": ["c", ""], "lat": [37.0]}}]
+)
 
 
 def test_it_accepts_any_possible_value_and_an_omitted_optional_param():
@@ -67,8 +89,10 @@ def test_it_matches_parallel_calls_in_any_order_and_counts_them():
     calls = [call("get_time", zone="CET"), call("get_weather", city="Paris")]
     assert check(parallel, calls).correct
     assert check(parallel, calls[:1]).error_class == "wrong_count"
-    assert check(parallel, [call("get_time", zone="CET"), call("get_time", zone="CET")]
-                 ).error_class == "wrong_function"
+    assert (
+        check(parallel, [call("get_time", zone="CET"), call("get_time", zone="CET")]).error_class
+        == "wrong_function"
+    )
 
 
 def test_it_says_no_call_is_right_for_irrelevance_and_wrong_otherwise():
@@ -93,8 +117,13 @@ def verdict(called: bool, correct: bool = True, calls: int = 1, valid: int = 1) 
 
 def test_it_computes_decision_f1_and_schema_accuracy_between_tiers():
     base = {"a": verdict(True), "b": verdict(True), "c": verdict(False), "d": verdict(True)}
-    fast = {"a": verdict(True), "b": verdict(False, False), "c": verdict(True, False, 1, 0),
-            "d": verdict(True, False, 2, 1), "only_fast": verdict(True)}
+    fast = {
+        "a": verdict(True),
+        "b": verdict(False, False),
+        "c": verdict(True, False, 1, 0),
+        "d": verdict(True, False, 2, 1),
+        "only_fast": verdict(True),
+    }
     m = tool_metrics(fast, base)
     assert m.n == 4
     # both called on a, d; fast called a, c, d; base called a, b, d

@@ -15,11 +15,19 @@ from tests.support import IN_WEEK
 @pytest.fixture
 def world(db, monkeypatch):
     monkeypatch.setenv("VENDOR_SECRET_KEY", "sk-live-do-not-print")
-    fast = Endpoint.objects.create(name="acme-fast", base_url="https://api.acme.test/v1",
-                                   model="acme-1-fast", api_key_env="VENDOR_SECRET_KEY")
-    base = Endpoint.objects.create(name="acme-base", base_url="https://api.acme.test/v1",
-                                   model="acme-1", api_key_env="VENDOR_SECRET_KEY",
-                                   simulated=True)
+    fast = Endpoint.objects.create(
+        name="acme-fast",
+        base_url="https://api.acme.test/v1",
+        model="acme-1-fast",
+        api_key_env="VENDOR_SECRET_KEY",
+    )
+    base = Endpoint.objects.create(
+        name="acme-base",
+        base_url="https://api.acme.test/v1",
+        model="acme-1",
+        api_key_env="VENDOR_SECRET_KEY",
+        simulated=True,
+    )
     suite = Suite.objects.create(name="smoke")
     case = Case.objects.create(suite=suite, key="hello", messages=[])
     pair = Pair.objects.create(name="acme", fast=fast, base=base, suite=suite)
@@ -29,10 +37,17 @@ def world(db, monkeypatch):
     Run.objects.filter(pk=before.pk).update(created_at=IN_WEEK - timedelta(days=7))
 
     def sample(endpoint, ok=True, ttft=None, error="", at=IN_WEEK, run=run):
-        Sample.objects.create(run=run, case=case, endpoint=endpoint,
-                              tier="fast" if endpoint == fast else "base", started_at=at,
-                              ok=ok, ttft_ms=ttft, e2e_ms=2 * ttft if ttft else None,
-                              error_class=error)
+        Sample.objects.create(
+            run=run,
+            case=case,
+            endpoint=endpoint,
+            tier="fast" if endpoint == fast else "base",
+            started_at=at,
+            ok=ok,
+            ttft_ms=ttft,
+            e2e_ms=2 * ttft if ttft else None,
+            error_class=error,
+        )
 
     for ttft in range(100, 1001, 100):  # 10 successes on the fast endpoint
         sample(fast, ttft=float(ttft))

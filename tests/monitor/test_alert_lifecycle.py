@@ -42,8 +42,16 @@ def pair(db):
 
 @pytest.fixture
 def rule(pair):
-    rule = AlertRule.objects.create(name="fast-ttft", pair=pair, metric="ttft_p95", tier="fast",
-                                    op="gt", threshold=500.0, last_k=1, min_n=5)
+    rule = AlertRule.objects.create(
+        name="fast-ttft",
+        pair=pair,
+        metric="ttft_p95",
+        tier="fast",
+        op="gt",
+        threshold=500.0,
+        last_k=1,
+        min_n=5,
+    )
     rule.channels.add(slack_channel())
     return rule
 
@@ -68,8 +76,16 @@ def clear(pair) -> Alert:
 
 def test_the_real_pipeline_opens_then_resolves_with_a_recovery_notice(demo_vendor_url, slack):
     pair = make_pair(demo_vendor_url, fast_model="demo-broken-html", suite="smoke", repeat=1)
-    rule = AlertRule.objects.create(name="fast-errors", pair=pair, metric="error_rate",
-                                    tier="fast", op="gt", threshold=0.5, last_k=1, min_n=2)
+    rule = AlertRule.objects.create(
+        name="fast-errors",
+        pair=pair,
+        metric="error_rate",
+        tier="fast",
+        op="gt",
+        threshold=0.5,
+        last_k=1,
+        min_n=2,
+    )
     rule.channels.add(slack_channel())
     sent = []
 
@@ -89,7 +105,9 @@ def test_the_real_pipeline_opens_then_resolves_with_a_recovery_notice(demo_vendo
     assert [(n.kind, n.ok) for n in sent] == [("trigger", True), ("resolve", True)]
     assert [p["text"].split(" ")[1] for p in slack.posted] == ["ALERT", "Resolved"]
     assert list(alert.transitions.values_list("kind", "user")) == [
-        ("opened", None), ("resolved", None)]
+        ("opened", None),
+        ("resolved", None),
+    ]
 
 
 def test_acknowledge_records_who_and_tells_the_channels(pair, rule, user, slack):
@@ -124,8 +142,9 @@ def test_it_reminds_every_n_hours_while_firing(pair, rule, slack):
     assert lifecycle.sweep(now=start + timedelta(hours=4, minutes=1))["reminder"] == 1
     assert lifecycle.sweep(now=start + timedelta(hours=5))["reminder"] == 0  # next due at 8 h 1
     assert lifecycle.sweep(now=start + timedelta(hours=8, minutes=2))["reminder"] == 1
-    kinds = list(Notification.objects.filter(alert=alert).order_by("pk")
-                 .values_list("kind", flat=True))
+    kinds = list(
+        Notification.objects.filter(alert=alert).order_by("pk").values_list("kind", flat=True)
+    )
     assert kinds == ["trigger", "reminder", "reminder"]
     assert slack.posted[-1]["text"].startswith("[tierwatch] Still firing")
 
@@ -183,11 +202,21 @@ def test_flapping_is_notified_once_until_it_settles(pair, rule, slack):
         lifecycle.announce(alert_id=fire(pair).pk)
         lifecycle.announce(alert_id=clear(pair).pk)
     rows = list(Notification.objects.order_by("pk").values_list("kind", "held"))
-    assert rows[:5] == [("trigger", ""), ("resolve", ""), ("trigger", ""), ("resolve", ""),
-                        ("flapping", "")]
+    assert rows[:5] == [
+        ("trigger", ""),
+        ("resolve", ""),
+        ("trigger", ""),
+        ("resolve", ""),
+        ("flapping", ""),
+    ]
     assert all(held == "flapping" for _, held in rows[5:]) and len(rows) == 12
     assert [p["text"].split(" ")[1] for p in slack.posted] == [
-        "ALERT", "Resolved", "ALERT", "Resolved", "FLAPPING"]
+        "ALERT",
+        "Resolved",
+        "ALERT",
+        "Resolved",
+        "FLAPPING",
+    ]
     # Six quiet hours later it has settled: the next opening is an ordinary alert again.
     Alert.objects.update(opened_at=timezone.now() - timedelta(hours=7))
     AlertTransition.objects.update(at=timezone.now() - timedelta(hours=7))
@@ -200,15 +229,30 @@ def test_flapping_is_notified_once_until_it_settles(pair, rule, slack):
 
 def test_maintenance_holds_notifications_and_marks_the_run(demo_vendor_url, slack):
     pair = make_pair(demo_vendor_url, fast_model="demo-broken-html", suite="smoke", repeat=1)
-    rule = AlertRule.objects.create(name="fast-errors", pair=pair, metric="error_rate",
-                                    tier="fast", op="gt", threshold=0.5, last_k=1, min_n=2)
+    rule = AlertRule.objects.create(
+        name="fast-errors",
+        pair=pair,
+        metric="error_rate",
+        tier="fast",
+        op="gt",
+        threshold=0.5,
+        last_k=1,
+        min_n=2,
+    )
     rule.channels.add(slack_channel())
     now = timezone.now()
-    MaintenanceWindow.objects.create(vendor_host="127.0.0.1", starts_at=now - timedelta(minutes=5),
-                                     ends_at=now + timedelta(hours=1), reason="vendor upgrade")
+    MaintenanceWindow.objects.create(
+        vendor_host="127.0.0.1",
+        starts_at=now - timedelta(minutes=5),
+        ends_at=now + timedelta(hours=1),
+        reason="vendor upgrade",
+    )
     held = []
-    run = execute_run(run_id=create_run(pair=pair, seed=1).id, cases_limit=2,
-                      notify=lambda alert_id: held.extend(lifecycle.announce(alert_id=alert_id)))
+    run = execute_run(
+        run_id=create_run(pair=pair, seed=1).id,
+        cases_limit=2,
+        notify=lambda alert_id: held.extend(lifecycle.announce(alert_id=alert_id)),
+    )
     assert Run.objects.get(pk=run.pk).in_maintenance
     assert [(n.kind, n.held, n.ok) for n in held] == [("trigger", "maintenance", False)]
     assert slack.posted == []
@@ -224,7 +268,11 @@ def test_maintenance_holds_notifications_and_marks_the_run(demo_vendor_url, slac
 def test_a_run_outside_any_window_is_not_marked(demo_vendor_url):
     pair = make_pair(demo_vendor_url, suite="smoke", repeat=1)
     now = timezone.now()
-    MaintenanceWindow.objects.create(pair=pair, starts_at=now - timedelta(hours=3),
-                                     ends_at=now - timedelta(hours=2), reason="yesterday's")
+    MaintenanceWindow.objects.create(
+        pair=pair,
+        starts_at=now - timedelta(hours=3),
+        ends_at=now - timedelta(hours=2),
+        reason="yesterday's",
+    )
     run = execute_run(run_id=create_run(pair=pair, seed=1).id, cases_limit=1)
     assert not Run.objects.get(pk=run.pk).in_maintenance

@@ -31,8 +31,16 @@ def pair(db) -> Pair:
 
 @pytest.fixture
 def rule(pair) -> AlertRule:
-    return AlertRule.objects.create(name="fast-ttft", pair=pair, metric="ttft_p95", tier="fast",
-                                    op="gt", threshold=500.0, last_k=3, min_n=5)
+    return AlertRule.objects.create(
+        name="fast-ttft",
+        pair=pair,
+        metric="ttft_p95",
+        tier="fast",
+        op="gt",
+        threshold=500.0,
+        last_k=3,
+        min_n=5,
+    )
 
 
 def test_it_opens_one_alert_when_the_mean_over_k_runs_breaches(pair, rule):
@@ -100,8 +108,9 @@ def test_it_ignores_runs_not_done(pair, rule):
 
 def test_it_applies_rules_without_a_pair_and_not_other_pairs_rules(pair, rule):
     other = Pair.objects.create(name="other", fast=pair.fast, base=pair.base, suite=pair.suite)
-    AlertRule.objects.create(name="any-similarity", metric="similarity", tier="pair", op="lt",
-                             threshold=0.9, min_n=5)
+    AlertRule.objects.create(
+        name="any-similarity", metric="similarity", tier="pair", op="lt", threshold=0.9, min_n=5
+    )
     run = add_run(other, ttft=9000, similarity=0.5)
     (alert,) = evaluate_alerts(run_id=run.id)
     assert alert.rule.name == "any-similarity" and alert.pair == other
@@ -129,30 +138,57 @@ def test_it_reads_the_summary_that_runs_write(pair):
     run = Run.objects.create(pair=pair, suite=pair.suite, status="done")
     for i in range(6):
         for tier, endpoint, ttft in (("fast", pair.fast, 800.0), ("base", pair.base, 1600.0)):
-            Sample.objects.create(run=run, case=case, endpoint=endpoint, tier=tier, repetition=i,
-                                  started_at=timezone.now(), ok=True, ttft_ms=ttft,
-                                  e2e_ms=2 * ttft, tpot_ms=10.0, text="same text",
-                                  tests_passed=True)
+            Sample.objects.create(
+                run=run,
+                case=case,
+                endpoint=endpoint,
+                tier=tier,
+                repetition=i,
+                started_at=timezone.now(),
+                ok=True,
+                ttft_ms=ttft,
+                e2e_ms=2 * ttft,
+                tpot_ms=10.0,
+                text="same text",
+                tests_passed=True,
+            )
     samples = list(run.samples.select_related("case"))
     Run.objects.filter(pk=run.pk).update(summary=summarise_samples(samples, min_n=5))
-    for metric, tier, threshold in [("ttft_p95", "fast", 500), ("ttft_p50", "fast", 500),
-                                    ("e2e_p50", "base", 3000),
-                                    ("tpot_p50", "fast", 5), ("availability", "fast", 1.01),
-                                    ("pass_rate", "base", 1.01), ("error_rate", "fast", -1),
-                                    ("similarity", "pair", 1.01), ("speedup_ttft", "pair", 2.5)]:
+    for metric, tier, threshold in [
+        ("ttft_p95", "fast", 500),
+        ("ttft_p50", "fast", 500),
+        ("e2e_p50", "base", 3000),
+        ("tpot_p50", "fast", 5),
+        ("availability", "fast", 1.01),
+        ("pass_rate", "base", 1.01),
+        ("error_rate", "fast", -1),
+        ("similarity", "pair", 1.01),
+        ("speedup_ttft", "pair", 2.5),
+    ]:
         op = "lt" if threshold in (1.01, 2.5) else "gt"
-        AlertRule.objects.create(name=f"r-{metric}", pair=pair, metric=metric, tier=tier, op=op,
-                                 threshold=threshold)
+        AlertRule.objects.create(
+            name=f"r-{metric}", pair=pair, metric=metric, tier=tier, op=op, threshold=threshold
+        )
     opened = evaluate_alerts(run_id=run.id)
     # a P95 of 6 values is withheld (it needs 59): its rule is skipped, not fed a guess
     assert sorted(a.rule.metric for a in opened) == sorted(
-        ["ttft_p50", "e2e_p50", "tpot_p50", "availability", "pass_rate", "error_rate",
-         "similarity", "speedup_ttft"])
+        [
+            "ttft_p50",
+            "e2e_p50",
+            "tpot_p50",
+            "availability",
+            "pass_rate",
+            "error_rate",
+            "similarity",
+            "speedup_ttft",
+        ]
+    )
     speedup = next(a for a in opened if a.rule.metric == "speedup_ttft")
     assert speedup.value == pytest.approx(2.0) and "n = 6" in speedup.message
 
 
 # Delivery -------------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def alert(pair, rule) -> Alert:
@@ -211,8 +247,14 @@ def test_it_disables_a_channel_after_five_permanent_failures(alert, rule, monkey
 
 
 def test_it_resets_failures_after_a_success(alert, rule, slack, monkeypatch):
-    channel = with_channel(rule, name="chat", kind="slack", target=WEBHOOK_ENV,
-                           last_error="old", consecutive_failures=3)
+    channel = with_channel(
+        rule,
+        name="chat",
+        kind="slack",
+        target=WEBHOOK_ENV,
+        last_error="old",
+        consecutive_failures=3,
+    )
     (result,) = notify(alert_id=alert.id)
     assert result.ok
     channel.refresh_from_db()
@@ -242,5 +284,6 @@ def test_a_rule_is_checked_against_the_metric_catalogue_where_it_is_saved(pair):
     with pytest.raises(ValidationError) as err:
         bad.full_clean()
     assert err.value.message_dict["metric"] == [
-        "metric similarity compares the tiers: set tier to 'pair'"]
+        "metric similarity compares the tiers: set tier to 'pair'"
+    ]
     AlertRule(name="ok", pair=pair, metric="similarity", tier="pair", threshold=0.9).full_clean()

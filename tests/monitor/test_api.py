@@ -37,8 +37,11 @@ def resolve(alert: Alert) -> None:
 
 def client_for(live_server, role: str | None) -> httpx.Client:
     _, token = create_token(user=factories.user(f"api-{role}", role))
-    return httpx.Client(base_url=f"{live_server.url}/api",
-                        headers={"Authorization": f"Bearer {token}"}, timeout=TIMEOUT)
+    return httpx.Client(
+        base_url=f"{live_server.url}/api",
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=TIMEOUT,
+    )
 
 
 @pytest.fixture
@@ -48,11 +51,23 @@ def world():
     for i in range(7):
         factories.run(pair, minutes_ago=10 * (7 - i), summary=factories.summary())
     factories.run(pair, status="failed", minutes_ago=1)
-    audit = factories.run(pair, kind=RunKind.AUDIT, minutes_ago=5, summary=factories.summary(
-        verdict=Verdict(label="no_detectable_difference", sentence="no detectable difference",
-                        p_value=0.41, data={"label": "no_detectable_difference",
-                                            "sentence": "no detectable difference",
-                                            "p_value": 0.41})))
+    audit = factories.run(
+        pair,
+        kind=RunKind.AUDIT,
+        minutes_ago=5,
+        summary=factories.summary(
+            verdict=Verdict(
+                label="no_detectable_difference",
+                sentence="no detectable difference",
+                p_value=0.41,
+                data={
+                    "label": "no_detectable_difference",
+                    "sentence": "no detectable difference",
+                    "p_value": 0.41,
+                },
+            )
+        ),
+    )
     factories.run(other, minutes_ago=3, summary=factories.summary())
     rule = AlertRule.objects.create(name="ttft", metric="ttft_p95", threshold=1)
     firing = Alert.objects.create(rule=rule, pair=pair, message="TTFT high", value=2.0)
@@ -73,8 +88,11 @@ def test_a_token_is_stored_only_as_its_digest(live_server, world, capsys):
     token = capsys.readouterr().out.strip()
     row = ApiToken.objects.get(user__username="dora")
     assert row.digest == digest(token) and token not in (row.digest, row.prefix)
-    response = httpx.get(f"{live_server.url}/api/pairs",
-                         headers={"Authorization": f"Bearer {token}"}, timeout=TIMEOUT)
+    response = httpx.get(
+        f"{live_server.url}/api/pairs",
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=TIMEOUT,
+    )
     assert response.status_code == 200
     row.refresh_from_db()
     assert row.last_used_at is not None
@@ -89,20 +107,31 @@ def test_a_user_without_a_role_is_refused_reads(live_server, world):
 def test_a_viewer_lists_pairs(live_server, world):
     body = client_for(live_server, roles.VIEWER).get("/pairs").json()
     assert body["count"] == 2
-    assert body["items"][0] == {"name": "demo", "fast": "demo-fast", "base": "demo-base",
-                                "suite": "smoke v1", "claimed_speedup": 4.0, "active": True,
-                                "simulated": True}
+    assert body["items"][0] == {
+        "name": "demo",
+        "fast": "demo-fast",
+        "base": "demo-base",
+        "suite": "smoke v1",
+        "claimed_speedup": 4.0,
+        "active": True,
+        "simulated": True,
+    }
 
 
 def test_runs_are_paginated_newest_first(live_server, world):
     api = client_for(live_server, roles.VIEWER)
-    pages = [api.get("/runs", params={"pair": "demo", "page": n, "page_size": 4}).json()
-             for n in (1, 2, 3)]
+    pages = [
+        api.get("/runs", params={"pair": "demo", "page": n, "page_size": 4}).json()
+        for n in (1, 2, 3)
+    ]
     assert [p["count"] for p in pages] == [9, 9, 9]
     assert [len(p["items"]) for p in pages] == [4, 4, 1]
     ids = [r["id"] for p in pages for r in p["items"]]
-    expected = list(Run.objects.filter(pair__name="demo").order_by("-created_at", "-id")
-                    .values_list("id", flat=True))
+    expected = list(
+        Run.objects.filter(pair__name="demo")
+        .order_by("-created_at", "-id")
+        .values_list("id", flat=True)
+    )
     assert ids == expected
 
 
@@ -132,8 +161,15 @@ def test_samples_are_paginated_and_texts_only_on_request(live_server, world):
     run = Run.objects.filter(pair__name="demo", status="done").first()
     case = world["pair"].suite.cases.get()
     for seq in range(5):
-        factories.sample(run, case, "fast" if seq % 2 else "base", seq=seq, text=f"answer {seq}",
-                         ttft_ms=100.0 + seq, headers={"x-request-id": "abc"})
+        factories.sample(
+            run,
+            case,
+            "fast" if seq % 2 else "base",
+            seq=seq,
+            text=f"answer {seq}",
+            ttft_ms=100.0 + seq,
+            headers={"x-request-id": "abc"},
+        )
     api = client_for(live_server, roles.VIEWER)
     page = api.get(f"/runs/{run.id}/samples", params={"page_size": 2, "page": 2}).json()
     assert page["count"] == 5
@@ -172,24 +208,31 @@ def test_a_viewer_cannot_write(live_server, world):
 
 
 def test_an_operator_runs_a_probe_now(live_server, world):
-    response = client_for(live_server, roles.OPERATOR).post("/pairs/demo/runs",
-                                                            json={"kind": "audit"})
+    response = client_for(live_server, roles.OPERATOR).post(
+        "/pairs/demo/runs", json={"kind": "audit"}
+    )
     assert response.status_code == 201
     run = Run.objects.get(pk=response.json()["id"])
-    assert (run.pair.name, run.kind, run.status, run.trigger) == ("demo", "audit", "queued",
-                                                                  "manual")
+    assert (run.pair.name, run.kind, run.status, run.trigger) == (
+        "demo",
+        "audit",
+        "queued",
+        "manual",
+    )
 
 
 def test_an_operator_gets_404_for_an_unknown_pair(live_server, world):
-    assert client_for(live_server, roles.OPERATOR).post("/pairs/nope/runs",
-                                                        json={}).status_code == 404
+    assert (
+        client_for(live_server, roles.OPERATOR).post("/pairs/nope/runs", json={}).status_code == 404
+    )
 
 
 @needs_lifecycle
 def test_an_operator_acknowledges_an_alert(live_server, world):
     alert = world["alert"].id
     response = client_for(live_server, roles.OPERATOR).post(
-        f"/alerts/{alert}/acknowledge", json={"note": "looking into it"})
+        f"/alerts/{alert}/acknowledge", json={"note": "looking into it"}
+    )
     assert response.status_code == 200, response.text
     assert response.json()["id"] == alert
     assert response.json()["state"] == "acknowledged"
@@ -202,7 +245,8 @@ def test_an_operator_silences_an_alert(live_server, world):
     alert = world["alert"].id
     until = (timezone.now() + timedelta(hours=2)).isoformat()
     response = client_for(live_server, roles.OPERATOR).post(
-        f"/alerts/{alert}/silence", json={"until": until, "note": "vendor maintenance"})
+        f"/alerts/{alert}/silence", json={"until": until, "note": "vendor maintenance"}
+    )
     assert response.status_code == 200, response.text
     assert response.json()["state"] == "firing"  # a silence is not a state: it holds notices
     assert Alert.objects.get(pk=alert).silenced_until is not None
@@ -224,9 +268,16 @@ def test_the_openapi_schema_is_valid_and_lists_every_endpoint(live_server):
     assert response.status_code == 200
     schema = response.json()
     validate(schema)
-    assert {"/api/pairs", "/api/runs", "/api/runs/{run_id}/samples", "/api/verdicts",
-            "/api/alerts", "/api/alerts/{alert_id}/acknowledge",
-            "/api/alerts/{alert_id}/silence", "/api/pairs/{name}/runs"} <= set(schema["paths"])
+    assert {
+        "/api/pairs",
+        "/api/runs",
+        "/api/runs/{run_id}/samples",
+        "/api/verdicts",
+        "/api/alerts",
+        "/api/alerts/{alert_id}/acknowledge",
+        "/api/alerts/{alert_id}/silence",
+        "/api/pairs/{name}/runs",
+    } <= set(schema["paths"])
     assert schema["components"]["securitySchemes"]["BearerToken"]["scheme"] == "bearer"
 
 

@@ -84,9 +84,13 @@ def test_import_suite_names_file_line_and_field_and_writes_nothing(tmp_path):
 
 
 def test_import_suite_reads_humaneval_jsonl(tmp_path):
-    row = {"task_id": "HumanEval/0", "prompt": "def inc(x):\n", "entry_point": "inc",
-           "canonical_solution": "    return x + 1\n",
-           "test": "def check(candidate):\n    assert candidate(1) == 2\n"}
+    row = {
+        "task_id": "HumanEval/0",
+        "prompt": "def inc(x):\n",
+        "entry_point": "inc",
+        "canonical_solution": "    return x + 1\n",
+        "test": "def check(candidate):\n    assert candidate(1) == 2\n",
+    }
     path = tmp_path / "he.jsonl"
     path.write_text(json.dumps(row) + "\n")
     call_command("import_suite", str(path), "--name", "he-mini")
@@ -95,7 +99,8 @@ def test_import_suite_reads_humaneval_jsonl(tmp_path):
 
 
 def test_the_config_selects_a_benchmark_suite_with_prices_and_a_budget(benchmark_wheels):
-    apply_config_text("""\
+    apply_config_text(
+        """\
 endpoints:
   - {name: f, base_url: "http://127.0.0.1:9/v1", model: m-fast,
      price_input_per_mtok: 0.5, price_output_per_mtok: 2, price_cached_input_per_mtok: 0.05}
@@ -103,7 +108,9 @@ endpoints:
      price_input_per_mtok: 3, price_output_per_mtok: 15}
 pairs:
   - {name: p, fast: f, base: b, suite: bfcl_simple, daily_budget_usd: 2.5}
-""", source="team.yaml")
+""",
+        source="team.yaml",
+    )
     pair = Pair.objects.get(name="p")
     assert pair.suite.name == "bfcl_simple" and pair.daily_budget_usd == 2.5
     case = pair.suite.cases.first()
@@ -112,25 +119,28 @@ pairs:
 
 
 def _capability_suite(name: str) -> Suite:
-    cases = (importer.builtin_cases("long_tail/cross_file")
-             + importer.builtin_cases("long_tail/rare_apis")
-             + importer.builtin_cases("structured")
-             + bfcl.load_cases(["simple_python"], limit=16)
-             + bfcl.load_cases(["irrelevance"], limit=10))
+    cases = (
+        importer.builtin_cases("long_tail/cross_file")
+        + importer.builtin_cases("long_tail/rare_apis")
+        + importer.builtin_cases("structured")
+        + bfcl.load_cases(["simple_python"], limit=16)
+        + bfcl.load_cases(["irrelevance"], limit=10)
+    )
     suite, _ = save_versioned(name=name, cases=cases)
     return suite
 
 
 def _pair(name: str, url: str, fast_model: str, suite: Suite, **fields) -> Pair:
-    fast = Endpoint.objects.create(name=f"{name}-fast", base_url=url, model=fast_model,
-                                   simulated=True)
-    base = Endpoint.objects.create(name=f"{name}-base", base_url=url, model="demo-base",
-                                   simulated=True)
+    fast = Endpoint.objects.create(
+        name=f"{name}-fast", base_url=url, model=fast_model, simulated=True
+    )
+    base = Endpoint.objects.create(
+        name=f"{name}-base", base_url=url, model="demo-base", simulated=True
+    )
     return Pair.objects.create(name=name, fast=fast, base=base, suite=suite, **fields)
 
 
-def test_a_distilled_fast_tier_shows_a_loss_and_an_honest_one_none(admin_client,
-                                                                    benchmark_wheels):
+def test_a_distilled_fast_tier_shows_a_loss_and_an_honest_one_none(admin_client, benchmark_wheels):
     suite = _capability_suite("capability-mini")
     with serve_in_thread(time_scale=0.0) as url:
         distilled = _pair("distilled", url, "demo-distilled", suite)
@@ -141,17 +151,28 @@ def test_a_distilled_fast_tier_shows_a_loss_and_an_honest_one_none(admin_client,
                 assert run.status == "done", run.error
 
     # every sample of a benchmark case carries its outcome, with category and error class
-    tool = Sample.objects.filter(run__pair=distilled, tier="fast",
-                                 case__category="tool_calls/simple", tests_passed=False)
+    tool = Sample.objects.filter(
+        run__pair=distilled, tier="fast", case__category="tool_calls/simple", tests_passed=False
+    )
     assert tool.exists()
     classes = {s.tests_detail["error_class"] for s in tool}
-    assert classes <= {"invalid_json", "schema_mismatch", "no_call", "wrong_arguments",
-                       "unknown_function", "wrong_function", "wrong_count"}
+    assert classes <= {
+        "invalid_json",
+        "schema_mismatch",
+        "no_call",
+        "wrong_arguments",
+        "unknown_function",
+        "wrong_function",
+        "wrong_count",
+    }
     assert all(s.tests_detail["category"] == "tool_calls/simple" for s in tool)
 
     lost = capability.window_report(distilled)
-    kept = [r for r in lost.results if r.p_adjusted is not None and r.p_adjusted < r.alpha
-            and r.diff_points < 0]
+    kept = [
+        r
+        for r in lost.results
+        if r.p_adjusted is not None and r.p_adjusted < r.alpha and r.diff_points < 0
+    ]
     assert kept, [(r.category, r.diff_points, r.p_adjusted) for r in lost.results]
     assert lost.tools is not None and lost.tools.decision_f1 < 1.0
 
@@ -182,10 +203,12 @@ def test_a_distilled_fast_tier_shows_a_loss_and_an_honest_one_none(admin_client,
 def _priced_pair(url: str, **fields) -> Pair:
     suite, _ = save_versioned(name="structured-mini", cases=importer.builtin_cases("structured"))
     pair = _pair("priced", url, "demo-fast", suite, **fields)
-    Endpoint.objects.filter(pk=pair.fast_id).update(price_input_per_mtok=100.0,
-                                                    price_output_per_mtok=400.0)
-    Endpoint.objects.filter(pk=pair.base_id).update(price_input_per_mtok=300.0,
-                                                    price_output_per_mtok=1200.0)
+    Endpoint.objects.filter(pk=pair.fast_id).update(
+        price_input_per_mtok=100.0, price_output_per_mtok=400.0
+    )
+    Endpoint.objects.filter(pk=pair.base_id).update(
+        price_input_per_mtok=300.0, price_output_per_mtok=1200.0
+    )
     pair.refresh_from_db()
     return pair
 
@@ -220,17 +243,37 @@ def test_the_daily_budget_limits_cases_says_so_and_is_never_exceeded(admin_clien
 def test_cost_per_run_from_usage_and_prices(admin_client):
     pair = factories.pair("costly")
     Endpoint.objects.filter(pk=pair.fast_id).update(
-        price_input_per_mtok=2.0, price_output_per_mtok=8.0, price_cached_input_per_mtok=0.5)
-    Endpoint.objects.filter(pk=pair.base_id).update(price_input_per_mtok=4.0,
-                                                    price_output_per_mtok=16.0)
+        price_input_per_mtok=2.0, price_output_per_mtok=8.0, price_cached_input_per_mtok=0.5
+    )
+    Endpoint.objects.filter(pk=pair.base_id).update(
+        price_input_per_mtok=4.0, price_output_per_mtok=16.0
+    )
     pair.refresh_from_db()
     run = Run.objects.create(pair=pair, suite=pair.suite, status="done")
     case = pair.suite.cases.first()
     now = datetime.now(UTC)
-    Sample.objects.create(run=run, case=case, endpoint=pair.fast, tier="fast", started_at=now,
-                          ok=True, prompt_tokens=1000, cached_tokens=200, completion_tokens=500)
-    Sample.objects.create(run=run, case=case, endpoint=pair.base, tier="base", started_at=now,
-                          ok=True, prompt_tokens=1000, completion_tokens=250, seq=1)
+    Sample.objects.create(
+        run=run,
+        case=case,
+        endpoint=pair.fast,
+        tier="fast",
+        started_at=now,
+        ok=True,
+        prompt_tokens=1000,
+        cached_tokens=200,
+        completion_tokens=500,
+    )
+    Sample.objects.create(
+        run=run,
+        case=case,
+        endpoint=pair.base,
+        tier="base",
+        started_at=now,
+        ok=True,
+        prompt_tokens=1000,
+        completion_tokens=250,
+        seq=1,
+    )
     cost = budget.run_cost(run)
     # fast: 800 × $2 + 200 × $0.5 (cached) + 500 × $8, per million; base: 1000 × $4 + 250 × $16
     assert cost["fast"] == pytest.approx(0.0057)

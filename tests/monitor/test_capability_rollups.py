@@ -24,8 +24,9 @@ CATEGORY = "tool_calls/simple"
 
 
 def _world(n_cases: int = 6):
-    suite = factories.suite("bench", {f"t{i}": [{"role": "user", "content": f"q{i}"}]
-                                      for i in range(n_cases)})
+    suite = factories.suite(
+        "bench", {f"t{i}": [{"role": "user", "content": f"q{i}"}] for i in range(n_cases)}
+    )
     suite.cases.update(category=CATEGORY, max_tokens=1000)
     return factories.pair("cap", suite_row=suite)
 
@@ -36,10 +37,24 @@ def _probe(pair, *, fast_passes: bool, kind: str = RunKind.PROBE, out: int = 40)
     run = factories.run(pair, kind=kind)
     for i, case in enumerate(pair.suite.cases.order_by("key")):
         for tier, ok in (("fast", fast_passes), ("base", True)):
-            detail = {"kind": "tool_call", "category": CATEGORY, "called": True, "n_calls": 1,
-                      "n_schema_valid": int(ok), "error_class": None if ok else "schema_mismatch"}
-            factories.sample(run, case, tier, seq=2 * i + (tier == "base"), tests_passed=ok,
-                             tests_detail=detail, prompt_tokens=100, completion_tokens=out)
+            detail = {
+                "kind": "tool_call",
+                "category": CATEGORY,
+                "called": True,
+                "n_calls": 1,
+                "n_schema_valid": int(ok),
+                "error_class": None if ok else "schema_mismatch",
+            }
+            factories.sample(
+                run,
+                case,
+                tier,
+                seq=2 * i + (tier == "base"),
+                tests_passed=ok,
+                tests_detail=detail,
+                prompt_tokens=100,
+                completion_tokens=out,
+            )
     record_run(run=run)
     return run
 
@@ -77,8 +92,11 @@ def test_each_probe_is_folded_once_and_the_alarm_keeps_the_category_on_base():
         judge(run_id=_probe(pair, fast_passes=False).id)
     state = capability_monitor.states(pair)[CATEGORY]
     assert state.alarmed and state.runs == 4
-    assert capability.window_report(pair).advice[CATEGORY].startswith(
-        f"keep `{CATEGORY}` on base: loss detected across runs")
+    assert (
+        capability.window_report(pair)
+        .advice[CATEGORY]
+        .startswith(f"keep `{CATEGORY}` on base: loss detected across runs")
+    )
     monitoring.acknowledge(pair=pair, user="ops")
     assert capability_monitor.states(pair) == {}
     assert PairMonitorState.objects.get(pair=pair).capability == {}
@@ -89,13 +107,15 @@ def test_an_honest_pair_is_never_advised_to_keep_on_base():
     for _ in range(3):
         judge(run_id=_probe(pair, fast_passes=True).id)
     assert capability_monitor.states(pair)[CATEGORY] == LossState(
-        detectors=LossState().detectors, runs=3, cases=18)
+        detectors=LossState().detectors, runs=3, cases=18
+    )
     assert not capability.window_report(pair).advice[CATEGORY].startswith("keep")
 
 
 def _price(pair, *, limit: float) -> None:
     Endpoint.objects.filter(pk__in=[pair.fast_id, pair.base_id]).update(
-        price_input_per_mtok=1000.0, price_output_per_mtok=1000.0)
+        price_input_per_mtok=1000.0, price_output_per_mtok=1000.0
+    )
     pair.daily_budget_usd = limit
     pair.save()
     pair.refresh_from_db()
@@ -120,8 +140,13 @@ def test_a_case_is_estimated_at_the_p90_of_its_observed_replies_else_max_tokens(
     assert seen.output[("t0", "fast")] == 91  # P90 of 10…100, rounded up
     # per tier: 100 prompt + 91 output tokens at $1000/M; a never-answered case: max_tokens
     assert budget.case_estimate(case, pair, 1, seen) == pytest.approx(2 * 191 * 1e-3)
-    fresh = Case.objects.create(suite=pair.suite, key="new", category=CATEGORY,
-                                messages=[{"role": "user", "content": "q"}], max_tokens=1000)
+    fresh = Case.objects.create(
+        suite=pair.suite,
+        key="new",
+        category=CATEGORY,
+        messages=[{"role": "user", "content": "q"}],
+        max_tokens=1000,
+    )
     assert budget.case_estimate(fresh, pair, 1, seen) > 2 * 1000 * 1e-3
 
 
@@ -129,8 +154,9 @@ def _took(pair, keys, *, repeat=1, status="done", kind=RunKind.PROBE) -> Run:
     """A run that sent these cases ``repeat`` times to both tiers, rolled up when finished."""
     run = factories.run(pair, status=status, kind=kind, repeat=repeat)
     cases = pair.suite.cases.filter(key__in=keys)
-    for seq, (case, tier, rep) in enumerate((c, t, r) for c in cases for t in ("fast", "base")
-                                            for r in range(repeat)):
+    for seq, (case, tier, rep) in enumerate(
+        (c, t, r) for c in cases for t in ("fast", "base") for r in range(repeat)
+    ):
         factories.sample(run, case, tier, repetition=rep, seq=seq)
     if status == "done":
         record_run(run=run)
@@ -138,8 +164,9 @@ def _took(pair, keys, *, repeat=1, status="done", kind=RunKind.PROBE) -> Run:
 
 
 def test_rotation_counts_answers_from_the_rollups_and_a_running_run_from_its_samples():
-    suite = factories.suite("rot", {k: [{"role": "user", "content": k}]
-                                    for k in ("a0", "a1", "a2", "b0", "b1", "b2")})
+    suite = factories.suite(
+        "rot", {k: [{"role": "user", "content": k}] for k in ("a0", "a1", "a2", "b0", "b1", "b2")}
+    )
     for letter in "ab":
         suite.cases.filter(key__startswith=letter).update(category=letter)
     pair = factories.pair("rot", suite_row=suite)
@@ -159,8 +186,9 @@ def test_a_run_that_overshoots_the_budget_says_so(admin_client):
     pair = _world()
     _price(pair, limit=0.5)
     run = _probe(pair, fast_passes=True)  # costs 1.68 against a 0.5 budget
-    Run.objects.merge_summary(run.id, budget=budget.Budget(limit_usd=0.5, taken=6,
-                                                           available=6, keys=("t0",)))
+    Run.objects.merge_summary(
+        run.id, budget=budget.Budget(limit_usd=0.5, taken=6, available=6, keys=("t0",))
+    )
     run.refresh_from_db()
     sentence = budget.settle(run)
     assert sentence.startswith("over budget: $1.6800 spent today of $0.50")
@@ -173,8 +201,14 @@ def test_a_run_that_overshoots_the_budget_says_so(admin_client):
 def _priced_probes(name: str, n_categories: int, n_runs: int) -> list[Run]:
     """Probes of a pair whose suite has 3 tool cases in each of ``n_categories`` categories;
     each answer costs 140 tokens at $1000/M = $0.14. Newest first."""
-    suite = factories.suite(name, {f"c{c}-{i}": [{"role": "user", "content": "q"}]
-                                   for c in range(n_categories) for i in range(3)})
+    suite = factories.suite(
+        name,
+        {
+            f"c{c}-{i}": [{"role": "user", "content": "q"}]
+            for c in range(n_categories)
+            for i in range(3)
+        },
+    )
     for c in range(n_categories):
         suite.cases.filter(key__startswith=f"c{c}-").update(category=f"tool_calls/c{c}")
     pair = factories.pair(name, fast=f"{name}-fast", base=f"{name}-base", suite_row=suite)
@@ -182,17 +216,19 @@ def _priced_probes(name: str, n_categories: int, n_runs: int) -> list[Run]:
     return [_probe(pair, fast_passes=bool(r % 2)) for r in range(n_runs)][::-1]
 
 
-def test_the_worse_page_takes_as_many_queries_for_12_runs_and_4_categories_as_for_2(
-        admin_client):
+def test_the_worse_page_takes_as_many_queries_for_12_runs_and_4_categories_as_for_2(admin_client):
     small, large = _priced_probes("small", 2, 2), _priced_probes("large", 4, 12)
     admin_client.get("/pairs/small/worse/")  # the session's first read of its user and roles
 
     def page(name):
         with CaptureQueriesContext(connection) as queries:
             html = admin_client.get(f"/pairs/{name}/worse/").content.decode()
-        costs = re.findall(r'<a href="/runs/(\d+)/">#\d+</a></td><td>[^<]*</td>\s*<td>all</td>'
-                           r'\s*<td class="num">([^<]*)</td><td class="num">([^<]*)</td>'
-                           r'<td class="num">([^<]*)</td>', html)
+        costs = re.findall(
+            r'<a href="/runs/(\d+)/">#\d+</a></td><td>[^<]*</td>\s*<td>all</td>'
+            r'\s*<td class="num">([^<]*)</td><td class="num">([^<]*)</td>'
+            r'<td class="num">([^<]*)</td>',
+            html,
+        )
         return len(queries), costs, html
 
     queries_small, costs_small, html_small = page("small")

@@ -60,6 +60,7 @@ class Receiver:
 
 def hmac_check(secret: str):
     """A receiver written from the documented scheme, independently of the transport."""
+
     def check(headers, body):
         timestamp = headers.get("x-tierwatch-timestamp", "")
         sent = headers.get("x-tierwatch-signature", "")
@@ -68,12 +69,14 @@ def hmac_check(secret: str):
         if fresh and hmac.compare_digest(sent, "sha256=" + mac.hexdigest()):
             return 200, {"ok": True}
         return 401, {"error": "bad signature"}
+
     return check
 
 
 def pagerduty_check(routing_key: str):
     """The Events v2 contract (developer.pagerduty.com/docs/events-api-v2): 202 with a
     dedup_key on a valid event, 400 with the reasons otherwise."""
+
     def check(headers, body):
         event = json.loads(body)
         errors = []
@@ -92,10 +95,17 @@ def pagerduty_check(routing_key: str):
             if payload.get("severity") not in PD_SEVERITIES:
                 errors.append("payload.severity is invalid")
         if errors:
-            return 400, {"status": "invalid event", "message": "Event object is invalid",
-                         "errors": errors}
-        return 202, {"status": "success", "message": "Event processed",
-                     "dedup_key": event["dedup_key"]}
+            return 400, {
+                "status": "invalid event",
+                "message": "Event object is invalid",
+                "errors": errors,
+            }
+        return 202, {
+            "status": "success",
+            "message": "Event processed",
+            "dedup_key": event["dedup_key"],
+        }
+
     return check
 
 
@@ -123,12 +133,16 @@ def webhook_channel(receiver: Receiver) -> Channel:
 def test_it_signs_the_webhook_so_the_receiver_accepts_it(webhook):
     event = Event(key="tierwatch-alert-7", action="resolve", link="http://x/pairs/p/")
     Webhook(webhook_channel(webhook), event).notify("Subject", "body text")
-    (headers, body), = webhook.requests
+    ((headers, body),) = webhook.requests
     payload = json.loads(body)
     assert payload["event"] == "resolve" and payload["key"] == "tierwatch-alert-7"
     assert payload["subject"] == "Subject" and payload["text"] == "body text"
-    assert verify_signature("s3cret-signing-key", headers["x-tierwatch-timestamp"], body,
-                            headers["x-tierwatch-signature"])
+    assert verify_signature(
+        "s3cret-signing-key",
+        headers["x-tierwatch-timestamp"],
+        body,
+        headers["x-tierwatch-signature"],
+    )
 
 
 def test_it_handles_a_wrong_secret_as_a_rejected_signature(webhook, monkeypatch):
@@ -198,7 +212,7 @@ def apprise_json(monkeypatch):
 def test_it_delivers_through_apprise_to_a_json_webhook(apprise_json):
     channel = Channel(name="apprise", kind="apprise", target=APPRISE_ENV)
     transport_for(channel).notify("Subject line", "the body")
-    (headers, body), = apprise_json.requests
+    ((headers, body),) = apprise_json.requests
     posted = json.loads(body)
     assert posted["title"] == "Subject line" and posted["message"] == "the body"
 
@@ -223,8 +237,9 @@ def test_it_handles_an_apprise_receiver_that_is_down(monkeypatch):
 
 @pytest.mark.django_db
 def test_it_records_a_test_notification_per_attempt(webhook, monkeypatch):
-    channel = Channel.objects.create(name="hook", kind="webhook", target=webhook.url,
-                                     secret_env=SECRET_ENV)
+    channel = Channel.objects.create(
+        name="hook", kind="webhook", target=webhook.url, secret_env=SECRET_ENV
+    )
     good = send_test(channel_id=channel.pk, user="ops")
     monkeypatch.setenv(SECRET_ENV, "rotated-but-not-at-the-receiver")
     bad = send_test(channel_id=channel.pk)
@@ -251,10 +266,14 @@ def test_it_sends_a_pagerduty_test_that_resolves_itself(pagerduty):
 def test_it_sends_a_test_from_the_admin_action(client, webhook):
     admin = get_user_model().objects.create_superuser("root", "root@example.com", "pw")
     client.force_login(admin)
-    channel = Channel.objects.create(name="hook", kind="webhook", target=webhook.url,
-                                     secret_env=SECRET_ENV)
-    response = client.post("/admin/monitor/channel/", {
-        "action": "send_test_notification", "_selected_action": [channel.pk]}, follow=True)
+    channel = Channel.objects.create(
+        name="hook", kind="webhook", target=webhook.url, secret_env=SECRET_ENV
+    )
+    response = client.post(
+        "/admin/monitor/channel/",
+        {"action": "send_test_notification", "_selected_action": [channel.pk]},
+        follow=True,
+    )
     assert response.status_code == 200
     assert [str(m) for m in response.context["messages"]] == ["hook: test sent"]
     assert len(webhook.requests) == 1

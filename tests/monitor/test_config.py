@@ -107,10 +107,14 @@ def test_it_applies_served_tier_settings_and_a_signed_webhook_channel():
     text = GOOD.replace(
         "    api_key_env: ACME_API_KEY\n  - name: acme-base",
         "    api_key_env: ACME_API_KEY\n    expected_tier: priority\n"
-        "    served_tier_fields: [x-served-tier, meta.tier]\n  - name: acme-base", 1,
-    ).replace("alert_rules:\n", "  - name: hook\n    kind: webhook\n"
-              "    target: https://hooks.acme.example/tierwatch\n"
-              "    secret_env: ACME_WEBHOOK_SECRET\nalert_rules:\n")
+        "    served_tier_fields: [x-served-tier, meta.tier]\n  - name: acme-base",
+        1,
+    ).replace(
+        "alert_rules:\n",
+        "  - name: hook\n    kind: webhook\n"
+        "    target: https://hooks.acme.example/tierwatch\n"
+        "    secret_env: ACME_WEBHOOK_SECRET\nalert_rules:\n",
+    )
     apply_config_text(text, source="team.yaml")
     fast = Endpoint.objects.get(name="acme-fast")
     assert fast.expected_tier == "priority"
@@ -120,9 +124,11 @@ def test_it_applies_served_tier_settings_and_a_signed_webhook_channel():
 
 @pytest.mark.django_db
 def test_it_names_a_served_tier_fields_value_that_is_not_a_list():
-    text = GOOD.replace("    api_key_env: ACME_API_KEY\n  - name: acme-base",
-                        "    api_key_env: ACME_API_KEY\n    served_tier_fields: x-tier\n"
-                        "  - name: acme-base", 1)
+    text = GOOD.replace(
+        "    api_key_env: ACME_API_KEY\n  - name: acme-base",
+        "    api_key_env: ACME_API_KEY\n    served_tier_fields: x-tier\n  - name: acme-base",
+        1,
+    )
     with pytest.raises(ConfigError) as err:
         apply_config_text(text, source="team.yaml")
     assert "team.yaml:6: endpoints[0].served_tier_fields: " in str(err.value)

@@ -35,9 +35,15 @@ def test_it_refuses_aliases_inside_the_config():
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("tag", ["!!python/object/apply:os.system ['touch /tmp/pwned']",
-                                 "!!python/name:os.system", "!!python/object:object {}",
-                                 "!custom value"])
+@pytest.mark.parametrize(
+    "tag",
+    [
+        "!!python/object/apply:os.system ['touch /tmp/pwned']",
+        "!!python/name:os.system",
+        "!!python/object:object {}",
+        "!custom value",
+    ],
+)
 def test_it_refuses_non_core_tags_with_file_line_and_field(tag):
     text = GOOD.replace("    model: acme-large-turbo\n", f"    model: {tag}\n")
     message = refused(text)
@@ -70,46 +76,63 @@ def test_it_refuses_an_over_long_value():
 
 @pytest.mark.django_db
 def test_it_refuses_duplicate_keys():
-    text = GOOD.replace("    model: acme-large-turbo\n",
-                        "    model: acme-large-turbo\n    model: acme-other\n")
+    text = GOOD.replace(
+        "    model: acme-large-turbo\n", "    model: acme-large-turbo\n    model: acme-other\n"
+    )
     assert "t.yaml:5: endpoints[0].model: duplicate key (first on line 4)" in refused(text)
 
 
 @pytest.mark.django_db
 def test_it_refuses_duplicate_endpoint_pair_and_channel_names():
     text = GOOD.replace("  - name: acme-base\n", "  - name: acme-fast\n")
-    assert "t.yaml:6: endpoints[1].name: duplicate name 'acme-fast' (first on line 2)" in \
-        refused(text)
-    text = GOOD.replace("channels:\n", "  - {name: acme, fast: acme-fast, base: acme-base, "
-                        "suite: smoke}\nchannels:\n")
+    assert "t.yaml:6: endpoints[1].name: duplicate name 'acme-fast' (first on line 2)" in refused(
+        text
+    )
+    text = GOOD.replace(
+        "channels:\n",
+        "  - {name: acme, fast: acme-fast, base: acme-base, suite: smoke}\nchannels:\n",
+    )
     assert "t.yaml:27: pairs[1].name: duplicate name 'acme' (first on line 20)" in refused(text)
-    text = GOOD.replace("alert_rules:\n", "  - {name: ops, kind: email, target: a@b.c}\n"
-                        "alert_rules:\n")
+    text = GOOD.replace(
+        "alert_rules:\n", "  - {name: ops, kind: email, target: a@b.c}\nalert_rules:\n"
+    )
     assert "t.yaml:31: channels[1].name: duplicate name 'ops' (first on line 28)" in refused(text)
 
 
 @pytest.mark.django_db
 def test_it_refuses_duplicate_rule_names_and_case_keys():
-    text = GOOD + "  - {name: acme-ttft, pair: acme, metric: e2e_p95, tier: fast, op: gt, " \
-                  "threshold: 1}\n"
+    text = (
+        GOOD + "  - {name: acme-ttft, pair: acme, metric: e2e_p95, tier: fast, op: gt, "
+        "threshold: 1}\n"
+    )
     assert "alert_rules[1].name: duplicate name 'acme-ttft'" in refused(text)
-    text = GOOD.replace("        max_tokens: 16\n", "        max_tokens: 16\n"
-                        "      - {key: hello, messages: [{role: user, content: again}]}\n")
+    text = GOOD.replace(
+        "        max_tokens: 16\n",
+        "        max_tokens: 16\n      - {key: hello, messages: [{role: user, content: again}]}\n",
+    )
     assert "suites[0].cases[1].key: duplicate case key 'hello'" in refused(text)
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("old,new,expected", [
-    ("every: 15m", "every: 0s", "t.yaml:26: pairs[0].schedule.every: '0s' is shorter than 60s"),
-    ("audit_every: 6h", "audit_every: 59s", "pairs[0].schedule.audit_every: '59s' is shorter"),
-    ("    context_window: 200000\n", "    context_window: 200000\n    timeout_s: -5\n",
-     "t.yaml:12: endpoints[1].timeout_s: must be > 0 and ≤ 3600 seconds (got -5)"),
-    ("https://api.acme.example/v1\n    model: acme-large-turbo",
-     "ftp://api.acme.example/v1\n    model: acme-large-turbo",
-     "t.yaml:3: endpoints[0].base_url: must be an http:// or https:// URL with a host"),
-    ("repeat: 2", "repeat: 0", "t.yaml:25: pairs[0].repeat: must be 1 to 100 (got 0)"),
-    ("repeat: 2", "repeat: two", "pairs[0].repeat: must be 1 to 100 (got 'two')"),
-])
+@pytest.mark.parametrize(
+    "old,new,expected",
+    [
+        ("every: 15m", "every: 0s", "t.yaml:26: pairs[0].schedule.every: '0s' is shorter than 60s"),
+        ("audit_every: 6h", "audit_every: 59s", "pairs[0].schedule.audit_every: '59s' is shorter"),
+        (
+            "    context_window: 200000\n",
+            "    context_window: 200000\n    timeout_s: -5\n",
+            "t.yaml:12: endpoints[1].timeout_s: must be > 0 and ≤ 3600 seconds (got -5)",
+        ),
+        (
+            "https://api.acme.example/v1\n    model: acme-large-turbo",
+            "ftp://api.acme.example/v1\n    model: acme-large-turbo",
+            "t.yaml:3: endpoints[0].base_url: must be an http:// or https:// URL with a host",
+        ),
+        ("repeat: 2", "repeat: 0", "t.yaml:25: pairs[0].repeat: must be 1 to 100 (got 0)"),
+        ("repeat: 2", "repeat: two", "pairs[0].repeat: must be 1 to 100 (got 'two')"),
+    ],
+)
 def test_it_refuses_values_out_of_range(old, new, expected):
     assert old in GOOD
     assert expected in refused(GOOD.replace(old, new))

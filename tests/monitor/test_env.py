@@ -49,7 +49,8 @@ def test_a_key_is_stripped_and_blank_is_unset(monkeypatch):
 @pytest.mark.parametrize("bad", ["sk-a\rb", "sk-a\nb", "sk-a\x01b", "sk-a\x1bb", "sk-a\x7fb"])
 # (NUL cannot be in an environment variable at all: the OS refuses it)
 def test_a_key_with_a_control_character_is_refused_naming_the_variable_not_the_value(
-        monkeypatch, bad):
+    monkeypatch, bad
+):
     monkeypatch.setenv("TW_KEY", bad)
     with pytest.raises(EnvError) as err:
         env_secret("TW_KEY")
@@ -59,13 +60,20 @@ def test_a_key_with_a_control_character_is_refused_naming_the_variable_not_the_v
 def test_an_unset_secret_key_is_made_once_and_kept(monkeypatch, tmp_path):
     monkeypatch.delenv("TW_SECRET", raising=False)
     first = secret_key("TW_SECRET", tmp_path / "secret_key", debug=False)
-    assert len(first) >= 50 and secret_key("TW_SECRET", tmp_path / "secret_key",
-                                             debug=False) == first
+    assert (
+        len(first) >= 50 and secret_key("TW_SECRET", tmp_path / "secret_key", debug=False) == first
+    )
     assert (tmp_path / "secret_key").stat().st_mode & 0o077 == 0
 
 
-@pytest.mark.parametrize("weak", ["change-me", "short-but-random-8f3a",
-                                  "insecure-dev-key-set-TIERWATCH_SECRET_KEY-in-production"])
+@pytest.mark.parametrize(
+    "weak",
+    [
+        "change-me",
+        "short-but-random-8f3a",
+        "insecure-dev-key-set-TIERWATCH_SECRET_KEY-in-production",
+    ],
+)
 def test_a_weak_secret_key_is_refused_without_debug_only(monkeypatch, tmp_path, weak):
     monkeypatch.setenv("TW_SECRET", weak)
     with pytest.raises(EnvError, match="TW_SECRET is too weak") as err:

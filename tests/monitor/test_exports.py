@@ -34,8 +34,12 @@ def run(monkeypatch) -> Run:
     monkeypatch.setenv("ACME_KEY", SECRET)
     suite = Suite.objects.create(name="speed")
     for scenario in ("long_cached", "short_long_out"):
-        Case.objects.create(suite=suite, key=scenario, scenario=scenario,
-                            messages=[{"role": "user", "content": "hi"}])
+        Case.objects.create(
+            suite=suite,
+            key=scenario,
+            scenario=scenario,
+            messages=[{"role": "user", "content": "hi"}],
+        )
     pair = factories.pair(suite_row=suite, claimed_speedup=3)
     pair.fast.api_key_env = pair.base.api_key_env = "ACME_KEY"
     pair.fast.save()
@@ -45,13 +49,31 @@ def run(monkeypatch) -> Run:
     for case in suite.cases.all():
         for rep in range(6):
             for tier, scale in (("base", 1.0), ("fast", 0.25)):
-                factories.sample(row, case, tier, seq=seq, repetition=rep, text=f"t{seq}",
-                                 ttft_ms=400 * scale * (1 + rep / 10), e2e_ms=2000 * scale,
-                                 tpot_ms=20 * scale, completion_tokens=50,
-                                 estimated_tokens=48, headers={"authorization": SECRET})
+                factories.sample(
+                    row,
+                    case,
+                    tier,
+                    seq=seq,
+                    repetition=rep,
+                    text=f"t{seq}",
+                    ttft_ms=400 * scale * (1 + rep / 10),
+                    e2e_ms=2000 * scale,
+                    tpot_ms=20 * scale,
+                    completion_tokens=50,
+                    estimated_tokens=48,
+                    headers={"authorization": SECRET},
+                )
                 seq += 1
-    factories.sample(row, case, "fast", seq=seq, ok=False, error_class="http_401",
-                     error_message=f"401 for key {SECRET}", http_status=401)
+    factories.sample(
+        row,
+        case,
+        "fast",
+        seq=seq,
+        ok=False,
+        error_class="http_401",
+        error_message=f"401 for key {SECRET}",
+        http_status=401,
+    )
     summarise_run(run_id=row.id)
     row.refresh_from_db()
     return row
@@ -76,8 +98,11 @@ def test_the_run_samples_export_has_the_sample_columns_and_no_secret(viewer, run
     assert list(rows[0]) == list(exports.SAMPLE_COLUMNS)
     assert len(rows) == run.samples.count() == 25
     failed = rows[-1]
-    assert (failed["ok"], failed["error_class"], failed["http_status"]) == ("False", "http_401",
-                                                                            "401")
+    assert (failed["ok"], failed["error_class"], failed["http_status"]) == (
+        "False",
+        "http_401",
+        "401",
+    )
     assert rows[0]["case"] == "long_cached" and float(rows[0]["ttft_ms"]) == 400.0
     assert "text" not in rows[0] and "headers" not in rows[0]
 
@@ -112,9 +137,11 @@ def test_the_speed_export_is_the_per_scenario_table(viewer, run):
 
 
 def test_the_pages_carry_the_export_buttons(viewer, run):
-    for page, export in ((f"/runs/{run.pk}/", f"/runs/{run.pk}/samples."),
-                         ("/pairs/demo/", "/pairs/demo/runs."),
-                         ("/pairs/demo/speed/", "/pairs/demo/speed/speedups.")):
+    for page, export in (
+        (f"/runs/{run.pk}/", f"/runs/{run.pk}/samples."),
+        ("/pairs/demo/", "/pairs/demo/runs."),
+        ("/pairs/demo/speed/", "/pairs/demo/speed/speedups."),
+    ):
         html = viewer.get(page).content.decode()
         assert f'href="{export}csv"' in html and f'href="{export}json"' in html, page
 

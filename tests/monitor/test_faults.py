@@ -68,8 +68,12 @@ def slow_pair(vendor_url: str, cases: int = CASES) -> Pair:
         for name in ("fast", "base")
     ]
     return Pair.objects.create(
-        name="faulty", fast=endpoints[0], base=endpoints[1], suite=sync_builtin_suite(name="smoke"),
-        repeat=1, cases_per_run=cases,
+        name="faulty",
+        fast=endpoints[0],
+        base=endpoints[1],
+        suite=sync_builtin_suite(name="smoke"),
+        repeat=1,
+        cases_per_run=cases,
     )
 
 
@@ -120,17 +124,19 @@ def test_a_worker_killed_mid_run_is_reaped_with_its_samples_kept(
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_redelivered_task_takes_over_and_stores_only_what_is_missing(
-    slow_vendor_url, tmp_path
-):
+def test_a_redelivered_task_takes_over_and_stores_only_what_is_missing(slow_vendor_url, tmp_path):
     run, stored = killed_mid_run(slow_vendor_url, tmp_path)
     env = worker_env(TIERWATCH_STALE_AFTER_S="2")
     time.sleep(2.5)  # the dead owner's heartbeat is now stale for the new worker
     worker = start_worker(env, tmp_path, "worker-b")
     try:
         execute_run_task.delay(run.id)  # what acks_late redelivers
-        wait_for(lambda: Run.objects.filter(id=run.id, status="done").exists(), 45,
-                 "the taken-over run done", worker)
+        wait_for(
+            lambda: Run.objects.filter(id=run.id, status="done").exists(),
+            45,
+            "the taken-over run done",
+            worker,
+        )
     finally:
         stop(worker)
     run.refresh_from_db()
@@ -141,6 +147,7 @@ def test_a_redelivered_task_takes_over_and_stores_only_what_is_missing(
 
 # PostgreSQL restarted mid-run ------------------------------------------------------------------
 
+
 @dataclass
 class Cluster:
     data: str
@@ -148,14 +155,24 @@ class Cluster:
     as_user: list[str]
 
     def ctl(self, *args: str) -> None:
-        subprocess.run([*self.as_user, f"{PG_BIN}/pg_ctl", "-D", self.data, "-w", *args],
-                       check=True, capture_output=True, timeout=60)
+        subprocess.run(
+            [*self.as_user, f"{PG_BIN}/pg_ctl", "-D", self.data, "-w", *args],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
 
     def start(self, action: str = "start") -> None:
         """Start (or restart); the log goes to a file, or the server would hold our pipe."""
-        self.ctl("-l", f"{self.data}/server.log", "-m", "fast", "-o",
-                 f"-p {self.port} -k {self.data} -c listen_addresses=127.0.0.1 -c fsync=off",
-                 action)
+        self.ctl(
+            "-l",
+            f"{self.data}/server.log",
+            "-m",
+            "fast",
+            "-o",
+            f"-p {self.port} -k {self.data} -c listen_addresses=127.0.0.1 -c fsync=off",
+            action,
+        )
 
     @property
     def url(self) -> str:
@@ -172,8 +189,24 @@ def own_postgres() -> Iterator[Cluster]:
     as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
     if as_user:
         shutil.chown(data, "postgres")
-    subprocess.run([*as_user, f"{PG_BIN}/initdb", "-D", data, "-A", "trust", "-U", "postgres",
-                    "-E", "UTF8", "--no-sync"], check=True, capture_output=True, timeout=60)
+    subprocess.run(
+        [
+            *as_user,
+            f"{PG_BIN}/initdb",
+            "-D",
+            data,
+            "-A",
+            "trust",
+            "-U",
+            "postgres",
+            "-E",
+            "UTF8",
+            "--no-sync",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     cluster = Cluster(data, free_port(), as_user)
     cluster.start()
     yield cluster
@@ -193,15 +226,25 @@ pairs:
 def test_a_postgresql_restart_mid_run_loses_and_duplicates_nothing(
     own_postgres, slow_vendor_url, tmp_path
 ):
-    env = {**os.environ, "DATABASE_URL": own_postgres.url, "TIERWATCH_DB_RETRY_S": "30",
-           "DJANGO_SETTINGS_MODULE": "monitor.settings"}
+    env = {
+        **os.environ,
+        "DATABASE_URL": own_postgres.url,
+        "TIERWATCH_DB_RETRY_S": "30",
+        "DJANGO_SETTINGS_MODULE": "monitor.settings",
+    }
     manage = [sys.executable, "manage.py"]
     config = tmp_path / "faulty.yaml"
     config.write_text(PG_CONFIG.format(url=slow_vendor_url))
     for command in (["migrate", "--noinput"], ["apply_config", str(config)]):
         subprocess.run([*manage, *command], cwd=ROOT, env=env, check=True, capture_output=True)
-    probe = subprocess.Popen([*manage, "probe", "faulty", "--cases", "5", "--json"], cwd=ROOT,
-                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    probe = subprocess.Popen(
+        [*manage, "probe", "faulty", "--cases", "5", "--json"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     dsn = own_postgres.url.replace("postgres://", "postgresql://")
 
     def count(sql: str) -> int:
@@ -222,20 +265,35 @@ def test_a_postgresql_restart_mid_run_loses_and_duplicates_nothing(
     assert "database lost while storing" in err or "heartbeat not stored" in err, err[-3000:]
     with psycopg.connect(dsn) as db:
         status, planned, completed = db.execute(
-            "SELECT status, planned, completed FROM monitor_run").fetchone()
+            "SELECT status, planned, completed FROM monitor_run"
+        ).fetchone()
         stored, distinct = db.execute(
             "SELECT count(*), count(DISTINCT (case_id, tier, batch, repetition)) "
-            "FROM monitor_sample").fetchone()
+            "FROM monitor_sample"
+        ).fetchone()
     assert status == "done" and planned == 2 * 5
     assert stored == distinct == completed == planned  # none lost, none twice
 
 
 # Redis restarted mid-run -----------------------------------------------------------------------
 
+
 def start_redis(port: int) -> subprocess.Popen:
-    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
-                             "--save", "", "--appendonly", "no"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            "redis-server",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     import redis
 
     client = redis.Redis(port=port, socket_connect_timeout=0.5)
@@ -262,16 +320,27 @@ def test_a_redis_restart_mid_run_completes_it_and_the_schedule_goes_on(slow_vend
     scheduled = Run.objects.filter(pair=pair, trigger="scheduled")
     try:
         first = wait_for(
-            lambda: scheduled.filter(status="running", completed__gte=2).first(), 40,
-            "a scheduled run with 2 samples", worker)
+            lambda: scheduled.filter(status="running", completed__gte=2).first(),
+            40,
+            "a scheduled run with 2 samples",
+            worker,
+        )
         redis_server.terminate()  # no persistence: every queued message is gone
         redis_server.wait(timeout=10)
         restarted_at = timezone.now()
         redis_server = start_redis(port)
-        wait_for(lambda: Run.objects.filter(id=first.id, status="done").exists(), 30,
-                 "the interrupted run done", worker)
-        wait_for(lambda: scheduled.filter(created_at__gt=restarted_at, status="done").exists(),
-                 30, "a run scheduled after the restart done", worker)
+        wait_for(
+            lambda: Run.objects.filter(id=first.id, status="done").exists(),
+            30,
+            "the interrupted run done",
+            worker,
+        )
+        wait_for(
+            lambda: scheduled.filter(created_at__gt=restarted_at, status="done").exists(),
+            30,
+            "a run scheduled after the restart done",
+            worker,
+        )
         assert worker.poll() is None, "the worker must outlive a broker restart"
     finally:
         stop(worker)

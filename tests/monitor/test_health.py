@@ -23,7 +23,8 @@ def test_it_answers_503_naming_the_missing_worker_and_beat(client):
     assert body["status"] == "fail"
     assert checks["database"]["ok"] and checks["broker"]["ok"]
     assert checks["worker"] == {
-        "ok": False, "reason": "no worker answered a ping within 1 s",
+        "ok": False,
+        "reason": "no worker answered a ping within 1 s",
         "latency_ms": checks["worker"]["latency_ms"],
     }
     assert checks["beat"]["reason"] == "the watchdog has never run (is beat running?)"

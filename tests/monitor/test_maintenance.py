@@ -38,10 +38,12 @@ def test_a_window_covers_its_pair_its_vendor_host_or_everything():
     pair = factories.pair()  # endpoints at 127.0.0.1
     other = factories.pair("other", fast="o-fast", base="o-base", suite_row=pair.suite)
     mine = MaintenanceWindow.objects.create(pair=pair, starts_at=at(1), ends_at=at(2), reason="a")
-    host = MaintenanceWindow.objects.create(vendor_host="127.0.0.1", starts_at=at(1),
-                                            ends_at=at(2), reason="b")
-    MaintenanceWindow.objects.create(vendor_host="api.elsewhere.com", starts_at=at(1),
-                                     ends_at=at(2), reason="c")
+    host = MaintenanceWindow.objects.create(
+        vendor_host="127.0.0.1", starts_at=at(1), ends_at=at(2), reason="b"
+    )
+    MaintenanceWindow.objects.create(
+        vendor_host="api.elsewhere.com", starts_at=at(1), ends_at=at(2), reason="c"
+    )
     everything = MaintenanceWindow.objects.create(starts_at=at(1), ends_at=at(2), reason="d")
     assert maintenance.windows_for(pair) == [mine, host, everything]
     assert maintenance.windows_for(other) == [host, everything]
@@ -49,12 +51,15 @@ def test_a_window_covers_its_pair_its_vendor_host_or_everything():
     assert maintenance.active_window(other, at(2)) is None
 
 
-@pytest.mark.parametrize("fields, field, message", [
-    ({"cron": "61 * * * *", "duration_minutes": 5}, "cron", "not a cron expression"),
-    ({"cron": "0 2 * * *"}, "duration_minutes", "needs a duration"),
-    ({"starts_at": T}, "starts_at", "give start and end"),
-    ({"starts_at": at(3), "ends_at": at(2)}, "ends_at", "after the start"),
-])
+@pytest.mark.parametrize(
+    "fields, field, message",
+    [
+        ({"cron": "61 * * * *", "duration_minutes": 5}, "cron", "not a cron expression"),
+        ({"cron": "0 2 * * *"}, "duration_minutes", "needs a duration"),
+        ({"starts_at": T}, "starts_at", "give start and end"),
+        ({"starts_at": at(3), "ends_at": at(2)}, "ends_at", "after the start"),
+    ],
+)
 def test_a_window_that_cannot_be_read_is_refused_with_its_field(fields, field, message):
     with pytest.raises(ValidationError) as info:
         MaintenanceWindow(reason="x", **fields).full_clean()

@@ -31,9 +31,17 @@ HOURS_A_MONTH = 30 * 24
 
 
 def rules() -> list[AlertRule]:
-    return [AlertRule.objects.create(name=metric.replace("_", "-"), metric=metric, tier="pair",
-                                     op="gt", threshold=0.5, last_k=1)  # default min_n
-            for metric in ("verdict_different", "drift")]
+    return [
+        AlertRule.objects.create(
+            name=metric.replace("_", "-"),
+            metric=metric,
+            tier="pair",
+            op="gt",
+            threshold=0.5,
+            last_k=1,
+        )  # default min_n
+        for metric in ("verdict_different", "drift")
+    ]
 
 
 def scheduled_audit(pair: Pair, cases: int) -> Run:
@@ -50,12 +58,20 @@ def test_a_scheduled_audit_ends_in_a_verdict_a_page_and_an_alert_check(
 ):
     """repeat = 1 is the model's default: its probes have no base-vs-base pairs (the issue's
     TypeError); the audit must still be judged."""
-    ends = {n: Endpoint.objects.create(name=n, base_url=demo_vendor_url, model=n, simulated=True,
-                                       max_concurrency=8) for n in ("demo-base", "demo-fast")}
+    ends = {
+        n: Endpoint.objects.create(
+            name=n, base_url=demo_vendor_url, model=n, simulated=True, max_concurrency=8
+        )
+        for n in ("demo-base", "demo-fast")
+    }
     sync_builtin_suite(name="audit")
-    pair = Pair.objects.create(name=f"repeat-{repeat}", fast=ends["demo-fast"],
-                               base=ends["demo-base"], suite=sync_builtin_suite(name="coding"),
-                               repeat=repeat)
+    pair = Pair.objects.create(
+        name=f"repeat-{repeat}",
+        fast=ends["demo-fast"],
+        base=ends["demo-base"],
+        suite=sync_builtin_suite(name="coding"),
+        repeat=repeat,
+    )
     probe = execute_run(run_id=probe_pair_task.run(pair.name, "probe"), cases_limit=3)
     assert probe.status == "done" and probe.summary["drift"]["state"] == "calibrating"
     rules()
@@ -77,8 +93,9 @@ def test_the_real_engine_s_q4_pair_gets_a_verdict(admin_client, tmp_path):
     from evals.vendors.llamacpp import vendor
     from monitor.services.local_vendor import register
 
-    urls = vendor.up(["smollm2-f16", "smollm2-q4"], state=tmp_path / "vendor.json",
-                     log=lambda _: None)
+    urls = vendor.up(
+        ["smollm2-f16", "smollm2-q4"], state=tmp_path / "vendor.json", log=lambda _: None
+    )
     try:
         [pair] = register(urls=urls, ctx=4096, suite_name="smoke")
         audit = sync_builtin_suite(name="audit")  # as ``demo --engine llama.cpp`` does
@@ -105,16 +122,23 @@ def test_the_real_engine_s_q4_pair_gets_a_verdict(admin_client, tmp_path):
 
 def probe(pair: Pair, hours_ago: float, ttft: float, similarity: float) -> Run:
     summary = factories.summary(
-        fast=factories.tier(ttft=(ttft, ttft * 1.5)), base=factories.tier(ttft=(300.0, 450.0)),
-        similarity=Similarity(20, similarity))
+        fast=factories.tier(ttft=(ttft, ttft * 1.5)),
+        base=factories.tier(ttft=(300.0, 450.0)),
+        similarity=Similarity(20, similarity),
+    )
     return factories.run(pair, kind="probe", minutes_ago=60 * hours_ago, summary=summary)
 
 
 def audit(pair: Pair, hours_ago: float, p: float) -> Run:
-    verdict = {"label": "no_detectable_difference", "p_value": p, "sentence": f"p = {p:.2g}",
-               "mmd": {"fast_vs_base": {"n_per_tier": [250, 250]}}}
-    return factories.run(pair, kind="audit", minutes_ago=60 * hours_ago,
-                         summary=factories.summary(verdict=verdict))
+    verdict = {
+        "label": "no_detectable_difference",
+        "p_value": p,
+        "sentence": f"p = {p:.2g}",
+        "mmd": {"fast_vs_base": {"n_per_tier": [250, 250]}},
+    }
+    return factories.run(
+        pair, kind="audit", minutes_ago=60 * hours_ago, summary=factories.summary(verdict=verdict)
+    )
 
 
 def fold(run: Run) -> list:
@@ -139,8 +163,11 @@ def test_a_month_of_hourly_runs_on_an_honest_pair_raises_no_alarm(admin_client):
         opened += honest_hour(pair, rng, h)
     assert opened == []
     [baseline] = Baseline.objects.filter(pair=pair)
-    first = list(Run.objects.filter(pair=pair, kind="probe").order_by("created_at", "id")
-                 .values_list("id", flat=True)[:MIN_BASELINE_RUNS])
+    first = list(
+        Run.objects.filter(pair=pair, kind="probe")
+        .order_by("created_at", "id")
+        .values_list("id", flat=True)[:MIN_BASELINE_RUNS]
+    )
     assert baseline.active and baseline.run_ids == first  # frozen: never slid over the month
     state = PairMonitorState.objects.get(pair=pair)
     assert state.eprocess["audits"] == HOURS_A_MONTH and not state.eprocess["alarmed"]
@@ -185,18 +212,20 @@ def test_a_switch_raises_both_alarms_within_a_few_runs_and_acknowledging_restart
     Run.objects.filter(id=later.id).update(created_at=state.since)
     monitoring.after_run(run_id=later.id)
     assert Run.objects.get(id=later.id).summary["drift"]["reason"] == (
-        f"collecting the baseline: 1 of {MIN_BASELINE_RUNS} probe runs")
+        f"collecting the baseline: 1 of {MIN_BASELINE_RUNS} probe runs"
+    )
 
 
 def test_the_overview_flags_pairs_whose_outputs_differ_by_e_bh(admin_client):
     """e-BH at 5% over 3 pairs rejects the pairs with e ≥ 3 / (0.05 k): 60 for one flag."""
     suite = factories.suite()
-    pairs = [factories.pair(f"p{i}", fast=f"f{i}", base=f"b{i}", suite_row=suite)
-             for i in range(3)]
+    pairs = [factories.pair(f"p{i}", fast=f"f{i}", base=f"b{i}", suite_row=suite) for i in range(3)]
     for p, e in zip(pairs, (500.0, 20.0, 0.3), strict=True):
-        PairMonitorState.objects.create(pair=p, eprocess={"evalue": e, "detector": e,
-                                                          "audits": 5})
-    assert monitoring.differs_across_pairs(pairs) == {pairs[0].id: True, pairs[1].id: False,
-                                                      pairs[2].id: False}
+        PairMonitorState.objects.create(pair=p, eprocess={"evalue": e, "detector": e, "audits": 5})
+    assert monitoring.differs_across_pairs(pairs) == {
+        pairs[0].id: True,
+        pairs[1].id: False,
+        pairs[2].id: False,
+    }
     html = admin_client.get("/").content.decode()
     assert html.count(">outputs differ</a>") == 1 and "/pairs/p0/verdict/" in html

@@ -36,10 +36,19 @@ def production_env() -> dict[str, str]:
 
 
 def manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    base = {k: v for k, v in os.environ.items()
-            if not k.startswith("TIERWATCH_") or k == "TIERWATCH_VAR_DIR"}
-    return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env={**base, **env},
-                          capture_output=True, text=True, timeout=120)
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("TIERWATCH_") or k == "TIERWATCH_VAR_DIR"
+    }
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env={**base, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_check_deploy_is_clean_in_the_documented_production_env():
@@ -68,12 +77,15 @@ def test_it_refuses_to_start_with_a_weak_secret_key_when_debug_is_off(key):
 @pytest.mark.django_db
 def test_thirty_wrong_passwords_lock_the_address_out_even_for_the_right_one(client):
     get_user_model().objects.create_user("alice", password="a-Good-passphrase-42")
-    statuses = [client.post("/accounts/login/", {"username": "alice", "password": f"wrong{i}"}
-                            ).status_code for i in range(30)]
+    statuses = [
+        client.post("/accounts/login/", {"username": "alice", "password": f"wrong{i}"}).status_code
+        for i in range(30)
+    ]
     assert statuses[0] == 200  # the form again, with its error
     assert statuses[-1] == 429 and statuses.count(429) >= 20
-    right = client.post("/accounts/login/",
-                        {"username": "alice", "password": "a-Good-passphrase-42"})
+    right = client.post(
+        "/accounts/login/", {"username": "alice", "password": "a-Good-passphrase-42"}
+    )
     assert right.status_code == 429
     assert client.get("/").status_code == 302  # still not logged in
 

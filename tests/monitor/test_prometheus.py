@@ -56,15 +56,24 @@ def test_it_handles_a_missing_or_wrong_token_with_401(client, token):
 
 def test_it_reports_the_newest_probe_in_seconds(client, token):
     pair = factories.pair(claimed_speedup=6)
-    factories.run(pair, minutes_ago=30, summary=factories.summary(
-        fast=factories.tier(ttft=(999.0, 999.0))))
-    scenario = ScenarioStats(fast=Timings(ttft_ms=factories.stat(10, 80.0, 120.0)),
-                             speedup=SpeedUp(ttft=5.5))
-    newest = factories.run(pair, minutes_ago=10, summary=factories.summary(
-        fast=factories.tier(ttft=(100.0, 250.0), n=20, n_ok=18, availability=0.9),
-        base=factories.tier(3, ttft=(400.0, 900.0)),  # n=3: below min n, no percentiles
-        similarity=0.93, noise_floor=0.98, speedup=SpeedUp(ttft=4.0, e2e=3.0),
-        by_scenario={"long_cached": scenario}))
+    factories.run(
+        pair, minutes_ago=30, summary=factories.summary(fast=factories.tier(ttft=(999.0, 999.0)))
+    )
+    scenario = ScenarioStats(
+        fast=Timings(ttft_ms=factories.stat(10, 80.0, 120.0)), speedup=SpeedUp(ttft=5.5)
+    )
+    newest = factories.run(
+        pair,
+        minutes_ago=10,
+        summary=factories.summary(
+            fast=factories.tier(ttft=(100.0, 250.0), n=20, n_ok=18, availability=0.9),
+            base=factories.tier(3, ttft=(400.0, 900.0)),  # n=3: below min n, no percentiles
+            similarity=0.93,
+            noise_floor=0.98,
+            speedup=SpeedUp(ttft=4.0, e2e=3.0),
+            by_scenario={"long_cached": scenario},
+        ),
+    )
     factories.run(pair, status="running", minutes_ago=1)
     got = samples(client)
 
@@ -93,17 +102,28 @@ def test_it_reports_the_newest_probe_in_seconds(client, token):
 def test_it_reports_the_verdict_as_a_state_set_and_firing_alerts(client, token):
     pair = factories.pair()
     verdict = {"label": "different_model", "sentence": "outputs differ", "p_value": 0.003}
-    factories.run(pair, kind=RunKind.AUDIT, minutes_ago=5, summary=factories.summary(
-        verdict=Verdict(label="different_model", p_value=0.003, data=verdict)))
+    factories.run(
+        pair,
+        kind=RunKind.AUDIT,
+        minutes_ago=5,
+        summary=factories.summary(
+            verdict=Verdict(label="different_model", p_value=0.003, data=verdict)
+        ),
+    )
     rule = AlertRule.objects.create(name="r", metric="ttft_p95", threshold=1)
     Alert.objects.create(rule=rule, pair=pair, message="firing")
-    Alert.objects.create(rule=rule, pair=pair, message="over", state="resolved",
-                         resolved_at=timezone.now())
+    Alert.objects.create(
+        rule=rule, pair=pair, message="over", state="resolved", resolved_at=timezone.now()
+    )
     Alert.objects.create(rule=rule, pair=pair, message="seen", state="acknowledged")
     got = samples(client)
     states = {dict(k)["verdict"]: v for k, v in got["tierwatch_verdict"].items()}
-    assert states == {"different_model": 1.0, "no_detectable_difference": 0.0,
-                      "numerics_scale_difference": 0.0, "inconclusive": 0.0}
+    assert states == {
+        "different_model": 1.0,
+        "no_detectable_difference": 0.0,
+        "numerics_scale_difference": 0.0,
+        "inconclusive": 0.0,
+    }
     assert got["tierwatch_verdict_p_value"][labels(pair="demo")] == 0.003
     assert got["tierwatch_alerts_firing"][labels(pair="demo")] == 1
     assert labels(pair="demo", kind="audit") in got["tierwatch_last_run_timestamp_seconds"]
@@ -114,14 +134,16 @@ def _pairs(n: int, prefix: str) -> None:
     """n pairs, each with a finished probe and a finished audit."""
     suite = factories.suite(prefix)
     for i in range(n):
-        pair = factories.pair(f"{prefix}{i}", fast=f"{prefix}f{i}", base=f"{prefix}b{i}",
-                              suite_row=suite)
+        pair = factories.pair(
+            f"{prefix}{i}", fast=f"{prefix}f{i}", base=f"{prefix}b{i}", suite_row=suite
+        )
         factories.run(pair, summary=factories.summary())
         factories.run(pair, kind=RunKind.AUDIT, summary=factories.summary())
 
 
-def test_a_scrape_costs_the_same_queries_for_1_or_12_pairs(client, token,
-                                                             django_assert_num_queries):
+def test_a_scrape_costs_the_same_queries_for_1_or_12_pairs(
+    client, token, django_assert_num_queries
+):
     _pairs(1, "p")
     with django_assert_num_queries(6):
         client.get("/metrics", **AUTH)
@@ -138,8 +160,12 @@ def test_the_example_dashboard_queries_only_metrics_that_exist(client, token, se
     pair = factories.pair(claimed_speedup=6)
     factories.run(pair, summary=factories.summary(speedup=SpeedUp(ttft=4.0)))
     verdict = {"label": "inconclusive"}
-    factories.run(pair, kind=RunKind.AUDIT, summary=factories.summary(
-        verdict=Verdict(label="inconclusive", data=verdict)))
+    factories.run(
+        pair,
+        kind=RunKind.AUDIT,
+        summary=factories.summary(verdict=Verdict(label="inconclusive", data=verdict)),
+    )
     assert wanted <= set(samples(client)), wanted - set(samples(client))
     assert {"TTFT P95 per tier (all scenarios)", "Verdict of the newest audit"} <= {
-        p["title"] for p in dashboard["panels"]}
+        p["title"] for p in dashboard["panels"]
+    }

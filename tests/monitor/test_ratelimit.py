@@ -46,10 +46,14 @@ def test_the_limit_holds_across_two_processes():
     from redis import Redis
 
     vendor, limit = f"test-{uuid.uuid4().hex[:8]}", 3
-    code = ("import asyncio, sys; from tests.monitor.test_ratelimit import _hold_leases; "
-            "asyncio.run(_hold_leases(sys.argv[1], sys.argv[2], 3, 12, 0.05))")
-    procs = [subprocess.Popen([sys.executable, "-c", code, REDIS_URL, vendor], cwd=ROOT)
-             for _ in range(2)]
+    code = (
+        "import asyncio, sys; from tests.monitor.test_ratelimit import _hold_leases; "
+        "asyncio.run(_hold_leases(sys.argv[1], sys.argv[2], 3, 12, 0.05))"
+    )
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code, REDIS_URL, vendor], cwd=ROOT)
+        for _ in range(2)
+    ]
     assert [p.wait(timeout=60) for p in procs] == [0, 0]
     redis = Redis.from_url(REDIS_URL)
     assert int(redis.get(f"{vendor}:done")) == 24
@@ -144,16 +148,19 @@ def test_a_load_probe_takes_its_leases_from_the_shared_vendor_limit(demo_vendor_
     assert Redis.from_url(REDIS_URL).zcard(leases) == 0
 
 
-@pytest.mark.parametrize("name,args,kwargs,queue", [
-    ("monitor.tasks.probe_pair_task", ["p"], {}, "probes"),
-    ("monitor.tasks.probe_pair_task", ["p", "audit"], {}, "audits"),
-    ("monitor.tasks.execute_run_task", [1], {"kind": "probe"}, "probes"),
-    ("monitor.tasks.execute_run_task", [1], {"kind": "audit"}, "audits"),
-    ("monitor.tasks.evaluate_run_task", [1], {}, "sandbox"),
-    ("monitor.tasks.notify_task", [1], {}, "reports"),
-    ("monitor.tasks.weekly_report_task", [], {}, "reports"),
-    ("monitor.tasks.prune_payloads_task", [], {}, "reports"),
-])
+@pytest.mark.parametrize(
+    "name,args,kwargs,queue",
+    [
+        ("monitor.tasks.probe_pair_task", ["p"], {}, "probes"),
+        ("monitor.tasks.probe_pair_task", ["p", "audit"], {}, "audits"),
+        ("monitor.tasks.execute_run_task", [1], {"kind": "probe"}, "probes"),
+        ("monitor.tasks.execute_run_task", [1], {"kind": "audit"}, "audits"),
+        ("monitor.tasks.evaluate_run_task", [1], {}, "sandbox"),
+        ("monitor.tasks.notify_task", [1], {}, "reports"),
+        ("monitor.tasks.weekly_report_task", [], {}, "reports"),
+        ("monitor.tasks.prune_payloads_task", [], {}, "reports"),
+    ],
+)
 def test_each_task_goes_to_its_queue(name, args, kwargs, queue):
     route = app.amqp.router.route({}, name, args, kwargs)
     assert route["queue"].name == queue

@@ -22,17 +22,34 @@ def history(db):
     base = Endpoint.objects.create(name="b", base_url="http://127.0.0.1:9/v1", model="m")
     pair = Pair.objects.create(name="p", fast=fast, base=base, suite=suite)
     runs = {}
-    for name, kind, age_days in (("old_probe", "probe", 40), ("old_audit", "audit", 45),
-                                 ("older_audit", "audit", 50), ("new_probe", "probe", 5)):
-        run = Run.objects.create(pair=pair, suite=suite, kind=kind, status="done",
-                                 summary={"tiers": {"fast": {"n": 7}}})
+    for name, kind, age_days in (
+        ("old_probe", "probe", 40),
+        ("old_audit", "audit", 45),
+        ("older_audit", "audit", 50),
+        ("new_probe", "probe", 5),
+    ):
+        run = Run.objects.create(
+            pair=pair, suite=suite, kind=kind, status="done", summary={"tiers": {"fast": {"n": 7}}}
+        )
         Run.objects.filter(pk=run.pk).update(created_at=NOW - timedelta(days=age_days))
         for i in range(7):
             Sample.objects.create(
-                run=run, case=case, endpoint=fast, tier="fast", ok=True, seq=i,
-                started_at=NOW - timedelta(days=age_days, seconds=-i), ttft_ms=100.0 + i,
-                e2e_ms=900.0, text="x" * 300, chunk_gaps_ms=[1.5] * 60, chunk_tokens=[1] * 60,
-                headers={"x-request-id": "abc"}, logprobs=[{"t": "a"}], model_id="m-1")
+                run=run,
+                case=case,
+                endpoint=fast,
+                tier="fast",
+                ok=True,
+                seq=i,
+                started_at=NOW - timedelta(days=age_days, seconds=-i),
+                ttft_ms=100.0 + i,
+                e2e_ms=900.0,
+                text="x" * 300,
+                chunk_gaps_ms=[1.5] * 60,
+                chunk_tokens=[1] * 60,
+                headers={"x-request-id": "abc"},
+                logprobs=[{"t": "a"}],
+                model_id="m-1",
+            )
         record_run(run=Run.objects.get(pk=run.pk))
         runs[name] = run
     return runs
@@ -45,10 +62,17 @@ def test_it_empties_old_payloads_in_batches_and_keeps_the_rest(history):
     assert (result.rows, result.batches, result.done) == (14, 5, True)
     pruned = Sample.objects.filter(pruned_at__isnull=False)
     assert set(pruned.values_list("run_id", flat=True)) == {
-        history["old_probe"].id, history["older_audit"].id}
+        history["old_probe"].id,
+        history["older_audit"].id,
+    }
     for s in pruned:
         assert (s.text, s.chunk_gaps_ms, s.chunk_tokens, s.headers, s.logprobs) == (
-            "", [], [], {}, None)
+            "",
+            [],
+            [],
+            {},
+            None,
+        )
         assert s.ttft_ms is not None and s.model_id == "m-1"  # timings and provenance stay
     kept = Sample.objects.filter(run__in=[history["old_audit"], history["new_probe"]])
     assert all(s.text == "x" * 300 and len(s.chunk_gaps_ms) == 60 for s in kept)

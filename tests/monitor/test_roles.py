@@ -14,8 +14,14 @@ from tests import factories
 
 pytestmark = pytest.mark.django_db
 
-READ_PAGES = ("/", "/pairs/demo/", "/pairs/demo/speed/", "/pairs/demo/verdict/", "/metrics/",
-              "/reports/")
+READ_PAGES = (
+    "/",
+    "/pairs/demo/",
+    "/pairs/demo/speed/",
+    "/pairs/demo/verdict/",
+    "/metrics/",
+    "/reports/",
+)
 
 
 @pytest.fixture
@@ -31,8 +37,10 @@ def login(client, role: str | None):
 
 
 def test_the_migration_made_the_three_groups_with_their_permissions():
-    perms = {g.name: set(g.permissions.values_list("codename", flat=True))
-             for g in Group.objects.filter(name__in=roles.ROLES)}
+    perms = {
+        g.name: set(g.permissions.values_list("codename", flat=True))
+        for g in Group.objects.filter(name__in=roles.ROLES)
+    }
     assert {"view_pair", "view_run", "view_sample", "view_alert"} <= perms["viewer"]
     assert not {"change_alert", "add_run", "view_apitoken"} & perms["viewer"]
     assert perms["operator"] == perms["viewer"] | {"change_alert", "add_run"}
@@ -40,12 +48,14 @@ def test_the_migration_made_the_three_groups_with_their_permissions():
 
 
 def test_ensuring_the_roles_twice_changes_nothing():
-    before = {g.name: sorted(g.permissions.values_list("id", flat=True))
-              for g in Group.objects.all()}
+    before = {
+        g.name: sorted(g.permissions.values_list("id", flat=True)) for g in Group.objects.all()
+    }
     roles.ensure_roles(apps)
     roles.ensure_roles(apps)
-    after = {g.name: sorted(g.permissions.values_list("id", flat=True))
-             for g in Group.objects.all()}
+    after = {
+        g.name: sorted(g.permissions.values_list("id", flat=True)) for g in Group.objects.all()
+    }
     assert after == before
 
 
@@ -96,9 +106,18 @@ def test_an_admin_configures_in_the_admin(client, pair):
     client = login(client, roles.ADMIN)
     assert client.get("/admin/monitor/endpoint/").status_code == 200
     assert client.get("/admin/django_celery_beat/periodictask/").status_code == 200
-    response = client.post(f"/admin/monitor/pair/{pair.pk}/change/", {
-        "name": "demo", "fast": pair.fast_id, "base": pair.base_id, "suite": pair.suite_id,
-        "claimed_speedup": "5", "repeat": "1", "active": "on"})
+    response = client.post(
+        f"/admin/monitor/pair/{pair.pk}/change/",
+        {
+            "name": "demo",
+            "fast": pair.fast_id,
+            "base": pair.base_id,
+            "suite": pair.suite_id,
+            "claimed_speedup": "5",
+            "repeat": "1",
+            "active": "on",
+        },
+    )
     assert response.status_code == 302
     pair.refresh_from_db()
     assert pair.claimed_speedup == 5

@@ -53,11 +53,14 @@ def test_the_rollup_written_at_run_end_equals_a_recount_of_the_samples(demo_vend
         ok = [s for s in samples if s.ok]
         assert rollup.endpoint_id == {"fast": pair.fast_id, "base": pair.base_id}[tier]
         assert (rollup.n, rollup.n_ok) == (len(samples), len(ok))
-        assert rollup.errors == {c: sum(1 for s in samples if s.error_class == c)
-                                 for c in {s.error_class for s in samples if not s.ok}}
+        assert rollup.errors == {
+            c: sum(1 for s in samples if s.error_class == c)
+            for c in {s.error_class for s in samples if not s.ok}
+        }
         assert rollup.rate_limited == sum(s.error_class == "rate_limited" for s in samples)
         assert rollup.goodput_met == sum(
-            s.ok and s.ttft_ms <= 10_000 and s.e2e_ms <= 60_000 for s in samples)
+            s.ok and s.ttft_ms <= 10_000 and s.e2e_ms <= 60_000 for s in samples
+        )
         assert sketch.count(rollup.ttft_sketch) == len(ok)
         p50 = sketch.quantiles(rollup.e2e_sketch, qs=(50,), min_n=1)["p50"]
         if ok:
@@ -79,9 +82,16 @@ def two_runs(db):
     for day, model_ids in ((0, ["m-1", "m-1"]), (1, ["m-1", "m-2"])):
         run = Run.objects.create(pair=pair, suite=suite, status="done")
         for i, model_id in enumerate(model_ids):
-            Sample.objects.create(run=run, case=case, endpoint=fast, tier="fast", ok=True,
-                                  started_at=t0 + timedelta(days=day, minutes=i),
-                                  model_id=model_id, system_fingerprint="fp_a")
+            Sample.objects.create(
+                run=run,
+                case=case,
+                endpoint=fast,
+                tier="fast",
+                ok=True,
+                started_at=t0 + timedelta(days=day, minutes=i),
+                model_id=model_id,
+                system_fingerprint="fp_a",
+            )
         runs.append(run)
     return fast, runs, t0
 
@@ -95,7 +105,11 @@ def test_factory_rollup_rows_carry_every_rollup_field_a_new_one_too(db, monkeypa
     assert [list(r) for r in rows] == [list(rollups.ROLLUP_FIELDS)] * 6
     assert {r["pruned_at"] for r in rows} == {None}
     assert [(r["tier"], r["ttft_ms"], r["case__key"]) for r in rows[:4]] == [
-        ("fast", 100.0, "c0"), ("fast", 101.0, "c1"), ("fast", 102.0, "c2"), ("base", 400.0, "c0")]
+        ("fast", 100.0, "c0"),
+        ("fast", 101.0, "c1"),
+        ("fast", 102.0, "c2"),
+        ("base", 400.0, "c0"),
+    ]
     written = {r.tier: (r.n, r.n_ok) for r in record_run(run=run, samples=rows)}
     assert written == {"fast": (3, 3), "base": (3, 3)}
 
@@ -114,4 +128,7 @@ def test_provenance_events_are_upserted_once_per_run(two_runs):
     assert RunRollup.objects.filter(run=second).count() == 1
     events = endpoint_events(endpoints=[fast])
     assert [(e["what"], e["value"], e["change"]) for e in events] == [
-        ("model id", "m-1", False), ("fingerprint", "fp_a", False), ("model id", "m-2", True)]
+        ("model id", "m-1", False),
+        ("fingerprint", "fp_a", False),
+        ("model id", "m-2", True),
+    ]

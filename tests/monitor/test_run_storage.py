@@ -32,9 +32,11 @@ class HostileVendor(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.end_headers()
-        for chunk in ({"choices": [{"index": 0, "delta": {"content": content}}]},
-                      {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
-                      {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": usage}}):
+        for chunk in (
+            {"choices": [{"index": 0, "delta": {"content": content}}]},
+            {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+            {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": usage}},
+        ):
             self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
         self.wfile.write(b"data: [DONE]\n\n")
 
@@ -74,16 +76,17 @@ def test_sandbox_output_with_nul_and_a_lone_surrogate_is_stored(hostile):
 
 @pytest.mark.django_db
 def test_a_sample_that_cannot_be_saved_is_kept_as_store_error_and_the_run_goes_on(
-        demo_vendor_url, hostile):
-    pair = vendor_pair(demo_vendor_url, fast_url=f"{hostile}/negative/v1", suite="smoke",
-                     repeat=1)
+    demo_vendor_url, hostile
+):
+    pair = vendor_pair(demo_vendor_url, fast_url=f"{hostile}/negative/v1", suite="smoke", repeat=1)
     run = execute_run(run_id=create_run(pair=pair).id, cases_limit=3)
     assert run.status == "done", run.error
     fast = Sample.objects.filter(run=run, tier="fast")
-    assert fast.count() == 3 and set(fast.values_list("error_class", flat=True)) == {
-        "store_error"}
-    assert all(m.startswith("not stored: IntegrityError") for m in
-               fast.values_list("error_message", flat=True))
+    assert fast.count() == 3 and set(fast.values_list("error_class", flat=True)) == {"store_error"}
+    assert all(
+        m.startswith("not stored: IntegrityError")
+        for m in fast.values_list("error_message", flat=True)
+    )
     assert Sample.objects.filter(run=run, tier="base", ok=True).count() == 3
     assert run.summary_obj.tier("fast").errors == {"store_error": 3}
 

@@ -23,8 +23,18 @@ def summarised() -> Run:
     case = pair.suite.cases.get()
     for rep in range(6):
         for tier, ttft in (("fast", 100.0 + rep), ("base", 400.0 + rep)):
-            factories.sample(run, case, tier, text="hello there", repetition=rep, seq=rep,
-                             ttft_ms=ttft, e2e_ms=3 * ttft, tpot_ms=10.0, model_id="m")
+            factories.sample(
+                run,
+                case,
+                tier,
+                text="hello there",
+                repetition=rep,
+                seq=rep,
+                ttft_ms=ttft,
+                e2e_ms=3 * ttft,
+                tpot_ms=10.0,
+                model_id="m",
+            )
     summarise_run(run_id=run.id)
     run.refresh_from_db()
     return run

@@ -128,7 +128,8 @@ def test_stacked_constraint_cases_are_checked_and_count_in_the_pass_rate(demo_ve
 
 @pytest.mark.django_db
 def test_a_run_asking_more_streams_than_a_worker_times_faithfully_fails_saying_so(
-        demo_vendor_url, settings):
+    demo_vendor_url, settings
+):
     settings.TIERWATCH_MAX_STREAMS = 100
     pair = vendor_pair(demo_vendor_url, suite="smoke", repeat=1)
     pair.fast.max_concurrency = pair.base.max_concurrency = 60
@@ -136,5 +137,6 @@ def test_a_run_asking_more_streams_than_a_worker_times_faithfully_fails_saying_s
     pair.base.save()
     run = execute_run(run_id=create_run(pair=pair).id, cases_limit=2)
     assert run.status == "failed" and run.samples.count() == 0
-    assert run.error.startswith("TooManyStreams: 120 concurrent streams asked (max_concurrency: "
-                                "fast 60 + base 60)")
+    assert run.error.startswith(
+        "TooManyStreams: 120 concurrent streams asked (max_concurrency: fast 60 + base 60)"
+    )

@@ -104,10 +104,22 @@ def database_text() -> str:
     db = connection.settings_dict
     if connection.vendor == "postgresql":
         dump = subprocess.run(
-            ["pg_dump", "--data-only", "-h", db["HOST"] or "127.0.0.1", "-p",
-             str(db["PORT"] or 5432), "-U", db["USER"] or "postgres", db["NAME"]],
-            capture_output=True, text=True, check=True,
-            env={**os.environ, "PGPASSWORD": db["PASSWORD"] or ""})
+            [
+                "pg_dump",
+                "--data-only",
+                "-h",
+                db["HOST"] or "127.0.0.1",
+                "-p",
+                str(db["PORT"] or 5432),
+                "-U",
+                db["USER"] or "postgres",
+                db["NAME"],
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PGPASSWORD": db["PASSWORD"] or ""},
+        )
         assert "COPY public.monitor_sample" in dump.stdout
         return dump.stdout
     files = [Path(db["NAME"]), Path(f"{db['NAME']}-wal")]
@@ -116,7 +128,8 @@ def database_text() -> str:
 
 @pytest.mark.django_db(transaction=True)  # committed rows, so pg_dump sees them
 def test_a_canary_key_through_every_fault_is_found_nowhere(
-        demo_vendor_url, vendor, monkeypatch, caplog, capfd):
+    demo_vendor_url, vendor, monkeypatch, caplog, capfd
+):
     """The fault matrix: each fault of the simulated vendor (and a 401 that echoes the key) as
     the fast tier of its own probe run, with the key read from a variable that ends in a
     newline. Afterwards the key appears in no form in the database dump, the logs, the run,
@@ -124,17 +137,20 @@ def test_a_canary_key_through_every_fault_is_found_nowhere(
     caplog.set_level(logging.DEBUG)
     monkeypatch.setenv("CANARY_KEY", f"{CANARY} \n")
     sync_builtin_suite(name="smoke")
-    base = Endpoint.objects.create(name="base", base_url=demo_vendor_url, model="demo-base",
-                                   api_key_env="CANARY_KEY")
+    base = Endpoint.objects.create(
+        name="base", base_url=demo_vendor_url, model="demo-base", api_key_env="CANARY_KEY"
+    )
     fast_urls = {model: demo_vendor_url for model in FAULTS}
     fast_urls["echo-401"] = f"{vendor}/fail/v1"
     runs = []
     for model, url in fast_urls.items():
         slug = model.replace("demo-", "")
-        fast = Endpoint.objects.create(name=f"f-{slug}", base_url=url, model=model,
-                                       api_key_env="CANARY_KEY", timeout_s=2)
-        pair = Pair.objects.create(name=f"p-{slug}", fast=fast, base=base,
-                                   suite=Suite.objects.get(name="smoke"), repeat=1)
+        fast = Endpoint.objects.create(
+            name=f"f-{slug}", base_url=url, model=model, api_key_env="CANARY_KEY", timeout_s=2
+        )
+        pair = Pair.objects.create(
+            name=f"p-{slug}", fast=fast, base=base, suite=Suite.objects.get(name="smoke"), repeat=1
+        )
         runs.append(execute_run(run_id=create_run(pair=pair).id, cases_limit=2))
     assert f"Bearer {CANARY}" in VendorRecordingAuth.seen  # sent, stripped, to the vendor
     planned = sum(r.planned for r in runs)
@@ -145,8 +161,12 @@ def test_a_canary_key_through_every_fault_is_found_nowhere(
     client.force_login(factories.user("ops", roles.VIEWER, password="x-Long-pass-42"))
     pages = ["/", "/metrics/"]
     for run in runs:
-        pages += [f"/runs/{run.id}/", f"/pairs/{run.pair.name}/",
-                  f"/pairs/{run.pair.name}/speed/", f"/pairs/{run.pair.name}/verdict/"]
+        pages += [
+            f"/runs/{run.id}/",
+            f"/pairs/{run.pair.name}/",
+            f"/pairs/{run.pair.name}/speed/",
+            f"/pairs/{run.pair.name}/verdict/",
+        ]
     pages += [f"/samples/{pk}/" for pk in Sample.objects.values_list("pk", flat=True)]
     hits = []
     for page in pages:
@@ -162,10 +182,19 @@ def test_a_canary_key_through_every_fault_is_found_nowhere(
     out, err = capfd.readouterr()
     hits += canary_hits(caplog.text + out + err, "logs")
 
-    print(f"fault matrix: {len(fast_urls)} faults tried, "
-          f"{sum(r.status == 'done' for r in runs)} runs completed, {planned - stored} samples "
-          f"lost, {len(hits)} secrets found; fast-tier classes {sorted(classes)}")
+    print(
+        f"fault matrix: {len(fast_urls)} faults tried, "
+        f"{sum(r.status == 'done' for r in runs)} runs completed, {planned - stored} samples "
+        f"lost, {len(hits)} secrets found; fast-tier classes {sorted(classes)}"
+    )
     assert hits == []
     assert all(r.status == "done" for r in runs) and stored == planned == 4 * len(runs)
-    assert {"empty_stream", "body_too_large", "timeout", "http_status", "rate_limited",
-            "malformed_stream", "stream_incomplete"} <= classes
+    assert {
+        "empty_stream",
+        "body_too_large",
+        "timeout",
+        "http_status",
+        "rate_limited",
+        "malformed_stream",
+        "stream_incomplete",
+    } <= classes

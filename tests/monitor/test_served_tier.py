@@ -21,14 +21,16 @@ from monitor.services.pipeline import execute_run
 from monitor.services.runs import create_run
 from tests.factories import vendor_pair
 
-ASK = ChatRequest(messages=[{"role": "user", "content": "Explain connection pooling"}],
-                  max_tokens=40)
+ASK = ChatRequest(
+    messages=[{"role": "user", "content": "Explain connection pooling"}], max_tokens=40
+)
 
 
 def fetch(ep: EndpointSpec, n: int = 1) -> list[TimingRecord]:
     async def go() -> list[TimingRecord]:
         async with make_client() as client:
             return await asyncio.gather(*(stream_chat(client, ep, ASK) for _ in range(n)))
+
     return asyncio.run(go())
 
 
@@ -66,8 +68,11 @@ class TierHeaderVendor(BaseHTTPRequestHandler):
         self.send_header("X-Served-Tier", "flex")
         self.end_headers()
         for delta in ("Hello", " there", " friend"):
-            chunk = {"model": "m", "meta": {"tier": "scale"},
-                     "choices": [{"index": 0, "delta": {"content": delta}}]}
+            chunk = {
+                "model": "m",
+                "meta": {"tier": "scale"},
+                "choices": [{"index": 0, "delta": {"content": delta}}],
+            }
             self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
         done = {"model": "m", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
         self.wfile.write(b"data: " + json.dumps(done).encode() + b"\n\ndata: [DONE]\n\n")
@@ -115,16 +120,21 @@ def test_output_tokens_per_second_in_both_definitions():
 @pytest.mark.django_db
 def test_a_run_stores_the_served_tier_and_alerts_on_the_downgrade_rate():
     with serve_in_thread(time_scale=0.0, downgrade_share=1.0, downgrade_above=0) as url:
-        pair = vendor_pair(url, suite="smoke", repeat=1,
-                           fast_fields={"expected_tier": "priority"})
-        rule = AlertRule.objects.create(name="downgraded", metric="downgrade_rate", tier="fast",
-                                        op="gt", threshold=0.1, last_k=1, min_n=3)
+        pair = vendor_pair(url, suite="smoke", repeat=1, fast_fields={"expected_tier": "priority"})
+        rule = AlertRule.objects.create(
+            name="downgraded",
+            metric="downgrade_rate",
+            tier="fast",
+            op="gt",
+            threshold=0.1,
+            last_k=1,
+            min_n=3,
+        )
         run = execute_run(run_id=create_run(pair=pair, seed=3).id, cases_limit=4)
     assert run.status == "done", run.error
     fast = run.samples.filter(tier="fast")
     assert set(fast.values_list("served_tier", flat=True)) == {"default"}
-    assert set(run.samples.filter(tier="base").values_list("served_tier", flat=True)) == {
-        "default"}
+    assert set(run.samples.filter(tier="base").values_list("served_tier", flat=True)) == {"default"}
     block = run.summary_obj.tier("fast").served_tier
     assert block["expected"] == "priority" and block["downgrade_rate"] == 1.0
     assert block["n_reported"] == fast.count()
@@ -135,10 +145,10 @@ def test_a_run_stores_the_served_tier_and_alerts_on_the_downgrade_rate():
 
 
 @pytest.mark.django_db
-def test_an_undowngraded_run_reads_zero_and_the_pair_page_charts_it(demo_vendor_url,
-                                                                    admin_client):
-    pair = vendor_pair(demo_vendor_url, suite="smoke", repeat=1,
-                       fast_fields={"expected_tier": "priority"})
+def test_an_undowngraded_run_reads_zero_and_the_pair_page_charts_it(demo_vendor_url, admin_client):
+    pair = vendor_pair(
+        demo_vendor_url, suite="smoke", repeat=1, fast_fields={"expected_tier": "priority"}
+    )
     run = execute_run(run_id=create_run(pair=pair, seed=3).id, cases_limit=3)
     assert run.summary_obj.tier("fast").downgrade_rate == 0.0
     assert run.summary_obj.tier("base").downgrade_rate is None  # none expected

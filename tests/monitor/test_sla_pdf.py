@@ -41,17 +41,24 @@ def served(world):
         Run.objects.filter(pk=run.pk).update(created_at=IN_WEEK + timedelta(days=day - 1))
         for i in range(3):
             Sample.objects.create(
-                run=run, case=case, endpoint=fast, tier="fast",
-                started_at=IN_WEEK + timedelta(days=day - 1, hours=i), ok=True,
-                ttft_ms=200.0 + 40 * day + i, e2e_ms=900.0,
-                served_tier="default" if i == 0 and day % 2 else "priority")
+                run=run,
+                case=case,
+                endpoint=fast,
+                tier="fast",
+                started_at=IN_WEEK + timedelta(days=day - 1, hours=i),
+                ok=True,
+                ttft_ms=200.0 + 40 * day + i,
+                e2e_ms=900.0,
+                served_tier="default" if i == 0 and day % 2 else "priority",
+            )
         record_run(run=Run.objects.get(pk=run.pk))  # the report reads rollups
     return world
 
 
 def pdf_text(path) -> str:
-    return subprocess.run(["pdftotext", "-layout", str(path), "-"], check=True,
-                          capture_output=True, text=True).stdout
+    return subprocess.run(
+        ["pdftotext", "-layout", str(path), "-"], check=True, capture_output=True, text=True
+    ).stdout
 
 
 @needs_poppler
@@ -62,14 +69,24 @@ def test_it_renders_the_pdf_with_accounting_charts_and_downgrade_rate(served, tm
     path.write_bytes(pdf)
     text = " ".join(pdf_text(path).split())
     assert f"tierwatch SLA report, week {WEEK}" in text
-    for term in ("Accounting", "available", "429s", "retries", "error budget", "burn rate",
-                 "goodput", "downgrade rate"):
+    for term in (
+        "Accounting",
+        "available",
+        "429s",
+        "retries",
+        "error budget",
+        "burn rate",
+        "goodput",
+        "downgrade rate",
+    ):
         assert term in text, term
     assert "acme-fast" in text and "16.67%" in text  # 2 of 12 reported tiers downgraded
     assert "api.acme.test" not in text and "VENDOR_SECRET_KEY" not in text
     assert "sk-live" not in text
-    subprocess.run(["pdftoppm", "-png", "-r", "60", "-f", "1", "-l", "1", str(path),
-                    str(tmp_path / "page")], check=True)
+    subprocess.run(
+        ["pdftoppm", "-png", "-r", "60", "-f", "1", "-l", "1", str(path), str(tmp_path / "page")],
+        check=True,
+    )
     (png,) = tmp_path.glob("page*.png")
     with Image.open(png) as image:
         width, height = image.size
@@ -81,8 +98,11 @@ def test_it_renders_the_pdf_with_accounting_charts_and_downgrade_rate(served, tm
     drawn = 0
     for page in tmp_path.glob("all*.png"):
         with Image.open(page) as image:
-            drawn += sum(n for n, rgb in image.convert("RGB").getcolors(maxcolors=1 << 20)
-                         if all(abs(a - b) < 40 for a, b in zip(rgb, line_colour, strict=True)))
+            drawn += sum(
+                n
+                for n, rgb in image.convert("RGB").getcolors(maxcolors=1 << 20)
+                if all(abs(a - b) < 40 for a, b in zip(rgb, line_colour, strict=True))
+            )
     assert drawn > 100, "the charts' lines are not on any page"
 
 
@@ -92,8 +112,9 @@ def test_the_report_counts_downgrades_against_the_expected_tier(served):
     assert fast.served["n_reported"] == 12 and fast.served["n_downgraded"] == 2
     assert fast.served["n_unreported"] == 10  # the world's samples report no tier
     assert fast.served["downgrade_rate"] == pytest.approx(2 / 12)
-    assert [d["day"] for d in fast.daily] == [date(2026, 11, 23) + timedelta(days=k)
-                                              for k in range(4)]
+    assert [d["day"] for d in fast.daily] == [
+        date(2026, 11, 23) + timedelta(days=k) for k in range(4)
+    ]
 
 
 def test_the_error_budget_is_spent_by_failures_but_not_429s(world):
@@ -122,7 +143,8 @@ def test_a_month_covers_its_days_and_names_its_format(world):
 def test_the_month_command_prints_the_monthly_heading(world, capsys):
     call_command("sla_report", "--month", "2026-11")
     assert "tierwatch SLA report, month 2026-11 (2026-11-01 to 2026-11-30, UTC)" in (
-        capsys.readouterr().out)
+        capsys.readouterr().out
+    )
 
 
 def test_archiving_twice_replaces_the_period_and_the_page_lists_downloads(world, admin_client):

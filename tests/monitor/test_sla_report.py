@@ -33,8 +33,11 @@ def runs_in_week(pair, *summaries):
 
 
 def run_summary(similarity, n_sim, pass_fast, n_fast):
-    return factories.summary(fast=factories.tier(pass_rate=pass_fast, n_tested=n_fast),
-                             similarity=similarity, n_sim=n_sim)
+    return factories.summary(
+        fast=factories.tier(pass_rate=pass_fast, n_tested=n_fast),
+        similarity=similarity,
+        n_sim=n_sim,
+    )
 
 
 def endpoint_row(report, name):
@@ -63,14 +66,22 @@ def test_it_computes_percentiles_with_n(world):
 
 
 def test_audit_samples_count_in_availability_but_not_in_latency(world):
-    audit = Run.objects.create(pair=world["pair"], suite=world["pair"].suite, status="done",
-                               kind="audit", temperature=1.0)
+    audit = Run.objects.create(
+        pair=world["pair"], suite=world["pair"].suite, status="done", kind="audit", temperature=1.0
+    )
     Run.objects.filter(pk=audit.pk).update(created_at=IN_WEEK)
     case = Case.objects.get(key="hello")
     for ok in (True, True, False):
-        Sample.objects.create(run=audit, case=case, endpoint=world["fast"], tier="fast",
-                              started_at=IN_WEEK, ok=ok, ttft_ms=50000.0 if ok else None,
-                              error_class="" if ok else "timeout")
+        Sample.objects.create(
+            run=audit,
+            case=case,
+            endpoint=world["fast"],
+            tier="fast",
+            started_at=IN_WEEK,
+            ok=ok,
+            ttft_ms=50000.0 if ok else None,
+            error_class="" if ok else "timeout",
+        )
     record_run(run=Run.objects.get(pk=audit.pk))
     fast = endpoint_row(build_sla_report(week=WEEK), "acme-fast")
     assert (fast.requests, fast.successes, fast.errors["timeout"]) == (18, 12, 3)
@@ -91,8 +102,12 @@ def test_it_shows_no_percentile_below_min_n(world):
 
 def test_it_averages_pair_similarity_and_pass_rate_weighted_by_n(world):
     runs_in_week(world["pair"], run_summary(0.9, 10, 1.0, 10), run_summary(0.6, 30, 0.5, 10))
-    outside = Run.objects.create(pair=world["pair"], suite=world["pair"].suite, status="done",
-                                 summary=run_summary(0.0, 100, 0.0, 100))
+    outside = Run.objects.create(
+        pair=world["pair"],
+        suite=world["pair"].suite,
+        status="done",
+        summary=run_summary(0.0, 100, 0.0, 100),
+    )
     Run.objects.filter(pk=outside.pk).update(created_at=IN_WEEK + timedelta(days=7))
     (pair,) = build_sla_report(week=WEEK).pairs
     assert pair.runs == 3  # the fixture's run (no similarity, no tests) and these two
@@ -106,10 +121,18 @@ def slo_pair(k):
     """Pair ``pk``: a TTFT SLO met by 5k of its week's 20 fast answers (TTFT 100…119 ms) and
     by 5 + 5k of 20 base answers (95…114 ms); its audit (all met) and last week's run (all
     met) must not count."""
-    pair = factories.pair(f"p{k}", fast=f"p{k}-fast", base=f"p{k}-base",
-                           suite_row=factories.suite(f"s{k}"), slo_ttft_ms=99.5 + 5 * k)
-    for at, fields, ms in ((IN_WEEK, {}, (100.0, 95.0)), (IN_WEEK, {"kind": "audit"}, (0.0, 0.0)),
-                           (IN_WEEK - timedelta(days=7), {}, (0.0, 0.0))):
+    pair = factories.pair(
+        f"p{k}",
+        fast=f"p{k}-fast",
+        base=f"p{k}-base",
+        suite_row=factories.suite(f"s{k}"),
+        slo_ttft_ms=99.5 + 5 * k,
+    )
+    for at, fields, ms in (
+        (IN_WEEK, {}, (100.0, 95.0)),
+        (IN_WEEK, {"kind": "audit"}, (0.0, 0.0)),
+        (IN_WEEK - timedelta(days=7), {}, (0.0, 0.0)),
+    ):
         run = factories.run(pair, **fields)
         Run.objects.filter(pk=run.pk).update(created_at=at)
         run.refresh_from_db()
@@ -123,8 +146,13 @@ def test_goodput_per_pair_and_tier_takes_as_many_queries_for_4_pairs_as_for_2(db
         return len(queries), {p.name: (p.goodput, p.n_goodput) for p in pairs}
 
     def expected(ks):
-        return {f"p{k}": ({"fast": 5 * k / 20, "base": min(5 + 5 * k, 20) / 20},
-                          {"fast": 20, "base": 20}) for k in ks}
+        return {
+            f"p{k}": (
+                {"fast": 5 * k / 20, "base": min(5 + 5 * k, 20) / 20},
+                {"fast": 20, "base": 20},
+            )
+            for k in ks
+        }
 
     for k in (1, 2):
         slo_pair(k)
@@ -176,8 +204,10 @@ def test_it_defaults_to_the_last_complete_week():
 def test_it_emails_the_report_with_csv(world, smtp, monkeypatch):
     monkeypatch.setenv("TIERWATCH_REPORT_RECIPIENTS", "a@example.com, b@example.com")
     assert email_weekly_report(week=WEEK) == 2
-    assert sorted(r for rcpts, _ in smtp.messages for r in rcpts) == ["a@example.com",
-                                                                    "b@example.com"]
+    assert sorted(r for rcpts, _ in smtp.messages for r in rcpts) == [
+        "a@example.com",
+        "b@example.com",
+    ]
     _, message = smtp.messages[0]
     assert message["Subject"] == f"[tierwatch] SLA report {WEEK}"
     assert "acme-fast" in message.get_body(("plain",)).get_content()
@@ -200,8 +230,16 @@ def test_the_command_prints_csv(world):
 
 def test_the_command_writes_a_file(world, tmp_path):
     target = tmp_path / "report.html"
-    call_command("sla_report", "--week", WEEK, "--format", "html", "--output", str(target),
-                 stderr=io.StringIO())
+    call_command(
+        "sla_report",
+        "--week",
+        WEEK,
+        "--format",
+        "html",
+        "--output",
+        str(target),
+        stderr=io.StringIO(),
+    )
     assert "<table" in target.read_text()
 
 

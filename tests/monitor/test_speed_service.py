@@ -36,8 +36,18 @@ def vendor_url() -> Iterator[str]:
     a few seconds.
     """
     port = free_port()
-    proc = start_process([sys.executable, "-m", "evals.vendors.simulated", "--port", str(port),
-                          "--time-scale", "0.25"], f"http://127.0.0.1:{port}/health")
+    proc = start_process(
+        [
+            sys.executable,
+            "-m",
+            "evals.vendors.simulated",
+            "--port",
+            str(port),
+            "--time-scale",
+            "0.25",
+        ],
+        f"http://127.0.0.1:{port}/health",
+    )
     yield f"http://127.0.0.1:{port}/v1"
     proc.terminate()
     proc.wait(timeout=10)
@@ -48,13 +58,26 @@ def scenario_run(django_db_setup, django_db_blocker, vendor_url):
     """Four scenarios runs, repeat 3 (24 or 36 pairs per scenario: an interval needs 20), with a
     base context window too small for xl_context; the newest run is returned."""
     with django_db_blocker.unblock():
-        base = Endpoint.objects.create(name="spd-base", base_url=vendor_url,
-                                       model="demo-base", simulated=True, context_window=8192)
-        fast = Endpoint.objects.create(name="spd-fast", base_url=vendor_url,
-                                       model="demo-fast", simulated=True)
-        pair = Pair.objects.create(name="spd", fast=fast, base=base, repeat=3,
-                                   suite=sync_builtin_suite(name="scenarios"),
-                                   claimed_speedup=6.0, slo_ttft_ms=2000, slo_e2e_ms=20000)
+        base = Endpoint.objects.create(
+            name="spd-base",
+            base_url=vendor_url,
+            model="demo-base",
+            simulated=True,
+            context_window=8192,
+        )
+        fast = Endpoint.objects.create(
+            name="spd-fast", base_url=vendor_url, model="demo-fast", simulated=True
+        )
+        pair = Pair.objects.create(
+            name="spd",
+            fast=fast,
+            base=base,
+            repeat=3,
+            suite=sync_builtin_suite(name="scenarios"),
+            claimed_speedup=6.0,
+            slo_ttft_ms=2000,
+            slo_e2e_ms=20000,
+        )
         for seed in (7, 8, 9, 10):
             run = execute_run(run_id=create_run(pair=pair, seed=seed).id)
         yield pair, run
@@ -110,10 +133,12 @@ def test_the_claim_is_worded_per_scenario(scenario_run):
 
 
 def test_claim_line_confirms_contradicts_or_cannot_tell_per_scenario():
-    cis = {"long_cached": RatioCI(6.8, 6.1, 7.4, 20, "cluster"),
-           "long_cold": RatioCI(5.8, 5.1, 6.4, 20, "cluster"),
-           "short_long_out": RatioCI(1.9, 1.7, 2.1, 20, "cluster"),
-           "mid": RatioCI(2.0, None, None, 3, "none", note="n too small: 3 pairs, need 20")}
+    cis = {
+        "long_cached": RatioCI(6.8, 6.1, 7.4, 20, "cluster"),
+        "long_cold": RatioCI(5.8, 5.1, 6.4, 20, "cluster"),
+        "short_long_out": RatioCI(1.9, 1.7, 2.1, 20, "cluster"),
+        "mid": RatioCI(2.0, None, None, 3, "none", note="n too small: 3 pairs, need 20"),
+    }
     assert claim_line(cis, 6.0) == (
         "claimed 6x: confirmed for long_cached (6.8x [6.1, 7.4]); contradicted for "
         "short_long_out (1.9x [1.7, 2.1]); not contradicted for long_cold (5.8x [5.1, 6.4]); "
@@ -164,8 +189,13 @@ def test_a_report_below_min_n_shows_no_percentile_and_no_interval(scenario_run):
 
 def test_split_by_context_keeps_cases_of_endpoints_without_a_window():
     suite = Suite.objects.create(name="ctx")
-    case = Case.objects.create(suite=suite, key="big", scenario="mid", max_tokens=100,
-                               messages=[{"role": "user", "content": "word " * 3000}])
+    case = Case.objects.create(
+        suite=suite,
+        key="big",
+        scenario="mid",
+        max_tokens=100,
+        messages=[{"role": "user", "content": "word " * 3000}],
+    )
     small = Endpoint(name="small", context_window=2048)
     unknown = Endpoint(name="unknown", context_window=None)
     assert split_by_context([case], [unknown]) == ([case], [])
@@ -197,8 +227,9 @@ def test_the_speculative_hint_sees_tokens_written_back_to_back():
     from evals.mechanism import speculative_hint
 
     def sample(tier, gaps):
-        return SimpleNamespace(ok=True, tier=tier, chunk_tokens=[1] * (len(gaps) + 1),
-                               chunk_gaps_ms=gaps)
+        return SimpleNamespace(
+            ok=True, tier=tier, chunk_tokens=[1] * (len(gaps) + 1), chunk_gaps_ms=gaps
+        )
 
     bursty = [0.2, 0.3, 14.0, 0.2, 0.4, 15.0, 0.3, 0.2, 13.0]  # drafts as one event per token
     steady = [13.0, 14.0, 13.5, 14.2, 13.1, 14.4, 13.3, 13.9, 14.1]

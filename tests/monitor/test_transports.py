@@ -17,7 +17,7 @@ def slack_channel() -> Channel:
 def test_it_sends_email_with_text_and_html(smtp):
     channel = Channel(name="ops", kind="email", target="a@example.com, b@example.com")
     Email(channel).notify("Subject line", "plain body", "<p>html body</p>")
-    (rcpts, message), = smtp.messages
+    ((rcpts, message),) = smtp.messages
     assert sorted(rcpts) == ["a@example.com", "b@example.com"]
     assert message["Subject"] == "Subject line"
     assert message.get_body(("plain",)).get_content().strip() == "plain body"

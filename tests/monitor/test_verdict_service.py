@@ -33,17 +33,22 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def endpoints(demo_vendor_url) -> dict[str, Endpoint]:
     return {
-        name: Endpoint.objects.create(name=name, base_url=demo_vendor_url, model=name,
-                                      simulated=True, max_concurrency=8)
+        name: Endpoint.objects.create(
+            name=name, base_url=demo_vendor_url, model=name, simulated=True, max_concurrency=8
+        )
         for name in ("demo-base", "demo-fast", "demo-distilled")
     }
 
 
 def make_pair(endpoints: dict[str, Endpoint], fast: str, suite: str = "smoke") -> Pair:
     sync_builtin_suite(name="audit")
-    return Pair.objects.create(name=f"{fast}-vs-base", fast=endpoints[fast],
-                               base=endpoints["demo-base"], suite=sync_builtin_suite(name=suite),
-                               repeat=2)
+    return Pair.objects.create(
+        name=f"{fast}-vs-base",
+        fast=endpoints[fast],
+        base=endpoints["demo-base"],
+        suite=sync_builtin_suite(name=suite),
+        repeat=2,
+    )
 
 
 def audit(pair: Pair, *, cases: int = 25, repeat: int = 5, seed: int = 3) -> Run:
@@ -77,8 +82,15 @@ def test_a_distilled_model_s_outputs_differ_but_one_audit_raises_no_alarm(endpoi
     monitor = v["monitor"]
     assert monitor["alarm"] is False and 1 < monitor["e_value"] < monitor["threshold"]
     assert monitor["budget"].startswith("expected false alarms: ≤ 0.17 per month at hourly")
-    AlertRule.objects.create(name="verdict", metric="verdict_different", tier="pair",
-                             op="gt", threshold=0.5, last_k=1, min_n=50)
+    AlertRule.objects.create(
+        name="verdict",
+        metric="verdict_different",
+        tier="pair",
+        op="gt",
+        threshold=0.5,
+        last_k=1,
+        min_n=50,
+    )
     assert evaluate_alerts(run_id=run.id) == []
 
 
@@ -120,8 +132,7 @@ def test_it_uses_the_latest_probe_for_temperature0_and_unit_tests(endpoints):
 
 def test_probes_collect_a_baseline_and_endpoint_events(endpoints):
     pair = make_pair(endpoints, "demo-fast")
-    runs = [execute_run(run_id=create_run(pair=pair, seed=i).id, cases_limit=3)
-            for i in range(6)]
+    runs = [execute_run(run_id=create_run(pair=pair, seed=i).id, cases_limit=3) for i in range(6)]
     drift = [Run.objects.get(id=r.id).summary["drift"] for r in runs]
     assert [d["state"] for d in drift] == ["calibrating"] * 6
     assert drift[-1]["reason"] == "collecting the baseline: 6 of 48 probe runs"
@@ -145,16 +156,27 @@ def test_a_new_fingerprint_is_an_event(endpoints):
     record_run(run=second)
     events = [e for e in endpoint_events(endpoints=[pair.fast]) if e["what"] == "fingerprint"]
     assert [(e["value"], e["change"], e["run_id"]) for e in events] == [
-        ("fp_demo_fast", False, first.id), ("fp_new_stack", True, second.id)]
+        ("fp_demo_fast", False, first.id),
+        ("fp_new_stack", True, second.id),
+    ]
 
 
 def test_it_reads_the_logprob_gap_at_the_first_divergence():
-    base = [{"token": "The", "logprob": -0.1, "top_logprobs": []},
-            {"token": " cat", "logprob": -0.7,
-             "top_logprobs": [{"token": " cat", "logprob": -0.7},
-                              {"token": " dog", "logprob": -0.8}]}]
-    fast = [{"token": "The", "logprob": -0.1, "top_logprobs": []},
-            {"token": " dog", "logprob": -0.6, "top_logprobs": []}]
+    base = [
+        {"token": "The", "logprob": -0.1, "top_logprobs": []},
+        {
+            "token": " cat",
+            "logprob": -0.7,
+            "top_logprobs": [
+                {"token": " cat", "logprob": -0.7},
+                {"token": " dog", "logprob": -0.8},
+            ],
+        },
+    ]
+    fast = [
+        {"token": "The", "logprob": -0.1, "top_logprobs": []},
+        {"token": " dog", "logprob": -0.6, "top_logprobs": []},
+    ]
     assert token_at(base, 3)["token"] == " cat" and token_at(base, 99)["token"] == " cat"
     gap = logprob_gap(base, fast, 4)
     assert gap["base_token"] == " cat" and gap["fast_token"] == " dog"
@@ -169,12 +191,26 @@ def test_measure_ladder_says_how_to_start_the_local_vendor(db):
 
 def test_measure_ladder_writes_a_ladder_the_verdict_can_load(demo_vendor_url, tmp_path):
     # The simulated vendor stands in for llama.cpp here: same names, simulated models.
-    for name, model in (("smollm2-f16", "demo-base"), ("smollm2-q8", "demo-base"),
-                        ("smollm2-q4", "demo-fast"), ("gemma-270m", "demo-distilled")):
+    for name, model in (
+        ("smollm2-f16", "demo-base"),
+        ("smollm2-q8", "demo-base"),
+        ("smollm2-q4", "demo-fast"),
+        ("gemma-270m", "demo-distilled"),
+    ):
         Endpoint.objects.create(name=name, base_url=demo_vendor_url, model=model, simulated=True)
     out = tmp_path / "ladder.json"
-    call_command("measure_ladder", "--prompts", "4", "--samples", "3", "--B", "50",
-                 "--out", str(out), stdout=io.StringIO())
+    call_command(
+        "measure_ladder",
+        "--prompts",
+        "4",
+        "--samples",
+        "3",
+        "--B",
+        "50",
+        "--out",
+        str(out),
+        stdout=io.StringIO(),
+    )
     ladder = load_reference_ladder(out)
     rungs = {r["key"]: r for r in ladder["rungs"]}
     assert set(rungs) == {"a_vs_a", "q8_0", "q4_0", "different_model"}
@@ -185,31 +221,49 @@ def test_measure_ladder_writes_a_ladder_the_verdict_can_load(demo_vendor_url, tm
 
 def test_verdict_and_drift_metrics_read_the_pair_s_decision_not_one_p_value():
     def verdict(label: str, monitor: dict | None) -> RunSummary:
-        return RunSummary.from_json({"verdict": {
-            "label": label, "p_value": 0.0001, "mmd": {"fast_vs_base": {"n_per_tier": [250, 240]}},
-            **({"monitor": monitor} if monitor is not None else {})}})
+        return RunSummary.from_json(
+            {
+                "verdict": {
+                    "label": label,
+                    "p_value": 0.0001,
+                    "mmd": {"fast_vs_base": {"n_per_tier": [250, 240]}},
+                    **({"monitor": monitor} if monitor is not None else {}),
+                }
+            }
+        )
 
     alarmed, quiet = {"alarm": True}, {"alarm": False}
-    assert read_metric(verdict("outputs_differ", alarmed), "verdict_different",
-                       "pair") == Reading(1.0, 240)
+    assert read_metric(verdict("outputs_differ", alarmed), "verdict_different", "pair") == Reading(
+        1.0, 240
+    )
     assert read_metric(verdict("outputs_differ", quiet), "verdict_different", "pair").value == 0
     assert read_metric(verdict("outputs_differ", None), "verdict_different", "pair") is None
     assert read_metric(RunSummary(), "verdict_different", "pair") is None
     calibrating = {"state": "calibrating", "runs": 3}
     assert read_metric(RunSummary.from_json({"drift": calibrating}), "drift", "pair") is None
-    drifting = {"state": "drift", "series": {"ttft_p50:fast": {"z": 4.0, "s": 30.0}},
-                "drifting": ["ttft_p50:fast"], "runs": 2, "baseline_runs": 48, "h": 12.0}
-    assert read_metric(RunSummary.from_json({"drift": drifting}), "drift",
-                       "pair") == Reading(1.0, 50)  # an alarm two runs in passes min_n
+    drifting = {
+        "state": "drift",
+        "series": {"ttft_p50:fast": {"z": 4.0, "s": 30.0}},
+        "drifting": ["ttft_p50:fast"],
+        "runs": 2,
+        "baseline_runs": 48,
+        "h": 12.0,
+    }
+    assert read_metric(RunSummary.from_json({"drift": drifting}), "drift", "pair") == Reading(
+        1.0, 50
+    )  # an alarm two runs in passes min_n
 
 
 def test_the_temperature_0_table_leaves_out_prompts_that_carried_a_nonce(db):
     """long_cold's prompt gets a fresh nonce per request: its fast and base answers answered
     different prompts, so the verdict page must not compare them."""
-    suite = factories.suite("scenarios", {
-        "plain": [{"role": "user", "content": "Say hi."}],
-        "cold": [{"role": "user", "content": f"Request {NONCE}.\nSay hi."}],
-    })
+    suite = factories.suite(
+        "scenarios",
+        {
+            "plain": [{"role": "user", "content": "Say hi."}],
+            "cold": [{"role": "user", "content": f"Request {NONCE}.\nSay hi."}],
+        },
+    )
     pair = factories.pair(suite_row=suite)
     probe = factories.run(pair)
     for key in ("plain", "cold"):

@@ -25,7 +25,9 @@ def ago(seconds: float):
 def running(pair, *, heartbeat_s: float | None, attempt: int = 1) -> Run:
     run = create_run(pair=pair, seed=3)
     Run.objects.filter(pk=run.pk).update(
-        status="running", attempt=attempt, started_at=ago(heartbeat_s or 0),
+        status="running",
+        attempt=attempt,
+        started_at=ago(heartbeat_s or 0),
         heartbeat_at=None if heartbeat_s is None else ago(heartbeat_s),
     )
     return Run.objects.get(pk=run.pk)
@@ -106,26 +108,33 @@ def test_it_reaps_a_run_queued_too_long_and_one_running_past_its_limit(demo_vend
 
 
 def test_it_reaps_an_evaluating_run_left_by_its_sandbox_worker_or_never_taken(
-        demo_vendor_url, settings):
+    demo_vendor_url, settings
+):
     """A sandbox worker killed mid-evaluation (silent past the stale limit) and a run no sandbox
     worker took (no consumer, lost message) are failed; a run still waiting in time is not. A
     redelivered task may take the silent one over before the watchdog gets to it."""
     settings.TIERWATCH_STALE_AFTER_S, settings.TIERWATCH_QUEUED_STALE_S = 60, 600
     pair = vendor_pair(demo_vendor_url, suite="smoke")
     killed, never, waiting, taken_over = (running(pair, heartbeat_s=1) for _ in range(4))
-    for run, beat_s, measured_s in ((killed, 120, 130), (never, None, 700),
-                                    (waiting, None, 30), (taken_over, 120, 130)):
+    for run, beat_s, measured_s in (
+        (killed, 120, 130),
+        (never, None, 700),
+        (waiting, None, 30),
+        (taken_over, 120, 130),
+    ):
         assert heartbeat.hand_off(run.id, run.attempt)
         Run.objects.filter(pk=run.pk).update(
-            measured_at=ago(measured_s), heartbeat_at=None if beat_s is None else ago(beat_s))
+            measured_at=ago(measured_s), heartbeat_at=None if beat_s is None else ago(beat_s)
+        )
     assert heartbeat.claim_evaluation(taken_over.id) == 2  # the redelivered sandbox task
     assert len(watchdog.reap_stale_runs()) == 2
     errors = dict(Run.objects.filter(status="failed").values_list("pk", "error"))
     assert errors[killed.pk].startswith("worker lost: no heartbeat for 1")
     assert errors[never.pk].startswith("worker lost: measured, then waited 7")
     assert "sandbox queue" in errors[never.pk]
-    statuses = dict(Run.objects.filter(pk__in=[waiting.pk, taken_over.pk])
-                    .values_list("pk", "status"))
+    statuses = dict(
+        Run.objects.filter(pk__in=[waiting.pk, taken_over.pk]).values_list("pk", "status")
+    )
     assert statuses == {waiting.pk: "evaluating", taken_over.pk: "evaluating"}
 
 
@@ -176,8 +185,9 @@ def test_the_watchdog_records_that_it_ran():
 
 def test_a_rule_naming_a_watchdog_metric_routes_its_alerts(demo_vendor_url):
     pair = vendor_pair(demo_vendor_url, suite="smoke")
-    rule = AlertRule.objects.create(name="lost-to-ops", metric="worker_lost", tier="pair",
-                                    threshold=0)
+    rule = AlertRule.objects.create(
+        name="lost-to-ops", metric="worker_lost", tier="pair", threshold=0
+    )
     assert watchdog.system_rules("worker_lost", pair) == [rule]
     assert not AlertRule.objects.filter(name="system-worker-lost").exists()
     assert [r.name for r in watchdog.system_rules("schedule_overdue", pair)] == [
@@ -186,7 +196,8 @@ def test_a_rule_naming_a_watchdog_metric_routes_its_alerts(demo_vendor_url):
 
 
 def test_a_worker_without_a_sandbox_says_so_once_and_never_passes_code(
-        demo_vendor_url, monkeypatch):
+    demo_vendor_url, monkeypatch
+):
     monkeypatch.setenv("TIERWATCH_BWRAP", "/nonexistent/bwrap")  # no isolation, no opt-in
     monkeypatch.delenv("TIERWATCH_SANDBOX", raising=False)
     pair = vendor_pair(demo_vendor_url, suite="coding", repeat=1)
@@ -194,7 +205,8 @@ def test_a_worker_without_a_sandbox_says_so_once_and_never_passes_code(
     tested = first.samples.exclude(tests_detail=None)
     assert tested.exists() and all(
         s.tests_detail["error_class"] == "sandbox_unavailable" and s.tests_passed is False
-        for s in tested)
+        for s in tested
+    )
     (alert,) = Alert.objects.filter(rule__metric="sandbox_unavailable")
     assert alert.pair == pair and alert.run == first and "no working sandbox" in alert.message
     execute_run(run_id=create_run(pair=pair).id, cases_limit=2)  # still no sandbox

@@ -15,8 +15,9 @@ from evals.vendors.simulated import TIERS
 PROMPT = [{"role": "user", "content": "How should a team roll out database schema migrations?"}]
 
 
-def ask(url: str, model: str, requests: list[ChatRequest], protocol: str = "openai"
-        ) -> list[TimingRecord]:
+def ask(
+    url: str, model: str, requests: list[ChatRequest], protocol: str = "openai"
+) -> list[TimingRecord]:
     ep = EndpointSpec(name=model, protocol=protocol, base_url=url, model=model)
 
     async def go() -> list[TimingRecord]:
@@ -28,8 +29,9 @@ def ask(url: str, model: str, requests: list[ChatRequest], protocol: str = "open
     return records
 
 
-def texts(url: str, model: str, n: int, messages: list[dict[str, str]] = PROMPT,
-          **kw: float | int | None) -> list[str]:
+def texts(
+    url: str, model: str, n: int, messages: list[dict[str, str]] = PROMPT, **kw: float | int | None
+) -> list[str]:
     return [r.text for r in ask(url, model, [ChatRequest(messages=messages, **kw)] * n)]
 
 
@@ -45,8 +47,10 @@ def test_base_and_distilled_word_things_differently(vendor):
 
 def test_the_fast_tier_agrees_with_base_except_rare_late_flips(vendor):
     requests = [
-        ChatRequest(messages=[{"role": "user", "content": f"Describe caching strategy {i}"}],
-                    temperature=0.0)
+        ChatRequest(
+            messages=[{"role": "user", "content": f"Describe caching strategy {i}"}],
+            temperature=0.0,
+        )
         for i in range(20)
     ]
     base = [r.text for r in ask(vendor, "demo-base", requests)]
@@ -71,8 +75,10 @@ def test_max_tokens_cuts_the_answer(vendor):
 
 
 def test_the_fast_tier_caches_a_repeated_long_prompt(vendor):
-    long = [{"role": "system", "content": "Context line about ledgers and invoices. " * 120},
-            {"role": "user", "content": "Summarise the context."}]
+    long = [
+        {"role": "system", "content": "Context line about ledgers and invoices. " * 120},
+        {"role": "user", "content": "Summarise the context."},
+    ]
     first, second = ask(vendor, "demo-fast", [ChatRequest(messages=long, max_tokens=10)] * 2)
     assert first.cached_tokens == 0 and second.cached_tokens and second.cached_tokens > 0
     assert second.cached_tokens <= second.prompt_tokens == first.prompt_tokens
@@ -82,20 +88,24 @@ def test_the_fast_tier_caches_a_repeated_long_prompt(vendor):
 
 def test_the_anthropic_api_reports_cache_reads(vendor):
     long = [{"role": "user", "content": "Another long document about shipments. " * 120}]
-    first, second = ask(vendor, "demo-fast", [ChatRequest(messages=long, max_tokens=10)] * 2,
-                        protocol="anthropic")
+    first, second = ask(
+        vendor, "demo-fast", [ChatRequest(messages=long, max_tokens=10)] * 2, protocol="anthropic"
+    )
     assert first.cached_tokens == 0 and second.cached_tokens and second.cached_tokens > 0
 
 
 def test_it_answers_coding_cases_with_reference_or_weak_solutions(vendor):
     hard = next(c for c in get_suite("coding").cases if c.difficulty == "hard" and c.weak_solution)
     easy = next(c for c in get_suite("coding").cases if c.difficulty == "easy")
-    for case, model, expected in [(hard, "demo-base", hard.reference_solution),
-                                  (hard, "demo-fast", hard.reference_solution),
-                                  (hard, "demo-distilled", hard.weak_solution),
-                                  (easy, "demo-distilled", easy.reference_solution)]:
-        text = texts(vendor, model, 1, case.messages, max_tokens=case.max_tokens,
-                     temperature=0.0)[0]
+    for case, model, expected in [
+        (hard, "demo-base", hard.reference_solution),
+        (hard, "demo-fast", hard.reference_solution),
+        (hard, "demo-distilled", hard.weak_solution),
+        (easy, "demo-distilled", easy.reference_solution),
+    ]:
+        text = texts(vendor, model, 1, case.messages, max_tokens=case.max_tokens, temperature=0.0)[
+            0
+        ]
         assert f"```python\n{expected.rstrip()}\n```" in text, (case.key, model)
 
 
@@ -108,8 +118,10 @@ def test_it_lists_its_models_as_simulated(vendor):
 
 
 def test_it_answers_without_streaming(vendor):
-    resp = httpx.post(f"{vendor}/chat/completions", json={
-        "model": "demo-base", "messages": PROMPT, "temperature": 0, "max_tokens": 50})
+    resp = httpx.post(
+        f"{vendor}/chat/completions",
+        json={"model": "demo-base", "messages": PROMPT, "temperature": 0, "max_tokens": 50},
+    )
     body = resp.json()
     assert resp.headers["x-tierwatch-simulated"] == "true" and body["model"] == "demo-base"
     streamed = texts(vendor, "demo-base", 1, temperature=0.0, max_tokens=50)[0]
@@ -118,8 +130,11 @@ def test_it_answers_without_streaming(vendor):
 
 
 def test_a_fault_can_be_chosen_by_header(vendor):
-    resp = httpx.post(f"{vendor}/chat/completions", headers={"x-tierwatch-fault": "ratelimit"},
-                      json={"model": "demo-base", "messages": PROMPT})
+    resp = httpx.post(
+        f"{vendor}/chat/completions",
+        headers={"x-tierwatch-fault": "ratelimit"},
+        json={"model": "demo-base", "messages": PROMPT},
+    )
     assert resp.status_code == 429 and resp.headers["retry-after"] == "2"
 
 
@@ -135,8 +150,15 @@ def test_a_two_sample_test_tells_distilled_from_base_but_not_base_from_base():
     rng = random.Random(1)
 
     def samples(model: str) -> dict[int, list[str]]:
-        return {p: [compose(TIERS[model], [{"role": "user", "content": f"Explain retries {p}"}],
-                            1.0, rng) for _ in range(10)] for p in range(10)}
+        return {
+            p: [
+                compose(
+                    TIERS[model], [{"role": "user", "content": f"Explain retries {p}"}], 1.0, rng
+                )
+                for _ in range(10)
+            ]
+            for p in range(10)
+        }
 
     base = samples("demo-base")
     assert mmd_test(base, samples("demo-base"), B=200).p_value > 0.05

@@ -45,8 +45,11 @@ def urls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
 def chat(urls: dict[str, str], name: str, content: str, max_tokens: int = 64) -> TimingRecord:
     async def go() -> TimingRecord:
         async with make_client() as client:
-            request = ChatRequest(messages=[{"role": "user", "content": content}],
-                                  max_tokens=max_tokens, temperature=0.0)
+            request = ChatRequest(
+                messages=[{"role": "user", "content": content}],
+                max_tokens=max_tokens,
+                temperature=0.0,
+            )
             return await stream_chat(client, vendor.endpoint_spec(name, urls[name]), request)
 
     rec = asyncio.run(go())
@@ -198,9 +201,11 @@ def test_it_names_missing_build_tools(monkeypatch: pytest.MonkeyPatch, tmp_path:
 
 
 # The flags line of the Intel Xeon whose native build died with SIGILL (AMX), shortened.
-INTEL_AMX = ("processor\t: 0\nvendor_id\t: GenuineIntel\nflags\t\t: fpu sse sse2 ssse3 fma "
-             "sse4_1 sse4_2 avx f16c bmi1 avx2 bmi2 avx512f avx512bw avx512_fp16 amx_tile "
-             "amx_int8 amx_bf16\nprocessor\t: 1\nflags\t\t: fpu\n")
+INTEL_AMX = (
+    "processor\t: 0\nvendor_id\t: GenuineIntel\nflags\t\t: fpu sse sse2 ssse3 fma "
+    "sse4_1 sse4_2 avx f16c bmi1 avx2 bmi2 avx512f avx512bw avx512_fp16 amx_tile "
+    "amx_int8 amx_bf16\nprocessor\t: 1\nflags\t\t: fpu\n"
+)
 OLD_X86 = "flags\t\t: fpu sse sse2 ssse3 sse4_1 sse4_2 avx\n"  # Sandy Bridge: AVX, no AVX2
 ARM = "processor\t: 0\nFeatures\t: fp asimd evtstrm aes crc32 asimddp\n"
 
@@ -223,7 +228,9 @@ def test_the_baseline_build_has_no_optional_instruction_set() -> None:
     assert name == "baseline"
     assert not [f for f in flags if f.endswith("=ON")]
     assert build.arch_flags("aarch64", build.cpu_features(ARM)) == (
-        "baseline", ("-DGGML_NATIVE=OFF",))
+        "baseline",
+        ("-DGGML_NATIVE=OFF",),
+    )
 
 
 def test_the_cache_key_holds_the_cpu_features_and_the_build_flags() -> None:
@@ -231,13 +238,15 @@ def test_the_cache_key_holds_the_cpu_features_and_the_build_flags() -> None:
     old = build.cache_key("0.3.36", "x86_64", build.cpu_features(OLD_X86))
     assert intel.startswith("0.3.36-x86_64-sse4_2.avx.avx2.fma.f16c.bmi2-")
     assert old.startswith("0.3.36-x86_64-sse4_2.avx-") and old != intel
-    assert build.cache_key("0.3.36", "x86_64", build.cpu_features(INTEL_AMX), baseline=True) \
-        not in (intel, old)
+    assert build.cache_key(
+        "0.3.36", "x86_64", build.cpu_features(INTEL_AMX), baseline=True
+    ) not in (intel, old)
     # AMX or AVX-512 present or not: the same portable build, so the same key.
     without_amx = INTEL_AMX.replace(" amx_tile amx_int8 amx_bf16", "")
     assert build.cache_key("0.3.36", "x86_64", build.cpu_features(without_amx)) == intel
     assert build.binaries_dir().name == build.cache_key(
-        build.LLAMA_CPP_PYTHON, platform.machine(), build.cpu_features())
+        build.LLAMA_CPP_PYTHON, platform.machine(), build.cpu_features()
+    )
 
 
 def test_the_smoke_test_reports_a_server_killed_by_sigill(tmp_path: Path) -> None:
@@ -250,7 +259,8 @@ def test_the_smoke_test_reports_a_server_killed_by_sigill(tmp_path: Path) -> Non
     assert build.smoke_test(server, model, tmp_path / "smoke.log", timeout_s=20) == "SIGILL"
     server.write_text("#!/bin/sh\nexit 3\n")
     assert build.smoke_test(server, model, tmp_path / "smoke.log", timeout_s=20) == (
-        "server exited with code 3")
+        "server exited with code 3"
+    )
 
 
 def test_it_rejects_unknown_targets() -> None:
@@ -269,8 +279,9 @@ def test_the_local_vendor_command_registers_endpoints_and_pairs(tmp_path: Path) 
     out = io.StringIO()
     try:
         for _ in range(2):  # idempotent: the second run keeps the servers and the rows
-            call_command("local_vendor", "up", "--targets", "smollm2-f16", "smollm2-q4", *state,
-                         stdout=out)
+            call_command(
+                "local_vendor", "up", "--targets", "smollm2-f16", "smollm2-q4", *state, stdout=out
+            )
         urls = {n: s.url for n, s in vendor.status(state=tmp_path / "vendor.json").items()}
         assert Endpoint.objects.get(name="smollm2-q4").base_url == urls["smollm2-q4"]
         assert Endpoint.objects.filter(name__startswith="smollm2-").count() == 2

@@ -33,8 +33,10 @@ from tests.support import ROOT, engine
 
 
 def test_the_demo_rejects_an_unknown_engine() -> None:
-    with pytest.raises(CommandError, match=re.escape(
-            "argument --engine: invalid choice: 'vllm' (choose from 'llama.cpp')")):
+    with pytest.raises(
+        CommandError,
+        match=re.escape("argument --engine: invalid choice: 'vllm' (choose from 'llama.cpp')"),
+    ):
         call_command("demo", "--engine", "vllm")
 
 
@@ -55,16 +57,22 @@ def test_the_local_demo_schedules_its_pairs_and_switches_the_simulated_ones_off(
     from monitor.services.demo import DEMO_USER, ensure_demo
 
     ensure_demo(vendor_url="http://127.0.0.1:9/v1")  # rows only: nothing is contacted
-    urls = {name: f"http://127.0.0.1:{9 + i}/v1" for i, name in
-            enumerate(["smollm2-f16", "smollm2-q4", "smollm2-f16-cached"])}
+    urls = {
+        name: f"http://127.0.0.1:{9 + i}/v1"
+        for i, name in enumerate(["smollm2-f16", "smollm2-q4", "smollm2-f16-cached"])
+    }
     for _ in range(2):  # idempotent
-        pairs = ensure_local_demo(urls=urls, ctx=4096, suite_name="smoke", probe_every_s=300,
-                                  audit_every_s=3600)
+        pairs = ensure_local_demo(
+            urls=urls, ctx=4096, suite_name="smoke", probe_every_s=300, audit_every_s=3600
+        )
     assert sorted(p.name for p in pairs) == ["smollm2-cached-vs-f16", "smollm2-q4-vs-f16"]
     tasks = PeriodicTask.objects.filter(name__endswith="-vs-f16")
     assert sorted((t.name, t.interval.every) for t in tasks) == [
-        ("audit:smollm2-cached-vs-f16", 3600), ("audit:smollm2-q4-vs-f16", 3600),
-        ("probe:smollm2-cached-vs-f16", 300), ("probe:smollm2-q4-vs-f16", 300)]
+        ("audit:smollm2-cached-vs-f16", 3600),
+        ("audit:smollm2-q4-vs-f16", 3600),
+        ("probe:smollm2-cached-vs-f16", 300),
+        ("probe:smollm2-q4-vs-f16", 300),
+    ]
     assert not Pair.objects.filter(name__startswith="demo-", active=True).exists()
     assert Pair.objects.filter(name__endswith="-vs-f16", active=True).count() == 2
     from django.contrib.auth import get_user_model
@@ -72,7 +80,8 @@ def test_the_local_demo_schedules_its_pairs_and_switches_the_simulated_ones_off(
     assert get_user_model().objects.filter(username=DEMO_USER).count() == 1
     assert deactivate(targets=["smollm2-q4"]) == 1
     assert list(Pair.objects.filter(active=True).values_list("name", flat=True)) == [
-        "smollm2-cached-vs-f16"]
+        "smollm2-cached-vs-f16"
+    ]
 
 
 @engine
@@ -80,27 +89,38 @@ def test_the_local_demo_schedules_its_pairs_and_switches_the_simulated_ones_off(
 def test_it_registers_running_targets_idempotently_and_they_can_be_probed(tmp_path: Path) -> None:
     state = tmp_path / "vendor.json"  # a private vendor: a developer's running one is untouched
     try:
-        urls = vendor.up(["smollm2-f16", "smollm2-q4", "gemma-270m"], state=state,
-                         log=lambda _: None)
+        urls = vendor.up(
+            ["smollm2-f16", "smollm2-q4", "gemma-270m"], state=state, log=lambda _: None
+        )
         first = register(urls=urls, ctx=4096, suite_name="smoke")
-        rows = (sorted(Endpoint.objects.values_list("id", flat=True)),
-                sorted(Pair.objects.values_list("id", flat=True)))
+        rows = (
+            sorted(Endpoint.objects.values_list("id", flat=True)),
+            sorted(Pair.objects.values_list("id", flat=True)),
+        )
         again = register(urls=urls, ctx=4096, suite_name="smoke")
         assert [p.id for p in again] == [p.id for p in first]
-        assert (sorted(Endpoint.objects.values_list("id", flat=True)),
-                sorted(Pair.objects.values_list("id", flat=True))) == rows
+        assert (
+            sorted(Endpoint.objects.values_list("id", flat=True)),
+            sorted(Pair.objects.values_list("id", flat=True)),
+        ) == rows
         assert sorted(p.name for p in again) == ["gemma-vs-smollm2-f16", "smollm2-q4-vs-f16"]
         for name, url in urls.items():
             ep = Endpoint.objects.get(name=name)
-            assert (ep.base_url, ep.model, ep.simulated, ep.context_window) == (url, name, False,
-                                                                                 4096)
+            assert (ep.base_url, ep.model, ep.simulated, ep.context_window) == (
+                url,
+                name,
+                False,
+                4096,
+            )
         vendor.down(["smollm2-q4"], state=state)  # a restart: new port, same rows
         moved = vendor.up(["smollm2-q4"], state=state, log=lambda _: None)
         register(urls={**urls, **moved}, ctx=4096, suite_name="smoke")
         assert Endpoint.objects.get(name="smollm2-q4").base_url == moved["smollm2-q4"]
         assert Endpoint.objects.count() == 3
-        run = execute_run(run_id=create_run(pair=Pair.objects.get(name="smollm2-q4-vs-f16"),
-                                            repeat=1).id, cases_limit=2)
+        run = execute_run(
+            run_id=create_run(pair=Pair.objects.get(name="smollm2-q4-vs-f16"), repeat=1).id,
+            cases_limit=2,
+        )
         assert run.status == "done", run.error
         samples = Sample.objects.filter(run=run)
         assert samples.count() == 4 and samples.filter(ok=True, text__gt="").exists()
@@ -122,13 +142,35 @@ def private_cache(tmp_path: Path) -> Path:
 @engine
 def test_the_engine_demo_stops_the_servers_it_started_on_sigterm(tmp_path: Path) -> None:
     cache = private_cache(tmp_path)
-    env = {**os.environ, "DATABASE_URL": "", "REDIS_URL": "", "TIERWATCH_CACHE": str(cache),
-           "TIERWATCH_VAR_DIR": str(tmp_path / "var")}
+    env = {
+        **os.environ,
+        "DATABASE_URL": "",
+        "REDIS_URL": "",
+        "TIERWATCH_CACHE": str(cache),
+        "TIERWATCH_VAR_DIR": str(tmp_path / "var"),
+    }
     proc = subprocess.Popen(
-        [sys.executable, "manage.py", "demo", "--engine", "llama.cpp", "--targets",
-         "smollm2-f16", "smollm2-q4", "--port", str(free_port()), "--every", "3600"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        start_new_session=True)
+        [
+            sys.executable,
+            "manage.py",
+            "demo",
+            "--engine",
+            "llama.cpp",
+            "--targets",
+            "smollm2-f16",
+            "smollm2-q4",
+            "--port",
+            str(free_port()),
+            "--every",
+            "3600",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     lines: list[str] = []
     try:
         deadline = time.monotonic() + 1500  # a first build, when TIERWATCH_ENGINE_TESTS=1

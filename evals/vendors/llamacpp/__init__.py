@@ -70,8 +70,20 @@ def pip_download(pins: list[tuple[str, str]], dest: Path, *, sdist: bool = False
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as req:
         req.writelines(f"{name} --hash=sha256:{digest}\n" for name, digest in pins)
     kind = ["--no-binary", ":all:"] if sdist else ["--only-binary", ":all:"]
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--require-hashes",
-           "--disable-pip-version-check", *kind, "-d", str(dest), "-r", req.name]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--require-hashes",
+        "--disable-pip-version-check",
+        *kind,
+        "-d",
+        str(dest),
+        "-r",
+        req.name,
+    ]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     except subprocess.TimeoutExpired as exc:

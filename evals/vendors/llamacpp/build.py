@@ -69,8 +69,14 @@ X86_FEATURES = (
 )
 # Always off: a CPU may list them while its hypervisor does not enable their state (see above).
 X86_ALWAYS_OFF = (
-    "GGML_AVX_VNNI", "GGML_AVX512", "GGML_AVX512_VBMI", "GGML_AVX512_VNNI", "GGML_AVX512_BF16",
-    "GGML_AMX_TILE", "GGML_AMX_INT8", "GGML_AMX_BF16",
+    "GGML_AVX_VNNI",
+    "GGML_AVX512",
+    "GGML_AVX512_VBMI",
+    "GGML_AVX512_VNNI",
+    "GGML_AVX512_BF16",
+    "GGML_AMX_TILE",
+    "GGML_AMX_INT8",
+    "GGML_AMX_BF16",
 )
 BASELINE = "baseline"  # the feature-set name of the most conservative build
 SMOKE_MODEL = "smollm2-q4_1"  # the smallest quantized model prepared (no build needed for it)
@@ -190,8 +196,10 @@ def _build(version: str, root: Path, jobs: int, log: Callable[[str], None]) -> B
     for baseline in (False, True):
         name, flags = arch_flags(platform.machine(), features, baseline=baseline)
         build_dir = work / f"build-{name}"
-        log(f"llama.cpp: building {', '.join(BUILD_TARGETS)} (-j{jobs}, features {name}); "
-            f"log: {root / 'build.log'}")
+        log(
+            f"llama.cpp: building {', '.join(BUILD_TARGETS)} (-j{jobs}, features {name}); "
+            f"log: {root / 'build.log'}"
+        )
         _compile(cmake, generator, source, build_dir, (*CMAKE_FLAGS, *flags), jobs, root)
         smoke = smoke_test(build_dir / "bin" / "llama-server", smoke_model, root / "smoke.log")
         attempts.append({"features": name, "flags": list(flags), "smoke": smoke})
@@ -203,8 +211,10 @@ def _build(version: str, root: Path, jobs: int, log: Callable[[str], None]) -> B
                 f"--- last lines of {root / 'smoke.log'} ---\n{log_tail(root / 'smoke.log')}\n"
                 "Fix: read the log above; the cache is left empty, so a rerun builds again."
             )
-        log(f"llama.cpp: the {name} build died with SIGILL on {SMOKE_MODEL}; rebuilding with "
-            "no optional instruction set")
+        log(
+            f"llama.cpp: the {name} build died with SIGILL on {SMOKE_MODEL}; rebuilding with "
+            "no optional instruction set"
+        )
     bin_dir = root / "bin"
     bin_dir.mkdir(exist_ok=True)
     for target in BUILD_TARGETS:
@@ -212,11 +222,19 @@ def _build(version: str, root: Path, jobs: int, log: Callable[[str], None]) -> B
         shutil.copy2(build_dir / "bin" / target, tmp)
         tmp.replace(bin_dir / target)
     seconds = round(time.monotonic() - started, 1)
-    record = {"version": version, "seconds": seconds, "generator": generator,
-              "flags": [*CMAKE_FLAGS, *flags], "features": name, "attempts": attempts,
-              "cpu_flags": sorted(features), "jobs": jobs, "built_at": time.time(),
-              "load_avg_start_end": [load, os.getloadavg()[0]],  # builds on a busy machine
-              "llama_cpp": server_version(bin_dir / "llama-server")}
+    record = {
+        "version": version,
+        "seconds": seconds,
+        "generator": generator,
+        "flags": [*CMAKE_FLAGS, *flags],
+        "features": name,
+        "attempts": attempts,
+        "cpu_flags": sorted(features),
+        "jobs": jobs,
+        "built_at": time.time(),
+        "load_avg_start_end": [load, os.getloadavg()[0]],  # builds on a busy machine
+        "llama_cpp": server_version(bin_dir / "llama-server"),
+    }
     (root / "build.json").write_text(json.dumps(record, indent=2))
     shutil.rmtree(work, ignore_errors=True)
     log(f"llama.cpp: built ({name}) and smoke-tested in {seconds:.0f} s into {bin_dir}")
@@ -224,8 +242,13 @@ def _build(version: str, root: Path, jobs: int, log: Callable[[str], None]) -> B
 
 
 def _compile(
-    cmake: str, generator: str, source: Path, build_dir: Path, flags: tuple[str, ...],
-    jobs: int, root: Path,
+    cmake: str,
+    generator: str,
+    source: Path,
+    build_dir: Path,
+    flags: tuple[str, ...],
+    jobs: int,
+    root: Path,
 ) -> None:
     build_log = root / "build.log"
     steps = [
@@ -263,9 +286,13 @@ def smoke_test(server: Path, model: Path, log: Path, timeout_s: float = 180.0) -
 
     spec = llamacpp.ServerSpec("smoke", model, llamacpp.free_port(), "smoke", ctx=512)
     with open(log, "w") as out:
-        proc = subprocess.Popen(llamacpp.command(server, spec), stdout=out,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            llamacpp.command(server, spec),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     url = f"http://{llamacpp.HOST}:{spec.port}"
     deadline = time.monotonic() + timeout_s
     verdict = f"not healthy after {timeout_s:.0f} s"

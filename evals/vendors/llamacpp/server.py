@@ -89,15 +89,31 @@ def command(binary: Path, spec: ServerSpec) -> list[str]:
     # --cache-ram: host-memory prompt cache across requests (llama.cpp's default is a few GB; we
     # set it per target, 0 for all but the cached tier, so the behaviour is explicit).
     return [
-        str(binary), "-m", str(spec.model), "--host", HOST, "--port", str(spec.port),
-        "-a", spec.alias, "-c", str(spec.ctx), "-t", str(spec.threads), "-tb", str(spec.threads),
-        "-np", str(spec.parallel), "--cache-ram", str(spec.cache_ram_mib), "--no-webui", *spec.args,
+        str(binary),
+        "-m",
+        str(spec.model),
+        "--host",
+        HOST,
+        "--port",
+        str(spec.port),
+        "-a",
+        spec.alias,
+        "-c",
+        str(spec.ctx),
+        "-t",
+        str(spec.threads),
+        "-tb",
+        str(spec.threads),
+        "-np",
+        str(spec.parallel),
+        "--cache-ram",
+        str(spec.cache_ram_mib),
+        "--no-webui",
+        *spec.args,
     ]
 
 
-def start(
-    binary: Path, spec: ServerSpec, *, log: Path, timeout_s: float = 120.0
-) -> ServerProcess:
+def start(binary: Path, spec: ServerSpec, *, log: Path, timeout_s: float = 120.0) -> ServerProcess:
     """Spawn the server and return once ``/health`` answers 200.
 
     Raises ``PortInUseError`` before spawning when the port is taken, ``ServerDiedError`` with
@@ -120,7 +136,11 @@ def start(
         out.write(f"$ {' '.join(cmd)}\n")
         out.flush()
         proc = subprocess.Popen(
-            cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+            cmd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
             start_new_session=True,
         )
     _CHILDREN[proc.pid] = proc
@@ -143,8 +163,10 @@ def _died(server: ServerProcess, what: str) -> ServerDiedError:
     hint = "Fix: read the log above (a corrupt model file: delete it and prepare it again)."
     if "bind" in tail.lower():
         hint = f"Fix: port {server.port} was taken after the check; retry with port=0."
-    return cls(f"llama-server {server.name} (pid {server.pid}) {what}.\n"
-               f"--- last lines of {server.log} ---\n{tail}\n---\n{hint}")
+    return cls(
+        f"llama-server {server.name} (pid {server.pid}) {what}.\n"
+        f"--- last lines of {server.log} ---\n{tail}\n---\n{hint}"
+    )
 
 
 def health(url: str, timeout_s: float = 2.0) -> bool:

@@ -79,17 +79,30 @@ TARGETS: dict[str, Target] = {
         Target("smollm2-f16", "smollm2-f16", "base", "base tier: F16 weights, prompt cache off"),
         Target("smollm2-q8", "smollm2-q8_0", "fast", "quantization: same weights in Q8_0"),
         Target("smollm2-q4", "smollm2-q4_0", "fast", "quantization: same weights in Q4_0"),
-        Target("smollm2-f16-spec", "smollm2-f16", "fast",
-               "speculative decoding (n-gram drafts, verified by the same F16 model)",
-               args=("--no-cache-prompt", "--spec-type", "ngram-mod")),
+        Target(
+            "smollm2-f16-spec",
+            "smollm2-f16",
+            "fast",
+            "speculative decoding (n-gram drafts, verified by the same F16 model)",
+            args=("--no-cache-prompt", "--spec-type", "ngram-mod"),
+        ),
         # The slot's own prefix reuse alone is evicted by any other prompt in between (1 hit in 9
         # interleaved long_cached requests, measured); a 256 MiB host cache keeps the prefixes.
-        Target("smollm2-f16-cached", "smollm2-f16", "fast",
-               "prefix cache: F16 weights, prompt cache on (256 MiB host cache)", args=(),
-               cache_ram_mib=256),
-        Target("gemma-270m", "gemma3-270m-q4_k_m", "different",
-               "different model: Gemma 3 270M base (Q4_K_M), Question/Answer template",
-               qa_template=True),
+        Target(
+            "smollm2-f16-cached",
+            "smollm2-f16",
+            "fast",
+            "prefix cache: F16 weights, prompt cache on (256 MiB host cache)",
+            args=(),
+            cache_ram_mib=256,
+        ),
+        Target(
+            "gemma-270m",
+            "gemma3-270m-q4_k_m",
+            "different",
+            "different model: Gemma 3 270M base (Q4_K_M), Question/Answer template",
+            qa_template=True,
+        ),
     )
 }
 
@@ -123,8 +136,9 @@ def state_path() -> Path:
 def endpoint_spec(name: str, url: str) -> EndpointSpec:
     """The endpoint the tierwatch client uses for a running target (model id = target name)."""
     target = _target(name)
-    return EndpointSpec(name=name, protocol="openai", base_url=url, model=name,
-                        extra_body=dict(target.extra_body))
+    return EndpointSpec(
+        name=name, protocol="openai", base_url=url, model=name, extra_body=dict(target.extra_body)
+    )
 
 
 def up(
@@ -159,14 +173,28 @@ def up(
                 template = state.parent / "question-answer.jinja"
                 template.write_text(QA_TEMPLATE)
                 args += ["--chat-template-file", str(template)]
-            spec = ServerSpec(name, prepare_model(target.model, binaries=binaries), free_port(),
-                              alias=name, ctx=ctx, threads=threads, args=tuple(args),
-                              cache_ram_mib=target.cache_ram_mib)
+            spec = ServerSpec(
+                name,
+                prepare_model(target.model, binaries=binaries),
+                free_port(),
+                alias=name,
+                ctx=ctx,
+                threads=threads,
+                args=tuple(args),
+                cache_ram_mib=target.cache_ram_mib,
+            )
             proc = start(binaries.server, spec, log=state.parent / "logs" / f"{name}.log")
-            current[name] = {"pid": proc.pid, "port": proc.port, "url": proc.url,
-                             "log": str(proc.log), "model": str(spec.model), "cmd": proc.cmd,
-                             "started_at": proc.started_at, "ready_s": proc.ready_s,
-                             "llama_cpp": binaries.version}
+            current[name] = {
+                "pid": proc.pid,
+                "port": proc.port,
+                "url": proc.url,
+                "log": str(proc.log),
+                "model": str(spec.model),
+                "cmd": proc.cmd,
+                "started_at": proc.started_at,
+                "ready_s": proc.ready_s,
+                "llama_cpp": binaries.version,
+            }
             _write(state, current)
             urls[name] = proc.url
             log(f"{name}: {proc.url} (pid {proc.pid}, ready in {proc.ready_s:.1f} s)")
@@ -197,8 +225,10 @@ def status(*, state: Path | None = None) -> dict[str, TargetStatus]:
             continue
         common = {"url": rec["url"], "pid": rec["pid"], "log": rec["log"]}
         if not alive(rec["pid"]):
-            detail = (f"pid {rec['pid']} is gone; last lines of {rec['log']}:\n"
-                      f"{log_tail(Path(rec['log']), 8)}\nFix: `up` starts it again.")
+            detail = (
+                f"pid {rec['pid']} is gone; last lines of {rec['log']}:\n"
+                f"{log_tail(Path(rec['log']), 8)}\nFix: `up` starts it again."
+            )
             result[name] = TargetStatus(name, "dead", detail=detail, **common)
         elif not health(rec["url"]):
             result[name] = TargetStatus(name, "unhealthy", detail="/health is not 200", **common)
@@ -247,8 +277,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.action == "up":
             t0 = time.monotonic()
-            urls = up(args.targets, ctx=args.ctx, threads=args.threads,
-                      log=lambda m: print(m, file=sys.stderr))
+            urls = up(
+                args.targets,
+                ctx=args.ctx,
+                threads=args.threads,
+                log=lambda m: print(m, file=sys.stderr),
+            )
             print(json.dumps({"urls": urls, "seconds": round(time.monotonic() - t0, 2)}, indent=2))
         elif args.action == "down":
             print(json.dumps({"stopped": down(args.targets)}))

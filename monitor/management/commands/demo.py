@@ -33,8 +33,13 @@ from monitor.services.local_vendor import deactivate, ensure_local_demo
 from monitor.tasks import enqueue_run
 
 # A subset that 2 cores carry: the base tier, one fast tier per mechanism, a different model.
-ENGINE_TARGETS = ["smollm2-f16", "smollm2-q4", "smollm2-f16-spec", "smollm2-f16-cached",
-                  "gemma-270m"]
+ENGINE_TARGETS = [
+    "smollm2-f16",
+    "smollm2-q4",
+    "smollm2-f16-spec",
+    "smollm2-f16-cached",
+    "gemma-270m",
+]
 ENGINE_EVERY_S, ENGINE_AUDIT_EVERY_S = 300, 3600  # real engines run ~70-150 tok/s per thread
 ENGINE_CTX = 4096  # per server: the long scenarios fit, xl_context (~10k) is skipped
 
@@ -71,17 +76,31 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--port", type=int, default=8000)
         parser.add_argument("--vendor-port", type=int, default=8811)
-        parser.add_argument("--every", type=int, default=None,
-                            help="seconds between probes (default 30; 300 with --engine)")
+        parser.add_argument(
+            "--every",
+            type=int,
+            default=None,
+            help="seconds between probes (default 30; 300 with --engine)",
+        )
         parser.add_argument("--no-web", action="store_true", help="vendor and worker only")
-        parser.add_argument("--engine", choices=["llama.cpp"], default=None,
-                            help="real llama.cpp servers on this machine instead of the "
-                            "simulated vendor (first run builds: ~6-18 min, once)")
-        parser.add_argument("--targets", nargs="+", choices=list(vendor.TARGETS),
-                            help="local vendor targets (with --engine; default: "
-                            f"{' '.join(ENGINE_TARGETS)})")
-        parser.add_argument("--suite", choices=["smoke", "scenarios"],
-                            help="suite of the probes (with --engine; default: smoke)")
+        parser.add_argument(
+            "--engine",
+            choices=["llama.cpp"],
+            default=None,
+            help="real llama.cpp servers on this machine instead of the "
+            "simulated vendor (first run builds: ~6-18 min, once)",
+        )
+        parser.add_argument(
+            "--targets",
+            nargs="+",
+            choices=list(vendor.TARGETS),
+            help=f"local vendor targets (with --engine; default: {' '.join(ENGINE_TARGETS)})",
+        )
+        parser.add_argument(
+            "--suite",
+            choices=["smoke", "scenarios"],
+            help="suite of the probes (with --engine; default: smoke)",
+        )
 
     def handle(self, *args, **opts):
         procs: list[subprocess.Popen] = []
@@ -92,8 +111,10 @@ class Command(BaseCommand):
         every = opts["every"] or (ENGINE_EVERY_S if engine else 30)
         targets, suite = opts["targets"] or ENGINE_TARGETS, opts["suite"] or "smoke"
         if engine and not any(p.base in targets and p.fast in targets for p in vendor.PAIRS):
-            raise CommandError(f"--targets {' '.join(targets)} make no pair: include "
-                               "smollm2-f16 (the base tier) and at least one other target")
+            raise CommandError(
+                f"--targets {' '.join(targets)} make no pair: include "
+                "smollm2-f16 (the base tier) and at least one other target"
+            )
         # SIGTERM (e.g. from `timeout` or a process manager) must stop the children too.
         signal.signal(signal.SIGTERM, _interrupt)
         env = {
@@ -172,8 +193,9 @@ class Command(BaseCommand):
                 deactivate(targets=owned)
                 self.stdout.write(f"stopped llama-server: {', '.join(stopped) or 'none'}")
 
-    def _engine_up(self, targets: list[str], suite: str, every: int,
-                   owned: list[str]) -> list[Pair]:
+    def _engine_up(
+        self, targets: list[str], suite: str, every: int, owned: list[str]
+    ) -> list[Pair]:
         """Start the local vendor's ``targets`` (building first if needed) and register them.
 
         ``owned`` gets the targets not already running *before* they start, so the caller's
@@ -184,13 +206,21 @@ class Command(BaseCommand):
         if build.cached_binaries() is None or any(
             models.prepared_model(vendor.TARGETS[n].model) is None for n in targets
         ):
-            self.stdout.write(self.style.WARNING(
-                "First run: building llama.cpp's llama-server (~6-18 minutes on 2 cores) and "
-                f"downloading the models (~330 MB) into {cache_dir()} ($TIERWATCH_CACHE); "
-                "cached afterwards, later starts take seconds."))
+            self.stdout.write(
+                self.style.WARNING(
+                    "First run: building llama.cpp's llama-server (~6-18 minutes on 2 cores) and "
+                    f"downloading the models (~330 MB) into {cache_dir()} ($TIERWATCH_CACHE); "
+                    "cached afterwards, later starts take seconds."
+                )
+            )
         try:
             urls = vendor.up(targets, ctx=ENGINE_CTX, log=self.stdout.write)
         except EngineError as exc:
             raise CommandError(str(exc)) from exc
-        return ensure_local_demo(urls=urls, ctx=ENGINE_CTX, suite_name=suite, probe_every_s=every,
-                                 audit_every_s=ENGINE_AUDIT_EVERY_S)
+        return ensure_local_demo(
+            urls=urls,
+            ctx=ENGINE_CTX,
+            suite_name=suite,
+            probe_every_s=every,
+            audit_every_s=ENGINE_AUDIT_EVERY_S,
+        )

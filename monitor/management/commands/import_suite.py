@@ -4,8 +4,10 @@ from monitor.services.suite_import import SuiteImportError, import_file
 
 
 class Command(BaseCommand):
-    help = ("Import a suite from a file (HumanEval JSONL, BFCL JSON, tierwatch JSONL/YAML): all "
-            "cases or none; a changed file becomes a new version of the suite.")
+    help = (
+        "Import a suite from a file (HumanEval JSONL, BFCL JSON, tierwatch JSONL/YAML): all "
+        "cases or none; a changed file becomes a new version of the suite."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("file")
@@ -14,10 +16,12 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         try:
-            suite, created = import_file(options["file"], name=options["name"],
-                                         answers=options["answers"])
+            suite, created = import_file(
+                options["file"], name=options["name"], answers=options["answers"]
+            )
         except SuiteImportError as exc:
             raise CommandError(f"nothing imported:\n{exc}") from None
         n = suite.cases.count()
-        self.stdout.write(f"{suite} ({n} cases): " + ("new version" if created
-                                                      else "unchanged, same content"))
+        self.stdout.write(
+            f"{suite} ({n} cases): " + ("new version" if created else "unchanged, same content")
+        )

@@ -15,16 +15,25 @@ def _ms(stat: dict) -> str:
 
 
 class Command(BaseCommand):
-    help = ("Probe PAIR's tiers one at a time at several concurrency levels and store the run "
-            "(kind probe, trigger load); prints P50/P95 TTFT and E2E and goodput per level.")
+    help = (
+        "Probe PAIR's tiers one at a time at several concurrency levels and store the run "
+        "(kind probe, trigger load); prints P50/P95 TTFT and E2E and goodput per level."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("pair")
-        parser.add_argument("--levels", default=",".join(map(str, LOAD_LEVELS)),
-                            help="comma-separated concurrency levels (default 1,4,16)")
-        parser.add_argument("--requests", type=int, default=None,
-                            help=f"requests per level per tier (default max(8, 2 x level), "
-                                 f"at most {MAX_LOAD_REQUESTS})")
+        parser.add_argument(
+            "--levels",
+            default=",".join(map(str, LOAD_LEVELS)),
+            help="comma-separated concurrency levels (default 1,4,16)",
+        )
+        parser.add_argument(
+            "--requests",
+            type=int,
+            default=None,
+            help=f"requests per level per tier (default max(8, 2 x level), "
+            f"at most {MAX_LOAD_REQUESTS})",
+        )
         parser.add_argument("--suite", default=None, help="suite name (default: the pair's)")
         parser.add_argument("--json", action="store_true", help="the load block as JSON")
 
@@ -42,8 +51,9 @@ class Command(BaseCommand):
             suite = Suite.objects.filter(name=opts["suite"]).order_by("-version").first()
             if suite is None:
                 raise CommandError(f"no suite named {opts['suite']!r}")
-        run = run_load_probe(pair=pair, concurrency_levels=levels,
-                             requests_per_level=opts["requests"], suite=suite)
+        run = run_load_probe(
+            pair=pair, concurrency_levels=levels, requests_per_level=opts["requests"], suite=suite
+        )
         page_figures.warm(pair.pk)  # its end changed the pair's data version, as a run's does
         if run.status != RunStatus.DONE:
             raise CommandError(f"load probe run {run.id} {run.status}: {run.error}")
@@ -52,8 +62,10 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps({"run": run.id, "pair": pair.name, "load": load}))
             return
         self.stdout.write(f"load probe run {run.id} of {pair.name} (suite {run.suite})")
-        self.stdout.write(f"{'conc':>4} {'tier':5} {'n':>4} {'ok':>4} {'TTFT P50':>9} "
-                          f"{'P95':>7} {'E2E P50':>8} {'P95':>7} {'goodput':>8} {'req/s':>6}")
+        self.stdout.write(
+            f"{'conc':>4} {'tier':5} {'n':>4} {'ok':>4} {'TTFT P50':>9} "
+            f"{'P95':>7} {'E2E P50':>8} {'P95':>7} {'goodput':>8} {'req/s':>6}"
+        )
         for level in sorted(load, key=int):
             for tier in ("fast", "base"):
                 b = load[level][tier]

@@ -40,9 +40,11 @@ RUNGS = {
     "different_model": ("different", "gemma-270m", 0, "a different model"),
 }
 BASE = "smollm2-f16"
-START_HINT = ("Start and register them with:\n  python manage.py local_vendor up --targets "
-              "smollm2-f16 smollm2-q8 smollm2-q4 gemma-270m\n(the first run builds llama.cpp and "
-              "prepares the models: minutes, once; `local_vendor status` shows them).")
+START_HINT = (
+    "Start and register them with:\n  python manage.py local_vendor up --targets "
+    "smollm2-f16 smollm2-q8 smollm2-q4 gemma-270m\n(the first run builds llama.cpp and "
+    "prepares the models: minutes, once; `local_vendor status` shows them)."
+)
 
 
 def answering(endpoint: Endpoint, timeout_s: float = 5.0) -> str | None:
@@ -63,14 +65,22 @@ def registered(names: list[str]) -> dict[str, Endpoint]:
         raise CommandError(f"endpoints not registered: {', '.join(missing)}.\n{START_HINT}")
     down = [why for e in rows.values() if (why := answering(e))]
     if down:
-        raise CommandError("local vendor endpoints registered but not answering:\n  "
-                           + "\n  ".join(down) + f"\n{START_HINT}")
+        raise CommandError(
+            "local vendor endpoints registered but not answering:\n  "
+            + "\n  ".join(down)
+            + f"\n{START_HINT}"
+        )
     return rows
 
 
-def sample(specs: dict[str, EndpointSpec], tiers: list[tuple[str, int]], *, prompts: int,
-           samples: int, seed: int) -> tuple[dict[tuple[str, int], dict[str, list[str]]],
-                                             dict[str, int]]:
+def sample(
+    specs: dict[str, EndpointSpec],
+    tiers: list[tuple[str, int]],
+    *,
+    prompts: int,
+    samples: int,
+    seed: int,
+) -> tuple[dict[tuple[str, int], dict[str, list[str]]], dict[str, int]]:
     """Temperature-1 completions of the audit prompts: (tier, batch) → case → texts, and the
     failed requests per tier."""
     cases = get_suite("audit").cases
@@ -90,8 +100,15 @@ def sample(specs: dict[str, EndpointSpec], tiers: list[tuple[str, int]], *, prom
         else:
             failed[item.tier] += 1
 
-    asyncio.run(execute_plan(plan, endpoints=specs, build_request=build,
-                             concurrency={t: 1 for t in specs}, on_record=on_record))
+    asyncio.run(
+        execute_plan(
+            plan,
+            endpoints=specs,
+            build_request=build,
+            concurrency={t: 1 for t in specs},
+            on_record=on_record,
+        )
+    )
     return texts, dict(failed)
 
 
@@ -104,8 +121,13 @@ class Command(BaseCommand):
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--B", type=int, default=DEFAULT_B, help="permutations per test")
         parser.add_argument("--out", type=Path, default=LADDER_PATH)
-        parser.add_argument("--rungs", nargs="+", choices=list(RUNGS), default=list(RUNGS),
-                            help="measure a subset (different_model is required in the file)")
+        parser.add_argument(
+            "--rungs",
+            nargs="+",
+            choices=list(RUNGS),
+            default=list(RUNGS),
+            help="measure a subset (different_model is required in the file)",
+        )
 
     def handle(self, *args, **opts):
         rungs = {k: RUNGS[k] for k in opts["rungs"]}
@@ -118,30 +140,45 @@ class Command(BaseCommand):
         n = opts["prompts"] * opts["samples"]
         self.stdout.write(f"sampling {len(tiers)} batches × {n} requests at temperature 1 …")
         started = time.monotonic()
-        texts, failed = sample(specs, tiers, prompts=opts["prompts"], samples=opts["samples"],
-                               seed=opts["seed"])
+        texts, failed = sample(
+            specs, tiers, prompts=opts["prompts"], samples=opts["samples"], seed=opts["seed"]
+        )
         sampled_s = time.monotonic() - started
         base = texts[("base", 0)]
         out_rungs = []
         for key, (tier, name, batch, label) in rungs.items():
-            result = mmd_test(texts[(tier, batch)], base, L=DEFAULT_L, B=opts["B"],
-                              seed=opts["seed"])
+            result = mmd_test(
+                texts[(tier, batch)], base, L=DEFAULT_L, B=opts["B"], seed=opts["seed"]
+            )
             if result.statistic is None:
-                raise CommandError(f"{key}: no prompt has 2 samples on both sides "
-                                   f"({failed.get(tier, 0)} requests failed)")
-            out_rungs.append({
-                "key": key, "label": label, "mmd2": result.statistic, "p_value": result.p_value,
-                "endpoint": name, "n_per_tier": list(result.n_per_tier),
-                "n_prompts": result.n_prompts, "null_q95": result.critical_value(0.05),
-            })
-            self.stdout.write(f"{key:16} MMD² {result.statistic:9.5f}  p = {result.p_value:.3g}  "
-                              f"n = {result.n_per_tier[0]}/{result.n_per_tier[1]}  ({name})")
+                raise CommandError(
+                    f"{key}: no prompt has 2 samples on both sides "
+                    f"({failed.get(tier, 0)} requests failed)"
+                )
+            out_rungs.append(
+                {
+                    "key": key,
+                    "label": label,
+                    "mmd2": result.statistic,
+                    "p_value": result.p_value,
+                    "endpoint": name,
+                    "n_per_tier": list(result.n_per_tier),
+                    "n_prompts": result.n_prompts,
+                    "null_q95": result.critical_value(0.05),
+                }
+            )
+            self.stdout.write(
+                f"{key:16} MMD² {result.statistic:9.5f}  p = {result.p_value:.3g}  "
+                f"n = {result.n_per_tier[0]}/{result.n_per_tier[1]}  ({name})"
+            )
         ladder = {
             "placeholder": False,
-            "note": (f"measured by `manage.py measure_ladder` on {datetime.now(UTC):%Y-%m-%d}: "
-                     f"llama.cpp local vendor, {opts['prompts']} audit prompts × "
-                     f"{opts['samples']} samples per tier at temperature 1, each rung against "
-                     f"{BASE} batch 0"),
+            "note": (
+                f"measured by `manage.py measure_ladder` on {datetime.now(UTC):%Y-%m-%d}: "
+                f"llama.cpp local vendor, {opts['prompts']} audit prompts × "
+                f"{opts['samples']} samples per tier at temperature 1, each rung against "
+                f"{BASE} batch 0"
+            ),
             "L": DEFAULT_L,
             "B": opts["B"],
             "seed": opts["seed"],
@@ -154,9 +191,16 @@ class Command(BaseCommand):
         if a_vs_a and a_vs_a["p_value"] < 0.05:
             # Under the null this happens 1 time in 20; more often means the base server is not
             # stable (failed requests, a restart, caching): the ladder then grades noise.
-            self.stderr.write(self.style.WARNING(
-                f"warning: the base tier differs from itself (A-vs-A p = {a_vs_a['p_value']:.3g});"
-                " check failed requests and the server, then measure again before shipping"))
-        self.stdout.write(self.style.SUCCESS(
-            f"wrote {opts['out']} ({sampled_s:.0f} s of sampling; failed requests: "
-            f"{failed or 'none'})"))
+            self.stderr.write(
+                self.style.WARNING(
+                    f"warning: the base tier differs from itself "
+                    f"(A-vs-A p = {a_vs_a['p_value']:.3g});"
+                    " check failed requests and the server, then measure again before shipping"
+                )
+            )
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"wrote {opts['out']} ({sampled_s:.0f} s of sampling; failed requests: "
+                f"{failed or 'none'})"
+            )
+        )

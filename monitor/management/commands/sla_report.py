@@ -10,9 +10,11 @@ from monitor.services.reports import build_sla_report, email_weekly_report, last
 
 
 class Command(BaseCommand):
-    help = ("The vendor SLA report, weekly or monthly: per endpoint availability, error budget, "
-            "TTFT/E2E P50/P95/P99 with n, errors by class, served-tier downgrade rate; per pair "
-            "goodput, similarity and pass rate; the accounting stated.")
+    help = (
+        "The vendor SLA report, weekly or monthly: per endpoint availability, error budget, "
+        "TTFT/E2E P50/P95/P99 with n, errors by class, served-tier downgrade rate; per pair "
+        "goodput, similarity and pass rate; the accounting stated."
+    )
 
     def add_arguments(self, parser):
         period = parser.add_mutually_exclusive_group()
@@ -20,11 +22,14 @@ class Command(BaseCommand):
         period.add_argument("--month", help="month YYYY-MM, e.g. 2026-11")
         parser.add_argument("--format", choices=sorted(RENDERERS), default="text")
         parser.add_argument("--output", help="write the report to FILE instead of stdout")
-        parser.add_argument("--email", action="store_true",
-                            help="email it to TIERWATCH_REPORT_RECIPIENTS instead of printing it "
-                                 "(weekly reports)")
-        parser.add_argument("--archive", action="store_true",
-                            help="store the PDF and CSV in the reports archive")
+        parser.add_argument(
+            "--email",
+            action="store_true",
+            help="email it to TIERWATCH_REPORT_RECIPIENTS instead of printing it (weekly reports)",
+        )
+        parser.add_argument(
+            "--archive", action="store_true", help="store the PDF and CSV in the reports archive"
+        )
 
     def handle(self, *args, **opts):
         month = opts["month"]
@@ -37,8 +42,10 @@ class Command(BaseCommand):
             raise CommandError("--email sends the weekly report; archive a month with --archive")
         if opts["archive"]:
             rows = archive_report(week=week, month=month)
-            self.stderr.write(f"SLA report {report.period} archived: "
-                              + ", ".join(f"{r.format} ({r.size} bytes)" for r in rows))
+            self.stderr.write(
+                f"SLA report {report.period} archived: "
+                + ", ".join(f"{r.format} ({r.size} bytes)" for r in rows)
+            )
         if opts["email"]:
             sent = email_weekly_report(week=report.week)
             self.stderr.write(f"SLA report {report.period}: {sent} email(s) sent")

@@ -34,16 +34,23 @@ def screenshots_dir() -> Path:
 def run_summary(i: int) -> dict:
     def tier(ttft: float, e2e: float, rate: float) -> TierStats:
         return factories.tier(
-            20, ttft=(ttft, ttft * 1.6), e2e=(e2e, e2e * 1.4), decode_tps_p50=100.0,
-            tokens_server=2000, tokens_estimated=1980, pass_rate=rate, n_tested=8,
+            20,
+            ttft=(ttft, ttft * 1.6),
+            e2e=(e2e, e2e * 1.4),
+            decode_tps_p50=100.0,
+            tokens_server=2000,
+            tokens_estimated=1980,
+            pass_rate=rate,
+            n_tested=8,
             model_ids=("sim",),
         )
 
     return factories.summary(
         fast=tier(90 + 5 * (i % 3), 700 + 20 * i, 0.75),
         base=tier(420 + 15 * (i % 4), 2900 + 40 * i, 0.875),
-        similarity=Similarity(20, 0.93 - 0.01 * (i % 2), median_ratio=0.95, exact_rate=0.4,
-                              first_div_p50=120.0),
+        similarity=Similarity(
+            20, 0.93 - 0.01 * (i % 2), median_ratio=0.95, exact_rate=0.4, first_div_p50=120.0
+        ),
         noise_floor=Similarity(20, 0.985, median_ratio=1.0, exact_rate=0.8),
         speedup=SpeedUp(ttft=4.6, e2e=4.1, decode=2.0),
     )
@@ -54,13 +61,23 @@ def make_pair() -> Pair:
     pair = factories.pair(suite_row=suite, claimed_speedup=6)
     now = timezone.now()
     for i in range(8):
-        run = Run.objects.create(pair=pair, suite=suite, status="done", planned=40, completed=40,
-                                 summary=run_summary(i))
+        run = Run.objects.create(
+            pair=pair, suite=suite, status="done", planned=40, completed=40, summary=run_summary(i)
+        )
         when = now - timedelta(minutes=5 * (8 - i))
         Run.objects.filter(pk=run.pk).update(created_at=when, finished_at=when)
         run.refresh_from_db()
         record_run(run=run, samples=factories.rollup_rows(run, fast_ms=90.0, base_ms=420.0))
     case = Case.objects.create(suite=suite, key="fizzbuzz", messages=[])
-    Sample.objects.create(run=run, case=case, endpoint=pair.fast, tier="fast", started_at=now,
-                          ok=True, ttft_ms=91.0, e2e_ms=700.0, text="def fizzbuzz(n): return n")
+    Sample.objects.create(
+        run=run,
+        case=case,
+        endpoint=pair.fast,
+        tier="fast",
+        started_at=now,
+        ok=True,
+        ttft_ms=91.0,
+        e2e_ms=700.0,
+        text="def fizzbuzz(n): return n",
+    )
     return pair

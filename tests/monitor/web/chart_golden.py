@@ -23,17 +23,22 @@ RUN_FIELDS = ("id", "status", "kind", "created_at", "started_at", "finished_at")
 
 def _run_json(run: Any) -> dict[str, Any]:
     row = {f: getattr(run, f) for f in RUN_FIELDS}
-    return {**{k: v.isoformat() if isinstance(v, datetime) else v for k, v in row.items()},
-            "summary": run.summary}
+    return {
+        **{k: v.isoformat() if isinstance(v, datetime) else v for k, v in row.items()},
+        "summary": run.summary,
+    }
 
 
 def _run(row: dict[str, Any]) -> Any:
     from monitor.models import Run
 
-    times = {k: datetime.fromisoformat(row[k]) if row[k] else None
-             for k in ("created_at", "started_at", "finished_at")}
-    return Run(id=row["id"], status=row["status"], kind=row["kind"], summary=row["summary"],
-               **times)
+    times = {
+        k: datetime.fromisoformat(row[k]) if row[k] else None
+        for k in ("created_at", "started_at", "finished_at")
+    }
+    return Run(
+        id=row["id"], status=row["status"], kind=row["kind"], summary=row["summary"], **times
+    )
 
 
 def capture(pair_name: str = "pair00") -> dict[str, Any]:
@@ -51,8 +56,14 @@ def capture(pair_name: str = "pair00") -> dict[str, Any]:
         "speed_runs": [_run_json(r) for r in runs],
         "speed_report": json.loads(json.dumps(speed_report(pair=pair, runs=runs))),
         "audit_runs": [_run_json(r) for r in selectors.audit_runs(pair)],
-        "events": [{**e, "first_seen": e["first_seen"].isoformat(),
-                    "last_seen": e["last_seen"].isoformat()} for e in events],
+        "events": [
+            {
+                **e,
+                "first_seen": e["first_seen"].isoformat(),
+                "last_seen": e["last_seen"].isoformat(),
+            }
+            for e in events
+        ],
     }
 
 
@@ -61,16 +72,31 @@ def window_report() -> Any:
     from evals.stats.capability_paired import PairedResult
     from monitor.services.capability import Rate, WindowReport
 
-    rates = {"coding": {"base": Rate(40, 50, 0.67, 0.88), "fast": Rate(31, 50, 0.48, 0.74)},
-             "long_tail/multi_step_debugging": {"base": Rate(9, 10, 0.6, 0.98),
-                                                "fast": Rate(9, 10, 0.6, 0.98)},
-             "tools": {"base": Rate(0, 0, None, None), "fast": Rate(3, 4, 0.3, 0.95)}}
-    results = [PairedResult("coding", 25, 50, 50, 0.62, 0.8, -18.0, 0.01, 0.02, 12.5, 0.05),
-               PairedResult("long_tail/multi_step_debugging", 5, 10, 10, 0.9, 0.9, 0.0, 1.0,
-                            None, None, 0.05),
-               PairedResult("tools", 0, 4, 0, None, None, None, None, None, None, 0.05)]
-    return WindowReport(runs=7, results=results, advice={}, rates=rates, benchmarks={},
-                        tools=None, schema_valid={}, errors={})
+    rates = {
+        "coding": {"base": Rate(40, 50, 0.67, 0.88), "fast": Rate(31, 50, 0.48, 0.74)},
+        "long_tail/multi_step_debugging": {
+            "base": Rate(9, 10, 0.6, 0.98),
+            "fast": Rate(9, 10, 0.6, 0.98),
+        },
+        "tools": {"base": Rate(0, 0, None, None), "fast": Rate(3, 4, 0.3, 0.95)},
+    }
+    results = [
+        PairedResult("coding", 25, 50, 50, 0.62, 0.8, -18.0, 0.01, 0.02, 12.5, 0.05),
+        PairedResult(
+            "long_tail/multi_step_debugging", 5, 10, 10, 0.9, 0.9, 0.0, 1.0, None, None, 0.05
+        ),
+        PairedResult("tools", 0, 4, 0, None, None, None, None, None, None, 0.05),
+    ]
+    return WindowReport(
+        runs=7,
+        results=results,
+        advice={},
+        rates=rates,
+        benchmarks={},
+        tools=None,
+        schema_valid={},
+        errors={},
+    )
 
 
 # What pair00 lacks, so every figure is built: a load probe's levels, downgrades, pass rates.
@@ -81,14 +107,18 @@ LOAD = {"run": 7, "levels": {str(c): {"fast": _LEVEL, "base": _LEVEL} for c in (
 
 def _with_downgrades(row: dict[str, Any], i: int) -> dict[str, Any]:
     tiers = row["summary"]["tiers"]
-    fast = {**tiers["fast"], "pass_rate": 0.25 * (i % 5), "n_tested": 4,
-            "served_tier": {"downgrade_rate": 0.1 * (i % 3), "n_reported": 6}}
+    fast = {
+        **tiers["fast"],
+        "pass_rate": 0.25 * (i % 5),
+        "n_tested": 4,
+        "served_tier": {"downgrade_rate": 0.1 * (i % 3), "n_reported": 6},
+    }
     return {**row, "summary": {**row["summary"], "tiers": {**tiers, "fast": fast}}}
 
 
 def build(inputs: dict[str, Any]) -> dict[str, Any]:
     """Every chart of the pair, speed, verdict and worse pages (title, div height, parsed
-figure) by page and DOM id."""
+    figure) by page and DOM id."""
     from monitor import selectors
     from monitor.models import RunStatus
     from monitor.web.pair_charts import pair_charts
@@ -98,26 +128,50 @@ figure) by page and DOM id."""
 
     sim = inputs["simulated"]
     audits = [_run(r) for r in inputs["audit_runs"]]
-    latest = next((r for r in audits if r.status == RunStatus.DONE and r.summary_obj.verdict),
-                  None)
-    events = [{**e, "first_seen": datetime.fromisoformat(e["first_seen"]),
-               "last_seen": datetime.fromisoformat(e["last_seen"])} for e in inputs["events"]]
+    latest = next((r for r in audits if r.status == RunStatus.DONE and r.summary_obj.verdict), None)
+    events = [
+        {
+            **e,
+            "first_seen": datetime.fromisoformat(e["first_seen"]),
+            "last_seen": datetime.fromisoformat(e["last_seen"]),
+        }
+        for e in inputs["events"]
+    ]
     charts = {
         "pair": pair_charts([_run(r) for r in inputs["trend_runs"]], simulated=sim),
-        "speed": list(speed_charts(inputs["speed_report"],
-                                   [_run(r) for r in inputs["speed_runs"]]).values()),
-        "verdict": verdict_charts(latest.summary_obj.verdict if latest else None,
-                                  selectors.verdict_history(audits), None, events,
-                                  simulated=sim),
+        "speed": list(
+            speed_charts(inputs["speed_report"], [_run(r) for r in inputs["speed_runs"]]).values()
+        ),
+        "verdict": verdict_charts(
+            latest.summary_obj.verdict if latest else None,
+            selectors.verdict_history(audits),
+            None,
+            events,
+            simulated=sim,
+        ),
         "worse": worse_charts(window_report()),
-        "pair_more": pair_charts([_run(_with_downgrades(r, i))
-                                  for i, r in enumerate(inputs["trend_runs"])], simulated=sim),
-        "speed_load": list(speed_charts({**inputs["speed_report"], "load": LOAD},
-                                        [_run(r) for r in inputs["speed_runs"][:3]]).values()),
+        "pair_more": pair_charts(
+            [_run(_with_downgrades(r, i)) for i, r in enumerate(inputs["trend_runs"])],
+            simulated=sim,
+        ),
+        "speed_load": list(
+            speed_charts(
+                {**inputs["speed_report"], "load": LOAD},
+                [_run(r) for r in inputs["speed_runs"][:3]],
+            ).values()
+        ),
     }
-    return {page: {c.id: {"title": c.title, "height": getattr(c, "height", None),
-                          "figure": json.loads(c.json)} for c in cs}
-            for page, cs in charts.items()}
+    return {
+        page: {
+            c.id: {
+                "title": c.title,
+                "height": getattr(c, "height", None),
+                "figure": json.loads(c.json),
+            }
+            for c in cs
+        }
+        for page, cs in charts.items()
+    }
 
 
 if __name__ == "__main__":

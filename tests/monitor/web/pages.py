@@ -11,12 +11,21 @@ from monitor.run_summary import ScenarioStats, Similarity, SpeedUp, TierStats, T
 from tests import factories
 
 
-def tier(n: int, ttft: tuple[float, float], e2e: tuple[float, float],
-         pass_rate: float) -> TierStats:
+def tier(
+    n: int, ttft: tuple[float, float], e2e: tuple[float, float], pass_rate: float
+) -> TierStats:
     return factories.tier(
-        n, ttft=ttft, e2e=e2e, errors={"timeout": 1} if n > 5 else {}, decode_tps_p50=80.0,
-        tokens_server=1234, tokens_estimated=1200, pass_rate=pass_rate, n_tested=4,
-        model_ids=("demo-model",), fingerprints=("fp_sim",),
+        n,
+        ttft=ttft,
+        e2e=e2e,
+        errors={"timeout": 1} if n > 5 else {},
+        decode_tps_p50=80.0,
+        tokens_server=1234,
+        tokens_estimated=1200,
+        pass_rate=pass_rate,
+        n_tested=4,
+        model_ids=("demo-model",),
+        fingerprints=("fp_sim",),
     )
 
 
@@ -27,16 +36,25 @@ def summary(n: int = 20, fast_ttft: float = 111.0, base_ttft: float = 555.0) -> 
         similarity=Similarity(n, 0.912, median_ratio=0.95, exact_rate=0.4, first_div_p50=140.0),
         noise_floor=Similarity(n, 0.987, median_ratio=1.0, exact_rate=0.8),
         speedup=SpeedUp(ttft=base_ttft / fast_ttft, e2e=3.33, decode=2.0),
-        by_scenario={"short-long": ScenarioStats(
-            fast=Timings(ttft_ms=factories.stat(n, 100.0, 150.0)),
-            base=Timings(ttft_ms=factories.stat(n, 500.0, 700.0)))},
+        by_scenario={
+            "short-long": ScenarioStats(
+                fast=Timings(ttft_ms=factories.stat(n, 100.0, 150.0)),
+                base=Timings(ttft_ms=factories.stat(n, 500.0, 700.0)),
+            )
+        },
     )
 
 
 def make_run(pair: Pair, *, minutes_ago: int, status: str = "done", **kw) -> Run:
-    run = Run.objects.create(pair=pair, suite=pair.suite, status=status, planned=40,
-                             completed=40 if status == "done" else 7,
-                             summary=kw.pop("summary", summary() if status == "done" else {}), **kw)
+    run = Run.objects.create(
+        pair=pair,
+        suite=pair.suite,
+        status=status,
+        planned=40,
+        completed=40 if status == "done" else 7,
+        summary=kw.pop("summary", summary() if status == "done" else {}),
+        **kw,
+    )
     when = timezone.now() - timedelta(minutes=minutes_ago)
     Run.objects.filter(pk=run.pk).update(created_at=when, finished_at=when)
     run.refresh_from_db()

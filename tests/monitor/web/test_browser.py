@@ -14,8 +14,12 @@ from django.contrib.auth import get_user_model
 from monitor import roles
 from tests.monitor.web.browser import CHROMIUM, launch, make_pair, screenshots_dir
 
-CHART_TITLES = ("TTFT per run", "E2E per run", "Text similarity per run",
-                "Unit-test pass rate per run")
+CHART_TITLES = (
+    "TTFT per run",
+    "E2E per run",
+    "Text similarity per run",
+    "Unit-test pass rate per run",
+)
 
 pytestmark = [
     pytest.mark.browser,
@@ -32,8 +36,9 @@ def test_it_logs_in_and_draws_the_pair_charts(live_server, monkeypatch):
     # Playwright's sync API keeps an event loop on this thread; the ORM calls made here
     # before and after it are ordinary synchronous ones.
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    roles.grant(get_user_model().objects.create_user("alice", password="pw-alice-123"),
-                roles.VIEWER)
+    roles.grant(
+        get_user_model().objects.create_user("alice", password="pw-alice-123"), roles.VIEWER
+    )
     last_run_id = make_pair().runs.order_by("-created_at").values_list("id", flat=True)[0]
     shots = screenshots_dir()
 
@@ -42,8 +47,10 @@ def test_it_logs_in_and_draws_the_pair_charts(live_server, monkeypatch):
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             remote: list[str] = []
-            page.on("request", lambda r: remote.append(r.url)
-                    if not r.url.startswith(live_server.url) else None)
+            page.on(
+                "request",
+                lambda r: remote.append(r.url) if not r.url.startswith(live_server.url) else None,
+            )
             page.goto(f"{live_server.url}/pairs/demo/")
             assert "/accounts/login/" in page.url
             page.fill("#id_username", "alice")

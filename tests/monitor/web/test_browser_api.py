@@ -33,11 +33,12 @@ def test_a_viewer_exports_and_reads_the_api_docs(live_server, monkeypatch):
     with sync_api.sync_playwright() as p:
         browser = launch(p)
         try:
-            page = browser.new_page(viewport={"width": 1300, "height": 900},
-                                    accept_downloads=True)
+            page = browser.new_page(viewport={"width": 1300, "height": 900}, accept_downloads=True)
             remote: list[str] = []
-            page.on("request", lambda r: remote.append(r.url)
-                    if not r.url.startswith(live_server.url) else None)
+            page.on(
+                "request",
+                lambda r: remote.append(r.url) if not r.url.startswith(live_server.url) else None,
+            )
             page.goto(f"{live_server.url}/accounts/login/?next=/pairs/demo/")
             page.fill("#id_username", "vic")
             page.fill("#id_password", "pw-vic-1234")
@@ -60,8 +61,9 @@ def test_a_viewer_exports_and_reads_the_api_docs(live_server, monkeypatch):
             page.goto(f"{live_server.url}/api/docs")
             page.wait_for_selector(".swagger-ui .title", timeout=20_000)
             assert "tierwatch API" in page.locator(".swagger-ui .title").inner_text()
-            page.wait_for_function("document.querySelectorAll('.opblock').length >= 10",
-                                   timeout=20_000)  # one block per endpoint
+            page.wait_for_function(
+                "document.querySelectorAll('.opblock').length >= 10", timeout=20_000
+            )  # one block per endpoint
             page.screenshot(path=str(shots / "api-docs.png"), full_page=True)
             assert remote == [], f"requests left the server: {remote}"
         finally:

@@ -18,8 +18,9 @@ from tests.monitor.web.browser import make_pair as _make_pair
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(),
-                       reason="needs Debian's chromium at /usr/bin/chromium"),
+    pytest.mark.skipif(
+        not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium"
+    ),
 ]
 
 
@@ -31,16 +32,33 @@ def _operator() -> None:
 
 
 def _alerts(pair) -> Alert:
-    rule = AlertRule.objects.create(name="fast-ttft-p95", pair=pair, metric="ttft_p95",
-                                    tier="fast", op="gt", threshold=120.0)
+    rule = AlertRule.objects.create(
+        name="fast-ttft-p95", pair=pair, metric="ttft_p95", tier="fast", op="gt", threshold=120.0
+    )
     for hours in (4, 2):  # two earlier openings: the third one is flapping
-        old = Alert.objects.create(rule=rule, pair=pair, value=150.0, message=(
-            "fast TTFT P95 is 150 ms (mean of 3 runs, n = 60), above the threshold of 120 ms."))
+        old = Alert.objects.create(
+            rule=rule,
+            pair=pair,
+            value=150.0,
+            message=(
+                "fast TTFT P95 is 150 ms (mean of 3 runs, n = 60), above the threshold of 120 ms."
+            ),
+        )
         lifecycle.opened(alert_id=old.pk, now=timezone.now() - timedelta(hours=hours))
-        lifecycle.resolve(alert_id=old.pk, note="Resolved: fast TTFT P95 is back to 110 ms.",
-                          now=timezone.now() - timedelta(hours=hours - 1), send=False)
-    alert = Alert.objects.create(rule=rule, pair=pair, value=160.0, message=(
-        "fast TTFT P95 is 160 ms (mean of 3 runs, n = 60), above the threshold of 120 ms."))
+        lifecycle.resolve(
+            alert_id=old.pk,
+            note="Resolved: fast TTFT P95 is back to 110 ms.",
+            now=timezone.now() - timedelta(hours=hours - 1),
+            send=False,
+        )
+    alert = Alert.objects.create(
+        rule=rule,
+        pair=pair,
+        value=160.0,
+        message=(
+            "fast TTFT P95 is 160 ms (mean of 3 runs, n = 60), above the threshold of 120 ms."
+        ),
+    )
     lifecycle.opened(alert_id=alert.pk)
     return alert
 

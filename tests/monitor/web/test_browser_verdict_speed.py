@@ -17,20 +17,27 @@ from tests.monitor.web.browser import CHROMIUM, launch, screenshots_dir
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(),
-                       reason="needs Debian's chromium at /usr/bin/chromium"),
+    pytest.mark.skipif(
+        not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium"
+    ),
 ]
 WIDTH = 1280
 
 
 def _pair(url: str) -> Pair:
-    ends = {n: Endpoint.objects.create(name=n, base_url=url, model=n, simulated=True,
-                                       max_concurrency=8)
-            for n in ("demo-base", "demo-distilled")}
+    ends = {
+        n: Endpoint.objects.create(name=n, base_url=url, model=n, simulated=True, max_concurrency=8)
+        for n in ("demo-base", "demo-distilled")
+    }
     sync_builtin_suite(name="audit")
-    pair = Pair.objects.create(name="distilled", fast=ends["demo-distilled"],
-                               base=ends["demo-base"], suite=sync_builtin_suite(name="scenarios"),
-                               repeat=3, claimed_speedup=4)
+    pair = Pair.objects.create(
+        name="distilled",
+        fast=ends["demo-distilled"],
+        base=ends["demo-base"],
+        suite=sync_builtin_suite(name="scenarios"),
+        repeat=3,
+        claimed_speedup=4,
+    )
     for seed in (1, 2):
         assert execute_run(run_id=create_run(pair=pair, seed=seed).id).status == "done"
     audit = create_run(pair=pair, kind="audit", repeat=5, seed=3)
@@ -39,8 +46,9 @@ def _pair(url: str) -> Pair:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_verdict_and_speed_pages_draw_and_fit_the_window(live_server, demo_vendor_url,
-                                                            monkeypatch):
+def test_the_verdict_and_speed_pages_draw_and_fit_the_window(
+    live_server, demo_vendor_url, monkeypatch
+):
     sync_api = pytest.importorskip("playwright.sync_api")
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     get_user_model().objects.create_superuser("root", password="pw-root-123")

@@ -40,8 +40,9 @@ def built() -> dict:
 
 
 def test_every_page_builds_the_same_charts(built):
-    assert {page: sorted(charts) for page, charts in built.items()} == \
-        {page: sorted(charts) for page, charts in EXPECTED.items()}
+    assert {page: sorted(charts) for page, charts in built.items()} == {
+        page: sorted(charts) for page, charts in EXPECTED.items()
+    }
 
 
 @pytest.mark.parametrize("page,chart", [(p, c) for p, cs in EXPECTED.items() for c in cs])
@@ -60,8 +61,9 @@ def test_a_chart_is_a_valid_plotly_figure(built, page, chart):
 def test_the_panels_are_laid_out_as_make_subplots_does(rows):
     """The golden figures have two panels; the speed page draws one per scenario."""
     titles = [f"scenario {i}" for i in range(rows)]
-    layout = make_subplots(rows=rows, cols=1, shared_xaxes=True, subplot_titles=titles,
-                           vertical_spacing=0.35 / rows).layout.to_plotly_json()
+    layout = make_subplots(
+        rows=rows, cols=1, shared_xaxes=True, subplot_titles=titles, vertical_spacing=0.35 / rows
+    ).layout.to_plotly_json()
     axes, notes = _panels(titles)
     assert {k: v for k, v in layout.items() if k != "template"} == {**axes, "annotations": notes}
 
@@ -76,8 +78,11 @@ def test_a_chart_says_what_its_axes_measure(built, page, chart):
         values = [v for trace in fig["data"] for v in (trace.get(axis[0]) or [])]
         if not any(isinstance(v, int | float) or _is_time(v) for v in values):
             continue
-        titles = [v.get("title", {}).get("text") for k, v in layout.items()
-                  if k.startswith(axis) and isinstance(v, dict)]
+        titles = [
+            v.get("title", {}).get("text")
+            for k, v in layout.items()
+            if k.startswith(axis) and isinstance(v, dict)
+        ]
         assert any(titles), (axis, titles)
 
 

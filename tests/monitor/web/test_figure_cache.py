@@ -35,8 +35,11 @@ def counting_builders(monkeypatch) -> list[str]:
     """The pages built (cache misses) from now on; "overview:<pair id>" for an overview row."""
     built: list[str] = []
     for page, build in dict(page_figures.BUILDERS).items():
-        monkeypatch.setitem(page_figures.BUILDERS, page,
-                            lambda pair, page=page, build=build: built.append(page) or build(pair))
+        monkeypatch.setitem(
+            page_figures.BUILDERS,
+            page,
+            lambda pair, page=page, build=build: built.append(page) or build(pair),
+        )
     build_cells = overview_cells.build
 
     def cells(newest, now):
@@ -47,8 +50,7 @@ def counting_builders(monkeypatch) -> list[str]:
     return built
 
 
-def test_a_run_that_finishes_shows_on_the_pages_at_once(admin_client, demo_vendor_url,
-                                                          monkeypatch):
+def test_a_run_that_finishes_shows_on_the_pages_at_once(admin_client, demo_vendor_url, monkeypatch):
     pair = vendor_pair(demo_vendor_url, suite="smoke", repeat=1)
     first = execute_run(run_id=create_run(pair=pair, seed=1).id, cases_limit=2)
     assert len(fast_p50s(admin_client.get("/pairs/p/").content.decode())) == 1
@@ -63,14 +65,16 @@ def test_a_run_that_finishes_shows_on_the_pages_at_once(admin_client, demo_vendo
     assert built == []  # the pipeline warmed all three and the overview row: no view built one
 
 
-def test_a_run_the_watchdog_fails_leaves_the_pages_warm(admin_client, demo_vendor_url,
-                                                        monkeypatch, settings):
+def test_a_run_the_watchdog_fails_leaves_the_pages_warm(
+    admin_client, demo_vendor_url, monkeypatch, settings
+):
     settings.TIERWATCH_STALE_AFTER_S = 60
     pair = vendor_pair(demo_vendor_url, suite="smoke", repeat=1)
     execute_run(run_id=create_run(pair=pair, seed=1).id, cases_limit=2)
     lost = execute_run(run_id=create_run(pair=pair, seed=2).id, cases_limit=2)
     Run.objects.filter(pk=lost.pk).update(  # as if its worker died before marking it done
-        status="running", finished_at=None, heartbeat_at=timezone.now() - timedelta(seconds=90))
+        status="running", finished_at=None, heartbeat_at=timezone.now() - timedelta(seconds=90)
+    )
     for page in ("/pairs/p/", "/pairs/p/speed/", "/pairs/p/verdict/", "/"):
         admin_client.get(page)  # cached while the run was still "running"
     assert len(reap_stale_runs()) == 1
@@ -93,9 +97,15 @@ def test_the_overview_builds_a_pairs_cells_once_until_one_of_its_runs_ends(
     for _ in range(3):
         assert "no audit yet" in admin_client.get("/").content.decode()
     assert sorted(built) == sorted([f"overview:{pair.pk}", f"overview:{other.pk}"])
-    Run.objects.merge_summary(audit.id, verdict={  # the audit's verdict, then its end
-        "label": "same_model", "sentence": "No evidence the tiers differ (p = 0.41).",
-        "p_value": 0.41, "n": 48})
+    Run.objects.merge_summary(
+        audit.id,
+        verdict={  # the audit's verdict, then its end
+            "label": "same_model",
+            "sentence": "No evidence the tiers differ (p = 0.41).",
+            "p_value": 0.41,
+            "n": 48,
+        },
+    )
     with django_capture_on_commit_callbacks(execute=True):
         assert Run.objects.filter(pk=audit.pk).end("done") == 1
     html = admin_client.get("/").content.decode()
@@ -163,10 +173,10 @@ def test_a_cached_window_p95_is_rebuilt_when_its_oldest_run_leaves_the_window(mo
     now = timezone.now()
     cells = overview_cells.measured([(pair, newest)], now)[pair.pk]
     assert cells.numbers_html.count("n = 40 &lt; 59") == 2  # both tiers' P95 over 2 runs
-    assert overview_cells.measured([(pair, newest)], now + timedelta(minutes=20)
-                                   ) == {pair.pk: cells}  # the oldest run is still inside 24 h
-    later = overview_cells.measured([(pair, newest)],
-                                    now + timedelta(hours=1))[pair.pk]
+    assert overview_cells.measured([(pair, newest)], now + timedelta(minutes=20)) == {
+        pair.pk: cells
+    }  # the oldest run is still inside 24 h
+    later = overview_cells.measured([(pair, newest)], now + timedelta(hours=1))[pair.pk]
     assert later.numbers_html.count("n = 20 &lt; 59") == 2  # it aged out: rebuilt without it
     assert built == [f"overview:{pair.pk}"] * 2
 

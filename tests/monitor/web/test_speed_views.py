@@ -24,8 +24,12 @@ def pair() -> Pair:
     suite = Suite.objects.create(name="speed-matrix")
     for scenario in SCENARIOS:
         for i in range(2):
-            Case.objects.create(suite=suite, key=f"{scenario}-{i}", scenario=scenario,
-                                messages=[{"role": "user", "content": "hi"}])
+            Case.objects.create(
+                suite=suite,
+                key=f"{scenario}-{i}",
+                scenario=scenario,
+                messages=[{"role": "user", "content": "hi"}],
+            )
     return factories.pair(suite_row=suite, claimed_speedup=4, slo_ttft_ms=400, slo_e2e_ms=5000)
 
 
@@ -41,10 +45,21 @@ def make_run(pair: Pair, repeat: int, **blocks) -> Run:
             for tier in ("base", "fast"):
                 scale = jitter * (factor if tier == "fast" else 1.0)
                 factories.sample(
-                    run, case, tier, repetition=rep, seq=seq, connect_ms=2.0, headers_ms=20.0,
-                    ttft_ms=500 * scale, e2e_ms=3000 * scale, tpot_ms=20 * scale,
-                    chunk_gaps_ms=[10.0, 30.0, 10.0], chunk_tokens=[1, 3, 1, 2],
-                    text="same answer", completion_tokens=7, estimated_tokens=7,
+                    run,
+                    case,
+                    tier,
+                    repetition=rep,
+                    seq=seq,
+                    connect_ms=2.0,
+                    headers_ms=20.0,
+                    ttft_ms=500 * scale,
+                    e2e_ms=3000 * scale,
+                    tpot_ms=20 * scale,
+                    chunk_gaps_ms=[10.0, 30.0, 10.0],
+                    chunk_tokens=[1, 3, 1, 2],
+                    text="same answer",
+                    completion_tokens=7,
+                    estimated_tokens=7,
                 )
                 seq += 1
     summarise_run(run_id=run.id)
@@ -78,8 +93,9 @@ def test_it_shows_the_speedup_table_and_charts_against_the_claim(admin_client, p
     assert "n&lt;59" in percentiles and "n&lt;299" in percentiles  # 20 values: P95, P99 withheld
     otps = html.split('id="otps-table"')[1].split("</table>")[0]
     assert "tokens / (E2E − TTFT)" in otps and "tokens / E2E" in otps and "short_long_out" in otps
-    charts = dict(re.findall(r'<script type="application/json" id="([\w-]+)-data">(.*?)</script>',
-                             html, re.S))
+    charts = dict(
+        re.findall(r'<script type="application/json" id="([\w-]+)-data">(.*?)</script>', html, re.S)
+    )
     for role in ("speedup", "ttft-bands", "e2e-bands", "breakdown"):
         assert f'data-plotly-figure="speed-{role}-data"' in html
         layout = json.loads(charts[f"speed-{role}"])["layout"]
@@ -99,8 +115,9 @@ def test_it_says_n_too_small_when_thin(admin_client, pair):
 
 def test_it_shows_skipped_cases_with_their_reason(admin_client, pair):
     reason = "needs ~16,384 tokens but the context window is smaller (demo-base: 8,192)"
-    run = make_run(pair, repeat=1, skipped=[{"case": "xl-0", "scenario": "xl_context",
-                                             "reason": reason}])
+    run = make_run(
+        pair, repeat=1, skipped=[{"case": "xl-0", "scenario": "xl_context", "reason": reason}]
+    )
     html = admin_client.get("/pairs/demo/speed/").content.decode()
     skipped = html.split('id="skipped-table"')[1].split("</table>")[0]
     assert "xl-0" in skipped and "demo-base: 8,192" in skipped and f"#{run.id}" in skipped
@@ -109,10 +126,18 @@ def test_it_shows_skipped_cases_with_their_reason(admin_client, pair):
 def test_it_shows_the_newest_load_probe_apart_from_the_probes(admin_client, pair):
     probe = make_run(pair, repeat=4)
     stat = {"n": 8, "too_small": False, "p50": 100.0, "p90": 150.0, "p95": 160.0, "p99": 170.0}
-    block = {"n": 8, "n_ok": 8, "ttft_ms": stat, "e2e_ms": stat, "goodput": 0.75,
-             "wall_s": 2.0, "throughput_rps": 4.0}
-    load = make_run(pair, repeat=1, load={str(c): {"fast": block, "base": block}
-                                          for c in (1, 4, 16)})
+    block = {
+        "n": 8,
+        "n_ok": 8,
+        "ttft_ms": stat,
+        "e2e_ms": stat,
+        "goodput": 0.75,
+        "wall_s": 2.0,
+        "throughput_rps": 4.0,
+    }
+    load = make_run(
+        pair, repeat=1, load={str(c): {"fast": block, "base": block} for c in (1, 4, 16)}
+    )
     Run.objects.filter(id=load.id).update(kind="load")
     html = admin_client.get("/pairs/demo/speed/").content.decode()
     assert 'id="load-table"' in html and 'data-plotly-figure="speed-load-data"' in html

@@ -25,20 +25,26 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def pair(demo_vendor_url) -> Pair:
     def endpoint(name: str) -> Endpoint:
-        return Endpoint.objects.create(name=name, base_url=demo_vendor_url, model=name,
-                                       simulated=True, max_concurrency=8)
+        return Endpoint.objects.create(
+            name=name, base_url=demo_vendor_url, model=name, simulated=True, max_concurrency=8
+        )
 
     sync_builtin_suite(name="audit")
-    return Pair.objects.create(name="demo-distilled-vs-base", fast=endpoint("demo-distilled"),
-                               base=endpoint("demo-base"), suite=sync_builtin_suite(name="smoke"),
-                               repeat=2)
+    return Pair.objects.create(
+        name="demo-distilled-vs-base",
+        fast=endpoint("demo-distilled"),
+        base=endpoint("demo-base"),
+        suite=sync_builtin_suite(name="smoke"),
+        repeat=2,
+    )
 
 
 @pytest.fixture
 def runs(pair: Pair) -> tuple[Run, Run]:
     probe = execute_run(run_id=create_run(pair=pair, seed=1).id, cases_limit=3)
-    audit = execute_run(run_id=create_run(pair=pair, kind="audit", repeat=3, seed=2).id,
-                        cases_limit=5)
+    audit = execute_run(
+        run_id=create_run(pair=pair, kind="audit", repeat=3, seed=2).id, cases_limit=5
+    )
     assert probe.status == audit.status == "done"
     return probe, audit
 
@@ -62,7 +68,10 @@ def test_it_shows_the_sentence_the_reason_and_the_figures(admin_client, pair, ru
     ids = re.findall(r'data-plotly-figure="([\w-]+)-data"', html)
     ladder = bool(verdict["ladder"])  # context only when measured on this suite and L
     assert ids == ["chart-null"] + ["chart-ladder"] * ladder + [
-        "chart-similarity", "chart-divergence", "chart-history"]
+        "chart-similarity",
+        "chart-divergence",
+        "chart-history",
+    ]
     null = json.loads(re.search(r'id="chart-null-data">(.*?)</script>', html, re.S).group(1))
     assert "MMD² fast vs base against chance" in null["layout"]["title"]["text"]
     assert "n = 15 fast / 15 base samples, 5 prompts" in null["layout"]["title"]["text"]
@@ -102,8 +111,12 @@ def test_it_queues_an_audit_on_the_audit_suite(admin_client, pair):
     response = admin_client.post(f"/pairs/{pair.name}/verdict/audit/")
     assert response.status_code == 302
     run = Run.objects.get(pair=pair)
-    assert (run.kind, run.status, run.suite.name, run.temperature) == ("audit", "queued",
-                                                                       "audit", 1.0)
+    assert (run.kind, run.status, run.suite.name, run.temperature) == (
+        "audit",
+        "queued",
+        "audit",
+        1.0,
+    )
 
 
 def test_the_diff_marks_the_first_divergence(admin_client, pair, runs):
@@ -114,12 +127,13 @@ def test_the_diff_marks_the_first_divergence(admin_client, pair, runs):
     assert pos is not None  # the distilled model words it differently
     html = admin_client.get(f"/runs/{probe.id}/diff/{base.case.key}/?rep=0").content.decode()
     assert f"character {pos}" in html
-    marks = re.findall(r'<pre class="text">(.*?)<mark class="diverge[^"]*"[^>]*>(.*?)</mark>',
-                       html, re.S)
+    marks = re.findall(
+        r'<pre class="text">(.*?)<mark class="diverge[^"]*"[^>]*>(.*?)</mark>', html, re.S
+    )
     assert len(marks) >= 2  # base, fast (then the second base draw, if any)
 
     def mark(text: str) -> str:
-        return escape(text[pos:pos + 1]) if pos < len(text) else "[end of text]"
+        return escape(text[pos : pos + 1]) if pos < len(text) else "[end of text]"
 
     assert marks[0] == (escape(base.text[:pos]), mark(base.text))
     assert marks[1] == (escape(fast.text[:pos]), mark(fast.text))
@@ -133,13 +147,19 @@ def test_the_diff_shows_top_logprobs_at_the_divergence(admin_client, pair, runs)
 
     def tokens(text: str, chosen_alt: str) -> list[dict]:
         head, tail = text[:pos], text[pos:] or " "
-        return [{"token": head, "logprob": -0.01, "top_logprobs": []},
-                {"token": tail, "logprob": -0.5,
-                 "top_logprobs": [{"token": tail, "logprob": -0.5},
-                                  {"token": chosen_alt, "logprob": -0.7}]}]
+        return [
+            {"token": head, "logprob": -0.01, "top_logprobs": []},
+            {
+                "token": tail,
+                "logprob": -0.5,
+                "top_logprobs": [
+                    {"token": tail, "logprob": -0.5},
+                    {"token": chosen_alt, "logprob": -0.7},
+                ],
+            },
+        ]
 
-    Sample.objects.filter(id=base.id).update(
-        logprobs=tokens(base.text, fast.text[pos:] or " "))
+    Sample.objects.filter(id=base.id).update(logprobs=tokens(base.text, fast.text[pos:] or " "))
     Sample.objects.filter(id=fast.id).update(logprobs=tokens(fast.text, base.text[pos:] or " "))
     html = admin_client.get(f"/runs/{probe.id}/diff/{base.case.key}/?rep=0").content.decode()
     assert "Top logprobs at the first divergence" in html
@@ -160,9 +180,9 @@ def test_the_headline_and_the_table_show_the_same_holm_adjusted_p(admin_client, 
     assert f"mmd_fast_vs_base {shown}" in html
 
 
-def test_acknowledging_needs_the_permission_and_restarts_the_evidence(client, admin_client,
-                                                                      django_user_model, pair,
-                                                                      runs):
+def test_acknowledging_needs_the_permission_and_restarts_the_evidence(
+    client, admin_client, django_user_model, pair, runs
+):
     viewer = django_user_model.objects.create_user("viewer", password="pw")
     client.force_login(viewer)
     assert client.post(f"/pairs/{pair.name}/verdict/acknowledge/").status_code == 403

@@ -36,8 +36,9 @@ def runs(pair: Pair) -> list[Run]:
 
 
 def figures(html: str) -> dict[str, dict]:
-    found = re.findall(r'<script type="application/json" id="([\w-]+)-data">(.*?)</script>',
-                       html, re.S)
+    found = re.findall(
+        r'<script type="application/json" id="([\w-]+)-data">(.*?)</script>', html, re.S
+    )
     return {cid: json.loads(body) for cid, body in found}
 
 
@@ -147,13 +148,35 @@ def test_it_404s_on_unknown_pair_and_run(admin_client, pair):
 def test_it_lists_the_samples_of_a_run(admin_client, runs, pair):
     run = runs[-1]
     case = pair.suite.cases.get()
-    Sample.objects.create(run=run, case=case, endpoint=pair.fast, tier="fast", seq=0,
-                          started_at=timezone.now(), ok=True, ttft_ms=101.4, e2e_ms=900.2,
-                          tpot_ms=12.25, completion_tokens=64, estimated_tokens=66,
-                          finish_reason="stop", model_id="demo-fast-1",
-                          system_fingerprint="fp_sim_fast", tests_passed=True, text="SECRET TEXT")
-    Sample.objects.create(run=run, case=case, endpoint=pair.base, tier="base", seq=1,
-                          started_at=timezone.now(), ok=False, error_class="timeout")
+    Sample.objects.create(
+        run=run,
+        case=case,
+        endpoint=pair.fast,
+        tier="fast",
+        seq=0,
+        started_at=timezone.now(),
+        ok=True,
+        ttft_ms=101.4,
+        e2e_ms=900.2,
+        tpot_ms=12.25,
+        completion_tokens=64,
+        estimated_tokens=66,
+        finish_reason="stop",
+        model_id="demo-fast-1",
+        system_fingerprint="fp_sim_fast",
+        tests_passed=True,
+        text="SECRET TEXT",
+    )
+    Sample.objects.create(
+        run=run,
+        case=case,
+        endpoint=pair.base,
+        tier="base",
+        seq=1,
+        started_at=timezone.now(),
+        ok=False,
+        error_class="timeout",
+    )
     html = admin_client.get(f"/runs/{run.pk}/").content.decode()
     assert "demo-fast-1" in html and "fp_sim_fast" in html and ">timeout<" in html
     assert ">101<" in html and ">900<" in html and "64 / 66" in html
@@ -220,7 +243,7 @@ def test_it_queues_a_manual_probe(admin_client, pair):
     run = Run.objects.get(pair=pair)
     assert run.trigger == "manual" and run.status == "queued"
     html = response.content.decode()
-    assert f"Run <a href=\"/runs/{run.pk}/\">#{run.pk}</a> queued." in html
+    assert f'Run <a href="/runs/{run.pk}/">#{run.pk}</a> queued.' in html
     assert 'hx-trigger="every 10s"' in html  # the page polls until the run finishes
     assert admin_client.get("/pairs/demo/probe/").status_code == 405
 
@@ -229,8 +252,9 @@ def test_it_reads_pages_in_a_bounded_number_of_queries(
     admin_client, runs, pair, django_assert_max_num_queries
 ):
     for i in range(3):  # more pairs must not mean more queries
-        other = Pair.objects.create(name=f"other-{i}", fast=pair.fast, base=pair.base,
-                                    suite=pair.suite)
+        other = Pair.objects.create(
+            name=f"other-{i}", fast=pair.fast, base=pair.base, suite=pair.suite
+        )
         make_run(other, minutes_ago=i)
     # session, user, pairs, runs; statuses: maintenance windows, schedules; the pairs'
     # monitoring states (e-BH); building the pairs' cells (overview_cells): verdicts, the

@@ -21,20 +21,35 @@ from tests.monitor.web.browser import CHROMIUM, launch, screenshots_dir
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(),
-                       reason="needs Debian's chromium at /usr/bin/chromium"),
+    pytest.mark.skipif(
+        not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium"
+    ),
 ]
 
 
 def _probed_pair(url: str) -> Pair:
-    suite, _ = save_versioned(name="cap", cases=importer.builtin_cases("structured")
-                              + importer.builtin_cases("long_tail/rare_apis")
-                              + bfcl.load_cases(["simple_python"], limit=16))
-    fast = Endpoint.objects.create(name="dist", base_url=url, model="demo-distilled",
-                                   simulated=True, price_input_per_mtok=1,
-                                   price_output_per_mtok=4)
-    base = Endpoint.objects.create(name="base", base_url=url, model="demo-base", simulated=True,
-                                   price_input_per_mtok=3, price_output_per_mtok=12)
+    suite, _ = save_versioned(
+        name="cap",
+        cases=importer.builtin_cases("structured")
+        + importer.builtin_cases("long_tail/rare_apis")
+        + bfcl.load_cases(["simple_python"], limit=16),
+    )
+    fast = Endpoint.objects.create(
+        name="dist",
+        base_url=url,
+        model="demo-distilled",
+        simulated=True,
+        price_input_per_mtok=1,
+        price_output_per_mtok=4,
+    )
+    base = Endpoint.objects.create(
+        name="base",
+        base_url=url,
+        model="demo-base",
+        simulated=True,
+        price_input_per_mtok=3,
+        price_output_per_mtok=12,
+    )
     pair = Pair.objects.create(name="demo", fast=fast, base=base, suite=suite)
     for _ in range(2):
         assert execute_run(run_id=create_run(pair=pair).id).status == "done"
@@ -45,8 +60,9 @@ def _probed_pair(url: str) -> Pair:
 def test_the_worse_page_draws_its_charts(live_server, monkeypatch, benchmark_wheels):
     sync_api = pytest.importorskip("playwright.sync_api")
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    roles.grant(get_user_model().objects.create_user("alice", password="pw-alice-123"),
-                roles.VIEWER)
+    roles.grant(
+        get_user_model().objects.create_user("alice", password="pw-alice-123"), roles.VIEWER
+    )
     with serve_in_thread(time_scale=0.0) as url:
         _probed_pair(url)
     shots = screenshots_dir()
@@ -60,12 +76,13 @@ def test_the_worse_page_draws_its_charts(live_server, monkeypatch, benchmark_whe
             page.click("button[type=submit]")
             page.wait_for_url(f"{live_server.url}/pairs/demo/worse/")
             page.wait_for_function(
-                "document.querySelectorAll('.js-plotly-plot .main-svg').length >= 2",
-                timeout=20_000)
+                "document.querySelectorAll('.js-plotly-plot .main-svg').length >= 2", timeout=20_000
+            )
             for title in ("Pass rate per category and tier", "Paired difference per category"):
                 assert page.locator(".gtitle", has_text=title).first.is_visible()
-            assert page.locator(".xtitle", has_text="answers that pass their check (%)") \
-                .is_visible()
+            assert page.locator(
+                ".xtitle", has_text="answers that pass their check (%)"
+            ).is_visible()
             assert page.locator(".xtitle", has_text="percentage points").is_visible()
             # two runs: losses show in the window; the controlled decision is still undecided
             assert page.locator("ul.advice li.undecided").count() >= 1
@@ -75,8 +92,9 @@ def test_the_worse_page_draws_its_charts(live_server, monkeypatch, benchmark_whe
                 assert svg["y"] + svg["height"] <= frame["y"] + frame["height"] + 0.5
             charts = page.locator(".charts").bounding_box()
             assert charts["y"] + charts["height"] <= page.locator("#categories").bounding_box()["y"]
-            assert page.locator("nav.tabs a[aria-current=page]", has_text="Is it worse?") \
-                .is_visible()
+            assert page.locator(
+                "nav.tabs a[aria-current=page]", has_text="Is it worse?"
+            ).is_visible()
             # at a 1,280-px window nothing scrolls sideways (the category table's long headers
             # once pushed it to 1,619 px) and each axis title stays inside its chart
             wide = page.evaluate("""() => [...document.querySelectorAll('body *')]
