@@ -4,16 +4,17 @@ the "Is it worse?" page over a full window.
 1. The ``capability`` suite (every benchmark case: HumanEval, BFCL simple/irrelevance/multiple/
    parallel, instructions, structured, long-tail) is synced into a fresh SQLite database, and
    one probe of a SIMULATED pair (``demo-distilled`` as fast, ``demo-base`` as base, the
-   vendor in-process with no delays) goes through ``monitor.services.pipeline.execute_run``:
+   vendor in-process with no delays) goes through ``monitor.runs.pipeline.execute_run``:
    requests, storage, per-sample scoring (unit tests in the sandbox), summary. Reported: wall
    time, samples, cost at the example prices below.
 2. The window: the probe's samples are copied into ``WINDOW_RUNS`` − 1 more done runs, each
-   rolled up as the pipeline does (``monitor.rollups.record_run``), and ``window_report`` plus
+   rolled up as the pipeline does (``monitor.derived.rollups.record_run``), and ``window_report``
+   plus
    the whole page (``/pairs/NAME/worse/`` through Django's test client) are timed over the
    full window: median of 3, wall and CPU (``time.process_time``; the machine is shared).
    ``--before`` adds the figures measured on the code before the rollups, for comparison.
 3. A budgeted day: with ``--budget`` USD a day, how many cases a probe takes (the estimate
-   rule of ``monitor.services.budget``) and what it then costs.
+   rule of ``monitor.runs.budget``) and what it then costs.
 
 Run: ``.venv/bin/python benchmarks/capability_product.py --write-docs`` (a few minutes on 2
 cores; needs the HumanEval and BFCL wheels in the cache).
@@ -48,12 +49,13 @@ from django.test import Client  # noqa: E402
 from benchmarks.docs_section import write_section  # noqa: E402
 from evals.sandbox import isolation  # noqa: E402
 from evals.vendors.simulated import serve_in_thread  # noqa: E402
+from monitor.derived.rollups import record_run  # noqa: E402
+from monitor.judging import capability  # noqa: E402
 from monitor.models import Endpoint, Pair, Run, Sample  # noqa: E402
-from monitor.rollups import record_run  # noqa: E402
-from monitor.services import budget, capability  # noqa: E402
-from monitor.services.pipeline import execute_run  # noqa: E402
-from monitor.services.runs import create_run  # noqa: E402
-from monitor.services.suite_import import sync_benchmark_suite  # noqa: E402
+from monitor.runs import budget  # noqa: E402
+from monitor.runs.pipeline import execute_run  # noqa: E402
+from monitor.runs.steps import create_run  # noqa: E402
+from monitor.setup.suite_import import sync_benchmark_suite  # noqa: E402
 
 SECTION = "## Capability through the product (probe, cost, page)"
 PRICES = {"fast": (0.5, 2.0), "base": (3.0, 15.0)}  # USD per million tokens: input, output

@@ -198,7 +198,7 @@ def noisy_null(
 
 MONITOR_SECTION = "## Capability loss controlled across runs"
 RUNS_PER_QUARTER = 2160  # hourly probes, the product's default cadence
-BUDGET_PER_QUARTER = 0.5  # monitor.services.monitoring.BUDGET_PER_QUARTER
+BUDGET_PER_QUARTER = 0.5  # monitor.derived.evidence.BUDGET_PER_QUARTER
 
 
 def fold(

@@ -12,8 +12,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from monitor.models import Alert, AlertRule, Case, Endpoint, Pair, Run, Suite
-from monitor.run_summary import (
+from monitor.derived.run_summary import (
     Percentiles,
     RunSummary,
     ScenarioStats,
@@ -23,6 +22,7 @@ from monitor.run_summary import (
     Timings,
     Verdict,
 )
+from monitor.models import Alert, AlertRule, Case, Endpoint, Pair, Run, Suite
 
 SCENARIOS = ("long_cached", "short_long_out", "long_cold")
 
@@ -116,7 +116,7 @@ def breakdown(repeats: int) -> dict[str, float]:
     """Median seconds of the collector's parts: queries, summaries into series, text format."""
     from prometheus_client import generate_latest
 
-    from monitor.prometheus import REGISTRY, families, snapshot
+    from monitor.reporting.prometheus import REGISTRY, families, snapshot
 
     parts: dict[str, list[float]] = {
         "queries (snapshot)": [],

@@ -2,7 +2,7 @@
 month and time to detection.
 
 **The monitor is the product's.** Every setting comes from :mod:`evals.stats.error_budget`, the
-module ``monitor.services.monitoring`` calls: the budget, the three probe series (``SERIES``),
+module ``monitor.derived.evidence`` calls: the budget, the three probe series (``SERIES``),
 the baseline frozen from the first ``MIN_BASELINE_RUNS`` (48) probes by ``freeze`` (h from
 ``cusum.h_for_arl`` for 3 series, a 48-run baseline and hourly probes), the e-detector
 threshold ``audit_threshold`` at hourly audits (c = 4,320). :class:`Monitor` folds runs as

@@ -6,10 +6,11 @@ so 10 M samples (50 pairs × 365 days) load in minutes instead of the ~4 h the m
 
 The shortcut, stated plainly: ``--templates`` template days (16 by default) are drawn with
 ``scale_data``'s own plan and sample functions and finished with the product's functions
-(``summarise_samples``, ``monitor.rollups.tier_rollups``); every generated run then copies one
+(``summarise_samples``, ``monitor.derived.rollups.tier_rollups``); every generated run then copies
+one
 template run of the same hour slot (its samples' values, summary and rollups, so the three agree),
 with its own ids, times, pair, endpoints, model ids and fingerprints. Samples older than
-``TIERWATCH_RETENTION_DAYS`` are written in the shape ``monitor.retention`` leaves them
+``TIERWATCH_RETENTION_DAYS`` are written in the shape ``monitor.derived.retention`` leaves them
 (payload columns emptied, ``pruned_at`` set); the newer ones have full payloads. Provenance
 events are the sums ``record_run`` would have made (first/last seen to the run's first and last
 sample). Secondary indexes are dropped during the load and rebuilt after it; foreign-key
@@ -29,10 +30,10 @@ from django.db import connection
 from django.db.models import Model
 
 from benchmarks import scale_data as gen
+from monitor.derived.retention import EMPTY
+from monitor.derived.rollups import slo_of, tier_rollups
+from monitor.judging.verdict import compute_verdict
 from monitor.models import Endpoint, Pair, ProvenanceEvent, Run, RunRollup, Sample
-from monitor.retention import EMPTY
-from monitor.rollups import slo_of, tier_rollups
-from monitor.services.verdict import compute_verdict
 
 SAMPLE_VARS = (
     "id",

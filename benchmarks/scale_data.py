@@ -10,14 +10,14 @@ What one pair-day holds (576 samples, the mix of a team's default schedule):
 So 50 pairs × 365 days ≈ 10.5 M samples. Payload sizes follow what the simulated vendor returns:
 text ~300 B, ~60 chunk gaps and tokens per chunk, ~330 B of response headers.
 
-Each run is summarised with ``monitor.services.summary.summarise_samples`` and finished with
-``monitor.rollups.record_run`` when that exists (rollups, provenance events), so
+Each run is summarised with ``monitor.derived.summary.summarise_samples`` and finished with
+``monitor.derived.rollups.record_run`` when that exists (rollups, provenance events), so
 the data has the shape a worker would have written. The newest audit of each pair gets a real
 verdict (``compute_verdict``) so the verdict page has something to show.
 
 ``--copy`` (PostgreSQL): the same pair-days bulk-loaded with COPY from template runs, ~10,000
 samples/s here instead of ~700, with payloads emptied beyond the retention window as
-``monitor.retention`` leaves them (``benchmarks/scale_copy.py`` says what it shortcuts).
+``monitor.derived.retention`` leaves them (``benchmarks/scale_copy.py`` says what it shortcuts).
 """
 
 from __future__ import annotations
@@ -36,10 +36,10 @@ django.setup()
 
 from django.db import transaction  # noqa: E402
 
+from monitor.derived.summary import summarise_samples  # noqa: E402
+from monitor.judging.verdict import compute_verdict  # noqa: E402
 from monitor.models import Case, Endpoint, Pair, Run, Sample  # noqa: E402
-from monitor.services.suites import sync_builtin_suite  # noqa: E402
-from monitor.services.summary import summarise_samples  # noqa: E402
-from monitor.services.verdict import compute_verdict  # noqa: E402
+from monitor.setup.suites import sync_builtin_suite  # noqa: E402
 
 WORDS = (
     "the model returns a streamed answer with tokens and chunks that arrive over time "
@@ -281,7 +281,7 @@ def one_day(
     samples_by_run = [draw_samples(rng, run, at, items, endpoints) for run, at, items in plans]
     Sample.objects.bulk_create([s for rows in samples_by_run for s in rows], batch_size=2000)
     try:
-        from monitor.rollups import record_run as finish
+        from monitor.derived.rollups import record_run as finish
     except ImportError:  # the code before rollups existed (the "before" figures)
         finish = None
     for (run, at, items), rows in zip(plans, samples_by_run, strict=True):

@@ -32,7 +32,7 @@ django.setup()
 from django.db.models import Min  # noqa: E402
 
 from monitor.models import Endpoint, Pair, Run, Sample  # noqa: E402
-from monitor.services.suites import sync_builtin_suite  # noqa: E402
+from monitor.setup.suites import sync_builtin_suite  # noqa: E402
 from monitor.tasks import probe_pair_task  # noqa: E402
 from tests.factories import free_port  # noqa: E402
 from tests.support import ROOT  # noqa: E402

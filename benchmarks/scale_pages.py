@@ -8,7 +8,7 @@ Pages go through Django's test client (the whole request: middleware, views, tem
 logged-in user, in this process, so the time is server time without a network or browser.
 Each page is timed twice: **cold**, the first view after a new run (the pair's figure cache
 gets a new generation before each request, as a run's summary write does:
-``monitor.figure_cache.touch``), and **warm**, a repeated view (the first request is a warm-up
+``monitor.derived.page_cache.touch``), and **warm**, a repeated view (the first request is a warm-up
 and not counted); the overview also with the whole cache emptied before each request (a
 Redis restart: every pair's cells and figures rebuilt). Code without the figure cache (before
 it existed) has no cold case: both rows time the same thing. The machine is shared: CPU ms
@@ -37,7 +37,7 @@ from django.test import Client  # noqa: E402
 from django.test.utils import setup_test_environment  # noqa: E402
 
 from monitor.models import Pair, Run, Sample  # noqa: E402
-from monitor.services.reports import build_sla_report, render_text  # noqa: E402
+from monitor.reporting.sla import build_sla_report, render_text  # noqa: E402
 
 
 def p95(values: list[float]) -> float:
@@ -78,7 +78,7 @@ def timed(
 def new_generation(pair: Pair):
     """What a finished run does to the pair's cached pages; None before the cache existed."""
     try:
-        from monitor.figure_cache import touch
+        from monitor.derived.page_cache import touch
     except ImportError:
         return None
     return lambda: touch(pair.pk)

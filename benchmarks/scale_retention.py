@@ -3,7 +3,7 @@
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/scale_ret \\
         python -m benchmarks.scale_retention --days 0 --batch-size 5000
 
-Runs ``monitor.retention.prune_payloads`` over the database that ``benchmarks.scale_data``
+Runs ``monitor.derived.retention.prune_payloads`` over the database that ``benchmarks.scale_data``
 filled (``--days 0``: every sample but the exempt audits), then measures the sample table: as
 left (space freed inside the table for new rows, what production sees after autovacuum) and
 after ``VACUUM FULL`` (the size a table of only pruned rows needs).
@@ -21,8 +21,8 @@ django.setup()
 
 from django.db import connection  # noqa: E402
 
+from monitor.derived.retention import prune_payloads  # noqa: E402
 from monitor.models import RunRollup, Sample  # noqa: E402
-from monitor.retention import prune_payloads  # noqa: E402
 
 
 def size(table: str) -> int:

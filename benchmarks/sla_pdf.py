@@ -38,9 +38,9 @@ from django.core.management import call_command  # noqa: E402
 
 from benchmarks.docs_section import write_section  # noqa: E402
 from monitor.models import Case, Endpoint, Pair, Run, Sample, Suite  # noqa: E402
-from monitor.report_charts import report_charts  # noqa: E402
-from monitor.services.report_pdf import render_pdf  # noqa: E402
-from monitor.services.reports import build_sla_report  # noqa: E402
+from monitor.reporting.charts import report_charts  # noqa: E402
+from monitor.reporting.pdf import render_pdf  # noqa: E402
+from monitor.reporting.sla import build_sla_report  # noqa: E402
 
 HEADER = "## SLA report PDF"
 WEEK, MONDAY = "2026-W48", datetime(2026, 11, 23, tzinfo=UTC)

@@ -2,7 +2,7 @@
 
 Schedules are django-celery-beat's PeriodicTask rows, in the admin under "Periodic tasks".
 Every configuration admin (``AuditedAdmin``) writes its adds, changes and deletes to the audit
-log with the fields that changed (``monitor.services.audit``), shown at /audit/.
+log with the fields that changed (``monitor.setup.audit``), shown at /audit/.
 """
 
 from django.contrib import admin, messages
@@ -10,8 +10,8 @@ from django_celery_beat.admin import PeriodicTaskAdmin
 from django_celery_beat.models import PeriodicTask
 
 from monitor import models
-from monitor.services import audit
-from monitor.services.channels import send_test
+from monitor.alerting.channels import send_test
+from monitor.setup import audit
 
 
 class AuditedAdmin(admin.ModelAdmin):

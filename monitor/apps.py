@@ -1,7 +1,7 @@
 from django.apps import AppConfig
 from django.db.models.signals import post_migrate
 
-from monitor.roles import ensure_roles
+from monitor.setup.roles import ensure_roles
 
 
 def sync_roles(sender: AppConfig, **kwargs: object) -> None:

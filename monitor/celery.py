@@ -20,11 +20,11 @@ def worker_argv(
 ) -> list[str]:
     """A worker with embedded beat, as the demo and the scheduling test start it. Threads, not
     processes: runs wait on the network, and one process keeps the SQLite demo simple. It
-    serves every queue (monitor.routing) and Celery's default one; given ``queues``, only
+    serves every queue (monitor.runs.routing) and Celery's default one; given ``queues``, only
     those, without beat (a second worker beside one that has it)."""
     import sys
 
-    from monitor.routing import QUEUES
+    from monitor.runs.routing import QUEUES
 
     beat = ["--beat", "--schedule", schedule_file] if queues is None else []
     return [

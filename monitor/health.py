@@ -89,7 +89,7 @@ def check_worker() -> Check:
 
 
 def check_beat() -> Check:
-    from monitor.services.watchdog import last_watchdog_run
+    from monitor.runs.watchdog import last_watchdog_run
 
     every = float(settings.CELERY_BEAT_SCHEDULE["watchdog"]["schedule"])
     last = last_watchdog_run()
@@ -105,7 +105,7 @@ def check_beat() -> Check:
 def check_schedules() -> Check:
     """The dead man's switch, evaluated here too: the watchdog that alerts on it runs from
     beat in a worker, so with either down only this answer says that pairs went unmeasured."""
-    from monitor.services.watchdog import overdue_schedules
+    from monitor.runs.watchdog import overdue_schedules
 
     late, on_time = overdue_schedules(record=False)
     if late:

@@ -18,9 +18,10 @@ from django.db import models, transaction
 from django.utils import timezone
 
 from evals.records import EndpointSpec
-from monitor import figure_cache, metrics_catalogue
+from monitor.alerting import metrics_catalogue
+from monitor.derived import page_cache
+from monitor.derived.run_summary import RunSummary
 from monitor.env import env_secret
-from monitor.run_summary import RunSummary
 
 ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 
@@ -74,7 +75,7 @@ class Endpoint(models.Model):
         "besides OpenAI's service_tier and Anthropic's usage.service_tier.",
     )
     notes = models.TextField(blank=True)
-    # Prices in USD per million tokens (monitor.services.budget turns usage into cost);
+    # Prices in USD per million tokens (monitor.runs.budget turns usage into cost);
     # cached input falls back to the input price when the vendor does not price it apart.
     price_input_per_mtok = models.FloatField(null=True, blank=True)
     price_output_per_mtok = models.FloatField(null=True, blank=True)
@@ -180,7 +181,7 @@ class Pair(models.Model):
         null=True,
         blank=True,
         help_text="Spend cap per UTC day for this pair's probes; each run takes the cases it "
-        "can afford (monitor.services.budget). Empty: no cap.",
+        "can afford (monitor.runs.budget). Empty: no cap.",
     )
 
     class Meta:
@@ -231,12 +232,12 @@ class RunQuerySet(models.QuerySet):
         """The one writer of ``Run.summary``: replace the named blocks (``RunSummary`` field
         names; values are blocks or None to drop one) under a row lock, so two writers (the
         summariser and the verdict, say) never lose each other's block. The pair's cached pages
-        get a new generation on commit (``monitor.figure_cache``)."""
+        get a new generation on commit (``monitor.derived.page_cache``)."""
         with transaction.atomic():
             run = self.select_for_update().only("id", "pair_id", "summary").get(id=run_id)
             merged = run.summary_obj.replace(**blocks)
             self.filter(id=run_id).update(summary=merged.to_json())
-            figure_cache.touch(run.pair_id)
+            page_cache.touch(run.pair_id)
         return merged
 
     def end(self, status: str, **fields: object) -> int:
@@ -249,7 +250,7 @@ class RunQuerySet(models.QuerySet):
             status=status, finished_at=fields.pop("finished_at", timezone.now()), **fields
         )
         for pair_id in pair_ids if ended else ():
-            figure_cache.touch(pair_id)
+            page_cache.touch(pair_id)
         return ended
 
 
@@ -273,7 +274,7 @@ class Run(models.Model):
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
-    # Liveness (monitor.services.heartbeat): the owner beats while it measures; a claim bumps
+    # Liveness (monitor.runs.heartbeat): the owner beats while it measures; a claim bumps
     # ``attempt`` so a worker whose stale run was taken over or reaped stops on its next beat.
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     # when its timed requests ended and the run was handed to the sandbox queue (EVALUATING)
@@ -304,7 +305,7 @@ class Run(models.Model):
 
     @property
     def summary_obj(self) -> RunSummary:
-        """The stored summary, typed (``monitor.run_summary``); empty blocks while running.
+        """The stored summary, typed (``monitor.derived.run_summary``); empty blocks while running.
         Decoded once per stored value (the pair page's charts read it ~10 times a run: 40 % of a
         cold view's CPU); a new value (assigned, refreshed) is decoded again. Code replaces
         ``summary``, never edits it in place (``RunQuerySet.merge_summary`` writes it)."""
@@ -364,7 +365,8 @@ class Sample(models.Model):
     server_timings = models.JSONField(null=True, blank=True)
     tests_passed = models.BooleanField(null=True, blank=True)
     tests_detail = models.JSONField(null=True, blank=True)
-    # Set when monitor.retention emptied the payload (text, gaps, tokens, logprobs, headers).
+    # Set when monitor.derived.retention emptied the payload (text, gaps, tokens, logprobs,
+    # headers).
     pruned_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -461,7 +463,7 @@ class AlertRule(models.Model):
         return self.name
 
     def clean(self) -> None:
-        """A known metric with a tier that fits it (``monitor.metrics_catalogue``)."""
+        """A known metric with a tier that fits it (``monitor.alerting.metrics_catalogue``)."""
         problem = metrics_catalogue.problem(self.metric, self.tier)
         if problem:
             raise ValidationError({"metric": problem})
@@ -475,7 +477,7 @@ class AlertState(models.TextChoices):
 
 class Alert(models.Model):
     """One breach of a rule on a pair, from opening to resolution
-    (``monitor.services.alert_lifecycle`` changes its state)."""
+    (``monitor.alerting.lifecycle`` changes its state)."""
 
     rule = models.ForeignKey(AlertRule, on_delete=models.CASCADE, related_name="alerts")
     pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="alerts")
@@ -600,7 +602,7 @@ class MaintenanceWindow(models.Model):
 
 class ConfigChange(models.Model):
     """Who changed which configuration row, when, from where, with the changed fields
-    (``monitor.services.audit``). Values are the stored ones: env var names, never secrets."""
+    (``monitor.setup.audit``). Values are the stored ones: env var names, never secrets."""
 
     at = models.DateTimeField(auto_now_add=True, db_index=True)
     user = models.ForeignKey(
@@ -653,7 +655,8 @@ class ReportArchive(models.Model):
 
 
 class RunRollup(models.Model):
-    """One finished run's tier, counted once when the run is summarised (``monitor.rollups``):
+    """One finished run's tier, counted once when the run is summarised
+    (``monitor.derived.rollups``):
     what the SLA report and long-window percentiles need, kept for good while sample payloads
     expire. Latency is a mergeable sketch (``evals.sketch``), not a list of values."""
 
@@ -679,7 +682,9 @@ class RunRollup(models.Model):
     prompt_tokens = models.BigIntegerField(default=0)
     completion_tokens = models.BigIntegerField(default=0)
     cached_tokens = models.BigIntegerField(default=0)
-    cases = models.JSONField(default=dict, blank=True)  # per case: monitor.rollups docstring
+    cases = models.JSONField(
+        default=dict, blank=True
+    )  # per case: monitor.derived.rollups docstring
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "tier"], name="rollup_run_tier")]
@@ -734,7 +739,7 @@ class ApiToken(models.Model):
 class Baseline(models.Model):
     """A pair's frozen drift baseline: the runs it was computed from and their statistics
     (``evals.stats.cusum.Baseline`` as JSON), who set it and when. It never slides: a new one
-    replaces it only when a person acknowledges a change (``monitor.services.monitoring``)."""
+    replaces it only when a person acknowledges a change (``monitor.derived.evidence``)."""
 
     pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="baselines")
     run_ids = models.JSONField(default=list)
@@ -763,7 +768,7 @@ class PairMonitorState(models.Model):
     pair = models.OneToOneField(Pair, on_delete=models.CASCADE, related_name="monitor_state")
     eprocess = models.JSONField(default=dict, blank=True)
     cusum = models.JSONField(default=dict, blank=True)
-    # per category, the capability loss e-detector (monitor.services.capability_monitor)
+    # per category, the capability loss e-detector (monitor.derived.loss_detectors)
     capability = models.JSONField(default=dict, blank=True)
     last_audit = models.ForeignKey(Run, null=True, on_delete=models.SET_NULL, related_name="+")
     last_probe = models.ForeignKey(Run, null=True, on_delete=models.SET_NULL, related_name="+")

@@ -1,6 +1,7 @@
 """The reads that pages, reports and commands share.
 
-Pages read each run's stored summary (``Run.summary_obj``, spec in ``monitor.run_summary``) and
+Pages read each run's stored summary (``Run.summary_obj``, spec in ``monitor.derived.run_summary``)
+and
 never the samples to draw charts, so a pair page costs a bounded number of queries however many
 samples the runs hold.
 """
@@ -158,7 +159,7 @@ def endpoint_events(*, endpoints: Iterable[Endpoint], limit: int = 50) -> list[d
     """When each returned model id and system fingerprint was first (and last) seen, per
     endpoint, oldest first. A value after the first one is a change of what the endpoint
     says it serves. Values that come back (A → B → A) are not new and show no second event.
-    Read from ``ProvenanceEvent`` rows (upserted by ``monitor.rollups`` when a run is
+    Read from ``ProvenanceEvent`` rows (upserted by ``monitor.derived.rollups`` when a run is
     summarised): one small query, however many samples the endpoints have."""
     by_id = {ep.pk: ep for ep in endpoints}
     rows = ProvenanceEvent.objects.filter(endpoint_id__in=by_id).order_by("first_seen", "id")

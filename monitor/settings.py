@@ -152,7 +152,7 @@ else:
             "store_processed": False,
             "control_folder": str(_BROKER_DIR / "control"),
         }
-# Page figures and the speed page's bootstrap (monitor.figure_cache): shared by the web and
+# Page figures and the speed page's bootstrap (monitor.derived.page_cache): shared by the web and
 # worker processes, so a run's new summary reaches every page process: Redis with REDIS_URL,
 # else files under VAR_DIR (the demo's SQLite setup; locmem would be per process).
 CACHES = {
@@ -191,9 +191,10 @@ TIERWATCH_QUEUED_STALE_S = env_float("TIERWATCH_QUEUED_STALE_S", 3600.0)  # neve
 TIERWATCH_RUN_MAX_S = env_float("TIERWATCH_RUN_MAX_S", 3600.0)  # execute_run_task's time_limit
 TIERWATCH_OVERDUE_GRACE_S = env_float("TIERWATCH_OVERDUE_GRACE_S", 900.0)  # beyond the interval
 TIERWATCH_DB_RETRY_S = env_float("TIERWATCH_DB_RETRY_S", 60.0)  # a sample save rides out a restart
-# Queues by kind (monitor.routing): probes, audits, reports; workers choose theirs with -Q.
-CELERY_TASK_ROUTES = ("monitor.routing.route_task",)
-# Requests in flight per vendor (API host) across all workers, with REDIS_URL (monitor.ratelimit).
+# Queues by kind (monitor.runs.routing): probes, audits, reports; workers choose theirs with -Q.
+CELERY_TASK_ROUTES = ("monitor.runs.routing.route_task",)
+# Requests in flight per vendor (API host) across all workers, with REDIS_URL
+# (monitor.runs.ratelimit).
 TIERWATCH_VENDOR_CONCURRENCY = env_int("TIERWATCH_VENDOR_CONCURRENCY", 16)
 # Concurrent streams per worker process, all its runs together (evals.plan.StreamBudget): up to
 # 100 the TTFT P99 error stays near the socket floor; at 200 it does not (docs/benchmarks.md).
@@ -223,7 +224,7 @@ TIERWATCH_ROUTE_TOLERANCE_POINTS = env_float("TIERWATCH_ROUTE_TOLERANCE_POINTS",
 TIERWATCH_HTTP_TIMEOUT_S = env_float("TIERWATCH_HTTP_TIMEOUT_S", 120.0)
 # Bearer token Prometheus sends to /metrics; unset, /metrics answers 404.
 TIERWATCH_METRICS_TOKEN = env_str("TIERWATCH_METRICS_TOKEN", "")
-# Retention (monitor.retention): sample payloads kept this many days; the samples of each
+# Retention (monitor.derived.retention): sample payloads kept this many days; the samples of each
 # pair's newest K audits kept whole.
 TIERWATCH_RETENTION_DAYS = env_int("TIERWATCH_RETENTION_DAYS", 30)
 TIERWATCH_RETENTION_KEEP_AUDITS = env_int("TIERWATCH_RETENTION_KEEP_AUDITS", 4)

@@ -11,16 +11,11 @@ from __future__ import annotations
 from celery import shared_task
 from django.db import OperationalError
 
-from monitor import retention
+from monitor.alerting import lifecycle
+from monitor.derived import retention
 from monitor.models import Pair, Run, RunKind, RunTrigger
-from monitor.services import (
-    alert_lifecycle,
-    pipeline,
-    report_archive,
-    reports,
-    runs,
-    watchdog,
-)
+from monitor.reporting import archive, sla
+from monitor.runs import pipeline, steps, watchdog
 from monitor.web import page_figures
 
 TRANSIENT = (OperationalError, ConnectionError)
@@ -34,7 +29,7 @@ def enqueue_run(
     repeat: int | None = None,
 ) -> Run:
     """Create the run now; the worker picks it up once the transaction has committed."""
-    run = runs.create_run(pair=pair, kind=kind, trigger=trigger, repeat=repeat)
+    run = steps.create_run(pair=pair, kind=kind, trigger=trigger, repeat=repeat)
     execute_run_task.delay_on_commit(run.id, kind=run.kind)  # the kind picks the queue
     return run
 
@@ -53,7 +48,7 @@ RUN_TASK = dict(
 
 @shared_task(**RUN_TASK)
 def execute_run_task(run_id: int, kind: str | None = None) -> int | None:
-    """``kind`` only routes the task (monitor.routing); the run row says what it is."""
+    """``kind`` only routes the task (monitor.runs.routing); the run row says what it is."""
     run = pipeline.execute_run(
         run_id=run_id, notify=notify_task.delay, evaluate=evaluate_run_task.delay
     )
@@ -80,29 +75,29 @@ def probe_pair_task(pair_name: str, kind: str = RunKind.PROBE) -> int | None:
 @shared_task(acks_late=True, time_limit=120, autoretry_for=TRANSIENT, max_retries=3)
 def notify_task(alert_id: int) -> int:
     """Announce an alert opened or resolved (held in maintenance, silences, flapping)."""
-    return len(alert_lifecycle.announce(alert_id=alert_id))
+    return len(lifecycle.announce(alert_id=alert_id))
 
 
 @shared_task(acks_late=True, time_limit=240)
 def alert_sweep_task() -> dict[str, int]:
     """Every 5 minutes (``CELERY_BEAT_SCHEDULE``): reminders and escalations now due."""
-    return alert_lifecycle.sweep()
+    return lifecycle.sweep()
 
 
 @shared_task(acks_late=True, time_limit=600)
 def weekly_report_task(week: str | None = None) -> int:
     """Archive the week's report (PDF, CSV), then email it."""
     if week:
-        report_archive.archive_report(week=week)
+        archive.archive_report(week=week)
     else:
-        report_archive.archive_last_period(kind="week")
-    return reports.email_weekly_report(week=week)
+        archive.archive_last_period(kind="week")
+    return sla.email_weekly_report(week=week)
 
 
 @shared_task(acks_late=True, time_limit=600)
 def monthly_report_task() -> int:
     """Archive the last complete month's report (PDF, CSV); returns the files stored."""
-    return len(report_archive.archive_last_period(kind="month"))
+    return len(archive.archive_last_period(kind="month"))
 
 
 @shared_task(time_limit=50)

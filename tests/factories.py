@@ -1,5 +1,6 @@
 """Builders for test rows: endpoints, a pair with its suite, runs with typed summaries, samples,
-and one ``free_port``. Summaries are built from ``monitor.run_summary``'s dataclasses, so a test
+and one ``free_port``. Summaries are built from ``monitor.derived.run_summary``'s dataclasses, so a
+test
 summary has the stored shape by construction."""
 
 from __future__ import annotations
@@ -11,9 +12,8 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from monitor import roles, rollups
-from monitor.models import Case, Endpoint, Pair, Run, Sample, Suite
-from monitor.run_summary import (
+from monitor.derived import rollups
+from monitor.derived.run_summary import (
     Percentiles,
     RunSummary,
     ScenarioStats,
@@ -21,7 +21,9 @@ from monitor.run_summary import (
     SpeedUp,
     TierStats,
 )
-from monitor.services.suites import sync_builtin_suite
+from monitor.models import Case, Endpoint, Pair, Run, Sample, Suite
+from monitor.setup import roles
+from monitor.setup.suites import sync_builtin_suite
 
 LOCAL_URL = "http://127.0.0.1:9/v1"  # nothing listens: rows only, never a request
 
@@ -181,7 +183,7 @@ def sample_default(name: str) -> Any:
 
 
 def rollup_rows(run_row: Run, *, fast_ms: float, base_ms: float, n: int = 20) -> list[dict]:
-    """Sample rows (every field of ``monitor.rollups.ROLLUP_FIELDS``, at the model's default
+    """Sample rows (every field of ``monitor.derived.rollups.ROLLUP_FIELDS``, at the model's default
     unless set here) of a finished run: ``n`` successes per tier with TTFT ``ms``, ``ms`` + 1,
     …; for ``record_run(run=…, samples=…)``. Read from the module at each call, so a field
     added there is in every row."""
@@ -235,7 +237,7 @@ def sample(
 
 
 def user(username: str, role: str | None = None, password: str = "pw-test-123"):
-    """A user with one role of ``monitor.roles`` (viewer, operator, admin), or none."""
+    """A user with one role of ``monitor.setup.roles`` (viewer, operator, admin), or none."""
     row = get_user_model().objects.create_user(username, password=password)
     if role is not None:
         roles.grant(row, role)

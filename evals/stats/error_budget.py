@@ -1,6 +1,6 @@
 """A pair's error budget and the monitoring settings derived from it, in one place.
 
-The product (``monitor.services.monitoring``) and the month-long validation
+The product (``monitor.derived.evidence``) and the month-long validation
 (``benchmarks/monitoring_month.py``) both call these, so what is measured is what ships: the
 budget (expected false alarms per pair per quarter), the probe series watched for drift, how
 many probe runs a baseline is frozen from, the e-detector threshold at a cadence and the

@@ -3,7 +3,7 @@
 ``assess`` is the old whole verdict of one audit's texts (the three MMD tests, then
 ``decide``). Superseded in the product by :func:`evals.stats.labels.judge` (labels that claim
 only what the tests show, 80%-power wording, no cause read off the size of MMD²), which
-``monitor.services.verdict`` calls. ``decide`` and ``assess`` are kept only for
+``monitor.judging.verdict`` calls. ``decide`` and ``assess`` are kept only for
 ``benchmarks/verdict_validation.py``, whose real-engine figures in docs/benchmarks.md were
 measured with them; they go when that benchmark is moved onto ``judge`` and re-run on pools.
 The ladder, ``TierCounts``, ``fmt_p`` and the wording helpers here are the product's.

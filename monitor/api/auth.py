@@ -7,7 +7,7 @@ from django.http import HttpRequest
 from ninja.errors import HttpError
 from ninja.security import HttpBearer
 
-from monitor.services.api_tokens import user_for_token
+from monitor.setup.api_tokens import user_for_token
 
 
 class BearerToken(HttpBearer):

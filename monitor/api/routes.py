@@ -1,7 +1,7 @@
 """The API's endpoints. Reads need the view permission of what they return; acknowledge and
 silence need ``monitor.change_alert``; starting a run needs ``monitor.add_run`` (operators).
 
-Acknowledge and silence go through the alert lifecycle (``monitor.services.alert_lifecycle``);
+Acknowledge and silence go through the alert lifecycle (``monitor.alerting.lifecycle``);
 a change that does not apply to the alert's state is a 409 with the lifecycle's reason. (The
 import is guarded: without the module, the two writes answer 501.) No ``from __future__ import
 annotations`` here: django-ninja reads the parameter types at import.
@@ -35,7 +35,7 @@ from monitor.api.schemas import (
 from monitor.models import Alert, Pair, Run, RunKind, RunStatus
 from monitor.tasks import enqueue_run
 
-_LIFECYCLE = "monitor.services.alert_lifecycle"
+_LIFECYCLE = "monitor.alerting.lifecycle"
 alert_lifecycle = (
     importlib.import_module(_LIFECYCLE) if importlib.util.find_spec(_LIFECYCLE) else None
 )

@@ -1,4 +1,5 @@
-"""What the API returns and accepts. Sample fields are ``monitor.exports.SAMPLE_COLUMNS`` (the
+"""What the API returns and accepts. Sample fields are ``monitor.reporting.exports.SAMPLE_COLUMNS``
+(the
 CSV export's columns), so both leave out headers and error messages."""
 
 from __future__ import annotations
@@ -8,8 +9,8 @@ from typing import Any, Literal
 
 from ninja import Schema
 
-from monitor.exports import run_figures
 from monitor.models import Alert, Pair, Run, Sample
+from monitor.reporting.exports import run_figures
 from monitor.selectors import alert_state
 
 
@@ -54,7 +55,8 @@ class RunOut(Schema):
 
     @staticmethod
     def resolve_figures(obj: Run) -> dict[str, Any]:
-        """The summary's headline figures under flat names (``monitor.exports.RUN_COLUMNS``)."""
+        """The summary's headline figures under flat names
+        (``monitor.reporting.exports.RUN_COLUMNS``)."""
         return run_figures(obj.summary_obj)
 
 

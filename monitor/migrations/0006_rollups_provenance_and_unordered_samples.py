@@ -6,8 +6,8 @@ from django.db import migrations, models
 
 def backfill(apps, schema_editor):
     """Rollups and provenance events for the runs already stored, from their samples, one run at
-    a time (the same builders ``monitor.rollups.record_run`` uses)."""
-    from monitor.rollups import ROLLUP_FIELDS, provenance_counts, slo_of, tier_rollups
+    a time (the same builders ``monitor.derived.rollups.record_run`` uses)."""
+    from monitor.derived.rollups import ROLLUP_FIELDS, provenance_counts, slo_of, tier_rollups
 
     Run = apps.get_model("monitor", "Run")
     Sample = apps.get_model("monitor", "Sample")

@@ -43,6 +43,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='pair',
             name='daily_budget_usd',
-            field=models.FloatField(blank=True, help_text="Spend cap per UTC day for this pair's probes; each run takes the cases it can afford (monitor.services.budget). Empty: no cap.", null=True),
+            field=models.FloatField(blank=True, help_text="Spend cap per UTC day for this pair's probes; each run takes the cases it can afford (monitor.runs.budget). Empty: no cap.", null=True),
         ),
     ]

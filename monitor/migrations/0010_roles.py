@@ -1,11 +1,11 @@
-"""The viewer, operator and admin groups (``monitor.roles``). Permissions are normally created
+"""The viewer, operator and admin groups (``monitor.setup.roles``). Permissions are normally created
 after every migration has run, so they are created here first; running it twice changes
 nothing."""
 
 from django.contrib.auth.management import create_permissions
 from django.db import migrations
 
-from monitor.roles import ensure_roles
+from monitor.setup.roles import ensure_roles
 
 
 def forwards(apps, schema_editor):

@@ -10,7 +10,7 @@ def backfill(apps, schema_editor):
     rolled up, from their samples, one run at a time with the builders ``record_run`` uses. A
     run whose payloads retention emptied keeps its pass counts (``tests_passed`` is kept) but
     loses its error classes and tool-call detail."""
-    from monitor.rollups import ROLLUP_FIELDS, tier_rollups
+    from monitor.derived.rollups import ROLLUP_FIELDS, tier_rollups
 
     RunRollup = apps.get_model("monitor", "RunRollup")
     Sample = apps.get_model("monitor", "Sample")

@@ -1,6 +1,6 @@
 """Who may open a page: signed in (else the login page), and holding the page's permission
 (else 403). Permissions are Django's model permissions, granted through the roles in
-``monitor.roles``: viewers read, operators also start runs, admins configure."""
+``monitor.setup.roles``: viewers read, operators also start runs, admins configure."""
 
 from __future__ import annotations
 

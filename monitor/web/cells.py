@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evals.latency import min_n_for
-from monitor.run_summary import Percentiles, Similarity
+from monitor.derived.run_summary import Percentiles, Similarity
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 summary figures) and the speed page (the per-scenario speed-up table).
 
 Responses stream: a run of many thousand samples is written row by row as the database hands
-the rows over, never held whole in memory. Columns come from ``monitor.exports``.
+the rows over, never held whole in memory. Columns come from ``monitor.reporting.exports``.
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ from django.http import Http404, HttpRequest, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from django.views.decorators.http import require_GET
 
-from monitor import exports, selectors
+from monitor import selectors
+from monitor.judging.speed import default_runs, speed_report
 from monitor.models import Run
-from monitor.services.speed import default_runs, speed_report
+from monitor.reporting import exports
 from monitor.web.access import VIEW_RUN, VIEW_SAMPLE, requires
 
 FORMATS = {"csv": "text/csv; charset=utf-8", "json": "application/json"}

@@ -13,7 +13,7 @@ from django.views.decorators.http import require_POST
 
 from monitor import selectors
 from monitor.models import MaintenanceWindow
-from monitor.services import audit
+from monitor.setup import audit
 from monitor.web.access import ADD_MAINTENANCE, requires
 
 

@@ -32,8 +32,9 @@ from django.views.decorators.http import require_GET
 from django_celery_beat.models import PeriodicTask
 
 from monitor import selectors
+from monitor.alerting import maintenance
+from monitor.derived import evidence
 from monitor.models import MaintenanceWindow
-from monitor.services import maintenance, monitoring
 from monitor.web import overview_cells
 from monitor.web.access import VIEW_PAIR, requires
 from monitor.web.htmx import render_page
@@ -73,7 +74,7 @@ class Context:
             windows=maintenance.active_by_pair(pairs, now),
             intervals=probe_intervals([p.name for p in pairs]),
             measured=overview_cells.measured(newest, now),
-            differs=monitoring.differs_across_pairs(pairs),
+            differs=evidence.differs_across_pairs(pairs),
         )
 
 

@@ -6,9 +6,9 @@ samples, and the SVGs' CPU; docs/benchmarks.md, "Scale"), while what they show c
 when a run of the pair ends or writes its summary, or when the oldest run in the window ages
 out, and the overview refreshes every 5 s in every open browser.
 
-An entry's version is the pair's generation (``monitor.figure_cache.generations``, renewed on
+An entry's version is the pair's generation (``monitor.derived.page_cache.generations``, renewed on
 commit by every ``Run.summary`` write and every run's end, ``RunQuerySet.end``) and the digest
-of its and its endpoints' fields (``figure_cache.digest``), with the id and finish time of its
+of its and its endpoints' fields (``page_cache.digest``), with the id and finish time of its
 newest comparable run (an id alone can come back: SQLite reuses the highest id after a delete,
 and a test database's ids start again each test); the entry also says until when it holds
 (``valid_until``: the moment its oldest windowed run leaves the window), so it is exact, not
@@ -31,9 +31,9 @@ from django.utils.safestring import SafeString
 
 from evals import sketch
 from evals.latency import MIN_N
-from monitor import figure_cache
+from monitor.derived import page_cache
+from monitor.derived.run_summary import RunSummary
 from monitor.models import Pair, Run, RunKind, RunRollup, RunStatus
-from monitor.run_summary import RunSummary
 from monitor.web import sparkline
 from monitor.web.cells import NO_DATA, fraction, percentile, similarity, speedup
 
@@ -162,14 +162,14 @@ def measured(rows: Sequence[tuple[Pair, Run | None]], now: datetime) -> dict[int
     """Pair id → its cells, from the cache where the pair's version is unchanged and the
     entry's window still holds, built for the rest in one pass. ``rows``: each pair with its
     newest comparable finished run (``selectors.pairs_overview`` reads it), or None."""
-    tokens = figure_cache.generations([pair.pk for pair, _ in rows])
+    tokens = page_cache.generations([pair.pk for pair, _ in rows])
     versions = {
         pair.pk: f"{tokens[pair.pk]}:{run and run.pk}:{run and run.finished_at}:"
-        f"{figure_cache.digest(pair)}"
+        f"{page_cache.digest(pair)}"
         for pair, run in rows
     }
     pairs = {pair.pk: (pair.name, run and run.pk) for pair, run in rows}
-    return figure_cache.cached_many(
+    return page_cache.cached_many(
         "overview",
         versions,
         lambda missing: build({p: pairs[p] for p in missing}, now),

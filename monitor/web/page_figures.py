@@ -1,6 +1,6 @@
 """What the pair, speed and verdict pages compute from a pair's runs (plotly figures, the speed
 page's bootstrap report), built from the pair alone and cached per data version of the pair
-(``monitor.figure_cache``).
+(``monitor.derived.page_cache``).
 
 The views read them through ``figures``; the pipeline and the watchdog call ``warm`` when a run
 ends (with the pair's overview cells), so the first view after a run is served from the cache
@@ -16,9 +16,10 @@ from typing import Any
 
 from django.utils import timezone
 
-from monitor import figure_cache, selectors
+from monitor import selectors
+from monitor.derived import page_cache
+from monitor.judging.speed import default_runs, speed_report
 from monitor.models import Pair, RunStatus
-from monitor.services.speed import default_runs, speed_report
 from monitor.web import overview_cells
 from monitor.web.chart_kit import Chart
 from monitor.web.pair_charts import pair_charts
@@ -71,7 +72,7 @@ BUILDERS: dict[str, Callable[[Pair], Any]] = {
 
 def figures(page: str, pair: Pair) -> Any:
     """The page's computed part for this pair, from the cache when its data is unchanged."""
-    return figure_cache.cached(page, pair, lambda: BUILDERS[page](pair))
+    return page_cache.cached(page, pair, lambda: BUILDERS[page](pair))
 
 
 def warm(pair_id: int) -> None:

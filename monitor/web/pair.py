@@ -9,8 +9,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from monitor import figure_cache, selectors
-from monitor.services import budget
+from monitor import selectors
+from monitor.derived import page_cache
+from monitor.runs import budget
 from monitor.tasks import enqueue_run
 from monitor.web import page_figures
 from monitor.web.access import ADD_RUN, VIEW_PAIR, requires
@@ -23,7 +24,7 @@ def _pair_context(pair, **extra: Any) -> dict[str, Any]:
     runs = selectors.pair_runs(pair)
     # Costs read the listed runs' samples (~0.5 s at 0.3 M samples under load): cached, keyed
     # also by each listed run's status and progress, so a running run's cost stays current.
-    costs = figure_cache.cached(
+    costs = page_cache.cached(
         "run-costs",
         pair,
         lambda: budget.runs_costs(pair, runs),

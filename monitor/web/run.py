@@ -9,8 +9,8 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
 from monitor import selectors
-from monitor.run_summary import RunSummary, Similarity, TierStats
-from monitor.services import budget
+from monitor.derived.run_summary import RunSummary, Similarity, TierStats
+from monitor.runs import budget
 from monitor.web.access import VIEW_RUN, VIEW_SAMPLE, requires
 from monitor.web.cells import NO_DATA, Cell, fraction, number, percentile, similarity, speedup
 from monitor.web.htmx import render_page

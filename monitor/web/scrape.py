@@ -1,4 +1,4 @@
-"""``/metrics`` for Prometheus (``monitor.prometheus``), behind a bearer token.
+"""``/metrics`` for Prometheus (``monitor.reporting.prometheus``), behind a bearer token.
 
 No token configured (``TIERWATCH_METRICS_TOKEN`` unset) means no endpoint: 404, so an
 installation that never set one exposes nothing. A wrong or missing token gets 401.
@@ -13,7 +13,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from monitor.prometheus import REGISTRY
+from monitor.reporting.prometheus import REGISTRY
 
 
 @require_GET

@@ -1,7 +1,7 @@
 """The speed page of a pair: speed-ups per scenario against the claim, percentiles with n,
 where the time goes, mechanism hints with their evidence, goodput, load, skipped cases.
 
-The view formats ``monitor.services.speed.speed_report`` and the runs' stored summaries; it
+The view formats ``monitor.judging.speed.speed_report`` and the runs' stored summaries; it
 computes nothing itself.
 """
 
@@ -15,8 +15,8 @@ from django.views.decorators.http import require_GET
 
 from evals.latency import min_n_for
 from monitor import selectors
-from monitor.run_summary import LoadLevel
-from monitor.services.speed import BREAKDOWN, METRICS, OTPS, TIERS
+from monitor.derived.run_summary import LoadLevel
+from monitor.judging.speed import BREAKDOWN, METRICS, OTPS, TIERS
 from monitor.web import page_figures
 from monitor.web.access import VIEW_RUN, requires
 from monitor.web.cells import NO_DATA, Cell, fraction, percentile

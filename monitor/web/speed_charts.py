@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from monitor.derived.run_summary import LoadLevel
+from monitor.judging.speed import BREAKDOWN, METRICS
 from monitor.models import Run, RunStatus
-from monitor.run_summary import LoadLevel
-from monitor.services.speed import BREAKDOWN, METRICS
 from monitor.web.chart_kit import (
     TIER_BANDS,
     TIER_COLOURS,

@@ -4,7 +4,7 @@ and the acknowledge / silence / resolve actions on its open alerts (htmx, for us
 ``monitor.change_alert``).
 
 "Baseline changes": a pair's drift baseline is frozen from its first probe runs and replaced
-only on acknowledgement (``monitor.services.monitoring``), so the events are a baseline set,
+only on acknowledgement (``monitor.derived.evidence``), so the events are a baseline set,
 drift detected and a new baseline being collected, read from the probes' stored drift state.
 """
 
@@ -19,8 +19,8 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from monitor import selectors
+from monitor.alerting import lifecycle, maintenance
 from monitor.models import Alert, AlertTransition, Pair, Run, RunStatus
-from monitor.services import alert_lifecycle, maintenance
 from monitor.web.access import CHANGE_ALERT, VIEW_ALERT, requires
 from monitor.web.htmx import wants_fragment
 
@@ -91,7 +91,7 @@ def verdict_events(runs: list[Run]) -> list[dict[str, Any]]:
 def drift_events(runs: list[Run]) -> list[dict[str, Any]]:
     """Each change of the pair's stored drift state between consecutive probes: a baseline
     frozen (calibration done), drift detected, or a new baseline being collected after an
-    acknowledgement (``monitor.services.monitoring``)."""
+    acknowledgement (``monitor.derived.evidence``)."""
     out, before, baseline = [], None, None
     for run in runs:
         d = run.summary_obj.drift
@@ -209,18 +209,18 @@ def alert_action(request: HttpRequest, alert_id: int, action: str) -> HttpRespon
     error = ""
     try:
         if action == "acknowledge":
-            alert_lifecycle.acknowledge(alert_id=alert.pk, user=request.user, note=note)
+            lifecycle.acknowledge(alert_id=alert.pk, user=request.user, note=note)
         elif action == "silence":
             hours = int(request.POST.get("hours", "0"))
             if hours not in SILENCE_HOURS:
-                raise alert_lifecycle.LifecycleError(f"silence for one of {SILENCE_HOURS} hours")
+                raise lifecycle.LifecycleError(f"silence for one of {SILENCE_HOURS} hours")
             until = timezone.now() + timedelta(hours=hours)
-            alert_lifecycle.silence(alert_id=alert.pk, user=request.user, until=until, note=note)
+            lifecycle.silence(alert_id=alert.pk, user=request.user, until=until, note=note)
         elif action == "resolve":
-            alert_lifecycle.resolve(alert_id=alert.pk, user=request.user, note=note)
+            lifecycle.resolve(alert_id=alert.pk, user=request.user, note=note)
         else:
-            raise alert_lifecycle.LifecycleError(f"unknown action {action!r}")
-    except (alert_lifecycle.LifecycleError, ValueError) as exc:
+            raise lifecycle.LifecycleError(f"unknown action {action!r}")
+    except (lifecycle.LifecycleError, ValueError) as exc:
         error = str(exc)
     if not wants_fragment(request):
         return redirect("monitor:timeline", name=alert.pair.name)

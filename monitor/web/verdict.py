@@ -18,8 +18,9 @@ from evals.logprobs import logprob_gap
 from evals.similarity import DEFAULT_PREFIX_K, first_divergence, indel_ratio
 from evals.stats.labels import LABEL_WORDS
 from monitor import selectors
+from monitor.derived import evidence
 from monitor.models import Run, RunKind, RunStatus, Sample
-from monitor.services import budget, monitoring
+from monitor.runs import budget
 from monitor.tasks import enqueue_run
 from monitor.web import page_figures
 from monitor.web.access import ADD_RUN, CHANGE_ALERT, VIEW_RUN, VIEW_SAMPLE, requires
@@ -93,7 +94,7 @@ def _drift(pair) -> dict[str, Any]:
     probe = (Run.objects.trend().filter(pair=pair).order_by("-created_at", "-id")
              .only("id", "summary").first())  # fmt: skip
     block = probe.summary_obj.drift if probe else None
-    baseline = monitoring.active_baseline(pair)
+    baseline = evidence.active_baseline(pair)
     rows = []
     if block is not None:
         for key, s in block.series.items():
@@ -111,7 +112,7 @@ def _drift(pair) -> dict[str, Any]:
         "baseline": baseline,
         "probe": probe,
         "h": fmt_stat(block.h) if block and block.h is not None else None,
-        "budget": monitoring.budget_words(pair, RunKind.PROBE),
+        "budget": evidence.budget_words(pair, RunKind.PROBE),
     }
 
 
@@ -129,7 +130,7 @@ def _context(pair) -> dict[str, Any]:
     ]
     events = selectors.endpoint_events(endpoints=[pair.fast, pair.base])
     simulated = pair.simulated
-    state = monitoring.state_of(pair)
+    state = evidence.state_of(pair)
     return {
         "pair": pair,
         "simulated": simulated,
@@ -146,9 +147,9 @@ def _context(pair) -> dict[str, Any]:
         "charts": page_figures.figures("verdict", pair),
         "history": list(reversed(history)),
         "drift": _drift(pair),
-        "evidence": monitoring.eprocess_state(state),
-        "evidence_threshold": monitoring.eprocess_threshold(pair),
-        "audit_budget": monitoring.budget_words(pair, RunKind.AUDIT),
+        "evidence": evidence.eprocess_state(state),
+        "evidence_threshold": evidence.eprocess_threshold(pair),
+        "audit_budget": evidence.budget_words(pair, RunKind.AUDIT),
         "monitor_state": state,
         "events": events,
         "audits": runs[:10],
@@ -184,7 +185,7 @@ def acknowledge(request: HttpRequest, name: str) -> HttpResponse:
     """Acknowledge a change and re-baseline: the pair's evidence and CUSUM restart, and a new
     baseline is frozen from the probes after now."""
     pair = selectors.get_pair_for_user(request.user, name)
-    monitoring.acknowledge(pair=pair, user=request.user.get_username())
+    evidence.acknowledge(pair=pair, user=request.user.get_username())
     return redirect("verdict:page", name=pair.name)
 
 

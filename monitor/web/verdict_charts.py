@@ -1,7 +1,7 @@
 """Plotly figures of the verdict page, built server-side from stored verdicts (never samples).
 
 Each figure reads a run summary's verdict block (``run_summary.Verdict``, written by
-``monitor.services.verdict``) or a drift track, and travels as JSON to ``static/js/charts.js``
+``monitor.judging.verdict``) or a drift track, and travels as JSON to ``static/js/charts.js``
 like the pair page's charts.
 MMD² is unitless: the kernel is the share of the first L characters two completions of the
 same prompt have in common, so MMD² is a difference of such shares.
@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from monitor.run_summary import Verdict
+from monitor.derived.run_summary import Verdict
 from monitor.web.chart_kit import (
     HEIGHT_PX,
     SIM_COLOURS,

@@ -3,8 +3,8 @@ probe runs, paired differences with Holm-adjusted p, tool-call decision F1 and s
 the cases where the fast tier loses (each linked to the diff viewer), routing advice per
 category, and what the runs cost against the pair's daily budget.
 
-Everything is read from the runs' rollups (``monitor.services.capability``), the pair's stored
-loss detectors (``monitor.services.capability_monitor``) and run summaries; the page runs no
+Everything is read from the runs' rollups (``monitor.judging.capability``), the pair's stored
+loss detectors (``monitor.derived.loss_detectors``) and run summaries; the page runs no
 check and reads no sample.
 """
 
@@ -18,9 +18,11 @@ from django.views.decorators.http import require_GET
 
 from evals.stats.capability_loss import LossState
 from monitor import selectors
-from monitor.run_summary import Budget
-from monitor.services import budget, capability, capability_monitor
-from monitor.services.capability import Rate
+from monitor.derived import loss_detectors
+from monitor.derived.run_summary import Budget
+from monitor.judging import capability
+from monitor.judging.capability import Rate
+from monitor.runs import budget
 from monitor.web.access import VIEW_PAIR, requires
 from monitor.web.htmx import render_page
 from monitor.web.worse_charts import worse_charts
@@ -92,7 +94,7 @@ def _costs(pair, runs) -> list[tuple[Any, dict[str, str]]]:
 def worse_context(pair) -> dict[str, Any]:
     report = capability.window_report(pair)
     runs = capability.window_runs(pair)
-    limit = capability_monitor.threshold(pair)
+    limit = loss_detectors.threshold(pair)
     results = [
         {
             "r": r,
@@ -141,7 +143,7 @@ def worse_context(pair) -> dict[str, Any]:
         "costs": _costs(pair, runs[:COSTS_SHOWN]),
         "budget": _budget_context(pair, runs),
         "window": capability.WINDOW_RUNS,
-        "loss_budget": capability_monitor.budget_words(pair),
+        "loss_budget": loss_detectors.budget_words(pair),
         "tolerance": f"{settings.TIERWATCH_ROUTE_TOLERANCE_POINTS:g}",
     }
 

@@ -1,5 +1,5 @@
 """Plotly figures of the "Is it worse?" page, from a capability window report
-(``monitor.services.capability.WindowReport``), never from samples directly.
+(``monitor.judging.capability.WindowReport``), never from samples directly.
 
 Pass rates are shares of answers that passed their check (unit tests, tool-call answer, JSON
 format, constraints), in percent, with Wilson 95% intervals; differences are in percentage
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from monitor.services.capability import WindowReport
+from monitor.judging.capability import WindowReport
 from monitor.web.chart_kit import (
     TIER_COLOURS,
     Chart,

@@ -9,10 +9,10 @@ from django.db import connection
 from django.db.models import Sum
 
 from benchmarks import scale_data
+from monitor.derived.retention import EMPTY
+from monitor.derived.rollups import ROLLUP_FIELDS, slo_of, tier_rollups
+from monitor.derived.summary import summarise_samples
 from monitor.models import ProvenanceEvent, Run, RunRollup, Sample
-from monitor.retention import EMPTY
-from monitor.rollups import ROLLUP_FIELDS, slo_of, tier_rollups
-from monitor.services.summary import summarise_samples
 
 pytestmark = pytest.mark.django_db(transaction=True)  # COPY, DROP INDEX, VACUUM: autocommit
 

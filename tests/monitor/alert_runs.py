@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from monitor.derived.run_summary import SpeedUp
 from monitor.models import Pair, Run
-from monitor.run_summary import SpeedUp
 from tests import factories
 
 

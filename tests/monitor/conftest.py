@@ -7,8 +7,8 @@ from datetime import timedelta
 
 import pytest
 
+from monitor.derived.rollups import record_run
 from monitor.models import Case, Endpoint, Pair, Run, Sample, Suite
-from monitor.rollups import record_run
 from tests.support import IN_WEEK
 
 

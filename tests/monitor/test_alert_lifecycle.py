@@ -11,6 +11,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
 
+from monitor.alerting import lifecycle
 from monitor.models import (
     Alert,
     AlertRule,
@@ -20,9 +21,8 @@ from monitor.models import (
     Notification,
     Run,
 )
-from monitor.services import alert_lifecycle as lifecycle
-from monitor.services.pipeline import evaluate_alerts, execute_run
-from monitor.services.runs import create_run
+from monitor.runs.pipeline import evaluate_alerts, execute_run
+from monitor.runs.steps import create_run
 from tests import factories
 from tests.factories import vendor_pair as make_pair
 from tests.monitor.alert_runs import add_run

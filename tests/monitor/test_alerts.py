@@ -6,6 +6,8 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
+from monitor.alerting.alerts import notify
+from monitor.derived.summary import summarise_samples
 from monitor.models import (
     Alert,
     AlertRule,
@@ -16,9 +18,7 @@ from monitor.models import (
     Run,
     Sample,
 )
-from monitor.services.alerts import notify
-from monitor.services.pipeline import evaluate_alerts
-from monitor.services.summary import summarise_samples
+from monitor.runs.pipeline import evaluate_alerts
 from tests import factories
 from tests.monitor.alert_runs import add_run
 from tests.support import WEBHOOK_ENV

@@ -13,16 +13,16 @@ from django.core.management import call_command
 from django.utils import timezone
 from openapi_spec_validator import validate
 
-from monitor import roles
 from monitor.api.routes import alert_lifecycle
+from monitor.derived.run_summary import Verdict
 from monitor.models import Alert, AlertRule, ApiToken, Run, RunKind
-from monitor.run_summary import Verdict
-from monitor.services.api_tokens import create_token, digest
+from monitor.setup import roles
+from monitor.setup.api_tokens import create_token, digest
 from tests import factories
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-HAS_LIFECYCLE = importlib.util.find_spec("monitor.services.alert_lifecycle") is not None
+HAS_LIFECYCLE = importlib.util.find_spec("monitor.alerting.lifecycle") is not None
 TIMEOUT = 30  # the first request imports the API; the machine is shared
 needs_lifecycle = pytest.mark.skipif(not HAS_LIFECYCLE, reason="needs alert_lifecycle")
 

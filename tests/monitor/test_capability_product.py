@@ -12,12 +12,13 @@ from django.core.management import CommandError, call_command
 
 from evals.benchmarks import bfcl, importer
 from evals.vendors.simulated import serve_in_thread
+from monitor.judging import capability
 from monitor.models import Case, Endpoint, Pair, Run, Sample, Suite
-from monitor.services import budget, capability
-from monitor.services.config import apply_config_text
-from monitor.services.pipeline import execute_run
-from monitor.services.runs import create_run
-from monitor.services.suite_import import save_versioned
+from monitor.runs import budget
+from monitor.runs.pipeline import execute_run
+from monitor.runs.steps import create_run
+from monitor.setup.config import apply_config_text
+from monitor.setup.suite_import import save_versioned
 from tests import factories
 
 pytestmark = pytest.mark.django_db

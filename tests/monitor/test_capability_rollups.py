@@ -13,10 +13,12 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from evals.stats.capability_loss import LossState
+from monitor.derived import evidence, loss_detectors
+from monitor.derived.rollups import record_run
+from monitor.judging import capability
 from monitor.models import Case, Endpoint, PairMonitorState, Run, RunKind, Sample
-from monitor.rollups import record_run
-from monitor.services import budget, capability, capability_monitor, monitoring
-from monitor.services.pipeline import judge
+from monitor.runs import budget
+from monitor.runs.pipeline import judge
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -79,26 +81,26 @@ def test_the_report_reads_the_rollups_and_no_sample():
 
 def test_each_probe_is_folded_once_and_the_alarm_keeps_the_category_on_base():
     pair = _world()
-    limit = capability_monitor.threshold(pair)  # hourly assumed: 2160 · 1 / 0.5
+    limit = loss_detectors.threshold(pair)  # hourly assumed: 2160 · 1 / 0.5
     assert limit == pytest.approx(4320)
     run = _probe(pair, fast_passes=False)
     judge(run_id=run.id)
     judge(run_id=run.id)  # a second fold of the same run changes nothing
-    state = capability_monitor.states(pair)[CATEGORY]
+    state = loss_detectors.states(pair)[CATEGORY]
     assert (state.runs, state.cases, state.alarmed) == (1, 6, False)
     advice = capability.window_report(pair).advice[CATEGORY]
     assert advice.startswith(f"undecided on `{CATEGORY}`")  # -100 points, but not controlled
     for _ in range(3):
         judge(run_id=_probe(pair, fast_passes=False).id)
-    state = capability_monitor.states(pair)[CATEGORY]
+    state = loss_detectors.states(pair)[CATEGORY]
     assert state.alarmed and state.runs == 4
     assert (
         capability.window_report(pair)
         .advice[CATEGORY]
         .startswith(f"keep `{CATEGORY}` on base: loss detected across runs")
     )
-    monitoring.acknowledge(pair=pair, user="ops")
-    assert capability_monitor.states(pair) == {}
+    evidence.acknowledge(pair=pair, user="ops")
+    assert loss_detectors.states(pair) == {}
     assert PairMonitorState.objects.get(pair=pair).capability == {}
 
 
@@ -106,7 +108,7 @@ def test_an_honest_pair_is_never_advised_to_keep_on_base():
     pair = _world()
     for _ in range(3):
         judge(run_id=_probe(pair, fast_passes=True).id)
-    assert capability_monitor.states(pair)[CATEGORY] == LossState(
+    assert loss_detectors.states(pair)[CATEGORY] == LossState(
         detectors=LossState().detectors, runs=3, cases=18
     )
     assert not capability.window_report(pair).advice[CATEGORY].startswith("keep")

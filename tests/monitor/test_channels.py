@@ -14,10 +14,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from django.contrib.auth import get_user_model
 
+from monitor.alerting.alerts import notify
+from monitor.alerting.channels import send_test
+from monitor.alerting.transports import (
+    Event,
+    TransportError,
+    Webhook,
+    transport_for,
+    verify_signature,
+)
 from monitor.models import Alert, AlertRule, Channel, Notification
-from monitor.services.alerts import notify
-from monitor.services.channels import send_test
-from monitor.transports import Event, TransportError, Webhook, transport_for, verify_signature
 from tests import factories
 
 SECRET_ENV = "TIERWATCH_TEST_WEBHOOK_SECRET"

@@ -6,7 +6,7 @@ from django.core.management.base import CommandError
 from django_celery_beat.models import PeriodicTask
 
 from monitor.models import AlertRule, Channel, Endpoint, Pair, Suite
-from monitor.services.config import ConfigError, apply_config_text
+from monitor.setup.config import ConfigError, apply_config_text
 from tests.monitor.configs import GOOD
 
 

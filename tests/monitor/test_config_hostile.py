@@ -4,7 +4,7 @@ traceback, never a hang, and nothing is applied."""
 import pytest
 
 from monitor.models import Endpoint, Pair
-from monitor.services.config import ConfigError, apply_config_file, apply_config_text
+from monitor.setup.config import ConfigError, apply_config_file, apply_config_text
 from tests.monitor.configs import GOOD
 
 LOL = '"lol","lol","lol","lol","lol","lol","lol","lol","lol"'

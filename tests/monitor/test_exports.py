@@ -11,9 +11,10 @@ import json
 import pytest
 from django.utils import timezone
 
-from monitor import exports, roles
 from monitor.models import Case, Run, Suite
-from monitor.services.runs import summarise_run
+from monitor.reporting import exports
+from monitor.runs.steps import summarise_run
+from monitor.setup import roles
 from tests import factories
 
 pytestmark = pytest.mark.django_db

@@ -22,12 +22,12 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
+from monitor.alerting.alerts import notify
 from monitor.models import Channel, Endpoint, Pair, Run, Sample
-from monitor.services import watchdog
-from monitor.services.alerts import notify
-from monitor.services.runs import create_run
-from monitor.services.schedules import ensure_probe_schedule
-from monitor.services.suites import sync_builtin_suite
+from monitor.runs import watchdog
+from monitor.runs.steps import create_run
+from monitor.setup.schedules import ensure_probe_schedule
+from monitor.setup.suites import sync_builtin_suite
 from monitor.tasks import execute_run_task
 from tests.factories import free_port
 from tests.support import (

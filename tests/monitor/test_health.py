@@ -8,8 +8,8 @@ import pytest
 from django.utils import timezone
 
 from monitor.models import Beacon
-from monitor.services.schedules import ensure_probe_schedule
-from monitor.services.watchdog import run_watchdog
+from monitor.runs.watchdog import run_watchdog
+from monitor.setup.schedules import ensure_probe_schedule
 from tests.factories import free_port, vendor_pair
 
 pytestmark = pytest.mark.django_db

@@ -10,7 +10,9 @@ import pytest
 from django.contrib.auth.models import Permission, User
 from django.utils import timezone
 
-from monitor import roles
+from monitor.alerting import lifecycle
+from monitor.derived.rollups import record_run
+from monitor.derived.run_summary import Drift, DriftSeries
 from monitor.models import (
     Alert,
     AlertRule,
@@ -20,12 +22,10 @@ from monitor.models import (
     Run,
     Sample,
 )
-from monitor.rollups import record_run
-from monitor.run_summary import Drift, DriftSeries
-from monitor.services import alert_lifecycle as lifecycle
-from monitor.services.config import apply_config_text
-from monitor.services.pipeline import evaluate_alerts
-from monitor.services.schedules import ensure_probe_schedule
+from monitor.runs.pipeline import evaluate_alerts
+from monitor.setup import roles
+from monitor.setup.config import apply_config_text
+from monitor.setup.schedules import ensure_probe_schedule
 from tests import factories
 from tests.monitor.alert_runs import add_run
 from tests.monitor.web.pages import make_run, summary

@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 import pytest
 from django.core.exceptions import ValidationError
 
+from monitor.alerting import maintenance
 from monitor.models import MaintenanceWindow
-from monitor.services import maintenance
 from tests import factories
 
 pytestmark = pytest.mark.django_db

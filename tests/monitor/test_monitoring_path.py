@@ -1,5 +1,5 @@
 """The product's own path over time: scheduled runs → verdict → the pair's stored evidence and
-CUSUM → verdict page and alerts (``monitor.services.monitoring``).
+CUSUM → verdict page and alerts (``monitor.derived.evidence``).
 
 Two halves. Real runs: a scheduled audit of pairs saved with ``repeat = 1`` and ``repeat = 2``
 against the simulated vendor, and of the real engine's q4 pair (``engine``), must each end in a
@@ -17,12 +17,12 @@ from django.utils.html import escape
 
 from evals.stats.cusum import MIN_BASELINE_RUNS
 from evals.vendors.llamacpp import build
+from monitor.derived import evidence
+from monitor.derived.run_summary import Similarity
 from monitor.models import AlertRule, Baseline, Endpoint, Pair, PairMonitorState, Run
-from monitor.run_summary import Similarity
-from monitor.services import monitoring
-from monitor.services.pipeline import evaluate_alerts, execute_run
-from monitor.services.schedules import ensure_probe_schedule
-from monitor.services.suites import sync_builtin_suite
+from monitor.runs.pipeline import evaluate_alerts, execute_run
+from monitor.setup.schedules import ensure_probe_schedule
+from monitor.setup.suites import sync_builtin_suite
 from monitor.tasks import probe_pair_task
 from tests import factories
 
@@ -91,7 +91,7 @@ def test_a_scheduled_audit_ends_in_a_verdict_a_page_and_an_alert_check(
 @pytest.mark.skipif(build.cached_binaries() is None, reason="llama.cpp is not built in the cache")
 def test_the_real_engine_s_q4_pair_gets_a_verdict(admin_client, tmp_path):
     from evals.vendors.llamacpp import vendor
-    from monitor.services.local_vendor import register
+    from monitor.setup.local_vendor import register
 
     urls = vendor.up(
         ["smollm2-f16", "smollm2-q4"], state=tmp_path / "vendor.json", log=lambda _: None
@@ -143,7 +143,7 @@ def audit(pair: Pair, hours_ago: float, p: float) -> Run:
 
 def fold(run: Run) -> list:
     """The pipeline's steps after "done", without a verdict recomputation (it is stored)."""
-    monitoring.after_run(run_id=run.id)
+    evidence.after_run(run_id=run.id)
     return evaluate_alerts(run_id=run.id)
 
 
@@ -201,16 +201,16 @@ def test_a_switch_raises_both_alarms_within_a_few_runs_and_acknowledging_restart
     # folding a run again changes nothing: the state is updated once per run, never recomputed
     state = PairMonitorState.objects.get(pair=pair)
     last = Run.objects.filter(pair=pair, kind="probe").order_by("-created_at").first()
-    monitoring.after_run(run_id=last.id)
+    evidence.after_run(run_id=last.id)
     assert PairMonitorState.objects.get(pair=pair).cusum == state.cusum
 
-    monitoring.acknowledge(pair=pair, user="alice")
+    evidence.acknowledge(pair=pair, user="alice")
     assert not Baseline.objects.filter(pair=pair, active=True).exists()
     state.refresh_from_db()
     assert state.eprocess["audits"] == 0 and state.cusum == {}
     later = probe(pair, 0, 260.0, 0.7)
     Run.objects.filter(id=later.id).update(created_at=state.since)
-    monitoring.after_run(run_id=later.id)
+    evidence.after_run(run_id=later.id)
     assert Run.objects.get(id=later.id).summary["drift"]["reason"] == (
         f"collecting the baseline: 1 of {MIN_BASELINE_RUNS} probe runs"
     )
@@ -222,7 +222,7 @@ def test_the_overview_flags_pairs_whose_outputs_differ_by_e_bh(admin_client):
     pairs = [factories.pair(f"p{i}", fast=f"f{i}", base=f"b{i}", suite_row=suite) for i in range(3)]
     for p, e in zip(pairs, (500.0, 20.0, 0.3), strict=True):
         PairMonitorState.objects.create(pair=p, eprocess={"evalue": e, "detector": e, "audits": 5})
-    assert monitoring.differs_across_pairs(pairs) == {
+    assert evidence.differs_across_pairs(pairs) == {
         pairs[0].id: True,
         pairs[1].id: False,
         pairs[2].id: False,

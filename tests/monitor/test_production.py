@@ -14,7 +14,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
 
-from monitor import roles
+from monitor.setup import roles
 from tests import factories
 from tests.support import ROOT as SUPPORT_ROOT
 

@@ -11,8 +11,8 @@ import pytest
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
+from monitor.derived.run_summary import ScenarioStats, SpeedUp, Timings, Verdict
 from monitor.models import Alert, AlertRule, RunKind
-from monitor.run_summary import ScenarioStats, SpeedUp, Timings, Verdict
 from tests import factories
 
 pytestmark = pytest.mark.django_db

@@ -24,7 +24,7 @@ async def _hold_leases(url: str, vendor: str, limit: int, n: int, hold_s: float)
     records the highest count it saw."""
     from redis.asyncio import Redis
 
-    from monitor.ratelimit import VendorLimiter
+    from monitor.runs.ratelimit import VendorLimiter
 
     redis = Redis.from_url(url)
     limiter = VendorLimiter(redis, vendor, limit=limit, poll_s=0.005)
@@ -65,7 +65,7 @@ def test_the_limit_holds_across_two_processes():
 def test_a_pause_from_one_client_holds_back_another_for_retry_after():
     from redis.asyncio import Redis
 
-    from monitor.ratelimit import VendorLimiter
+    from monitor.runs.ratelimit import VendorLimiter
 
     vendor = f"test-{uuid.uuid4().hex[:8]}"
 
@@ -89,9 +89,9 @@ def test_a_429_with_retry_after_pauses_the_vendor_for_every_worker(demo_vendor_u
     from redis import Redis
 
     from monitor.models import Run  # here: the module is imported by plain processes too
-    from monitor.ratelimit import VendorLimiter, vendor_of
-    from monitor.services.pipeline import execute_run
-    from monitor.services.runs import create_run
+    from monitor.runs.pipeline import execute_run
+    from monitor.runs.ratelimit import VendorLimiter, vendor_of
+    from monitor.runs.steps import create_run
     from tests.factories import vendor_pair
 
     pair = vendor_pair(demo_vendor_url, fast_model="demo-ratelimit", suite="smoke", repeat=1)
@@ -118,8 +118,8 @@ def test_a_load_probe_takes_its_leases_from_the_shared_vendor_limit(demo_vendor_
     from redis import Redis
     from redis.asyncio import Redis as AsyncRedis
 
-    from monitor.ratelimit import VendorLimiter, vendor_of
-    from monitor.services.load import run_load_probe
+    from monitor.runs.load import run_load_probe
+    from monitor.runs.ratelimit import VendorLimiter, vendor_of
     from tests.factories import vendor_pair
 
     settings.TIERWATCH_VENDOR_CONCURRENCY = 2

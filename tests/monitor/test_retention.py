@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from monitor.derived.retention import prune_payloads
+from monitor.derived.rollups import record_run
 from monitor.models import Case, Endpoint, Pair, Run, RunRollup, Sample, Suite
-from monitor.retention import prune_payloads
-from monitor.rollups import record_run
 
 NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
 

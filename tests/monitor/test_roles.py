@@ -8,8 +8,8 @@ from django.apps import apps
 from django.contrib.auth.models import Group
 from django.core.management import CommandError, call_command
 
-from monitor import roles
 from monitor.models import Run
+from monitor.setup import roles
 from tests import factories
 
 pytestmark = pytest.mark.django_db

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from evals import sketch
-from monitor import rollups
+from monitor.derived import rollups
+from monitor.derived.rollups import record_run
 from monitor.models import Case, ProvenanceEvent, Run, RunRollup, Sample
-from monitor.rollups import record_run
+from monitor.runs.pipeline import execute_run
+from monitor.runs.steps import create_run
 from monitor.selectors import endpoint_events
-from monitor.services.pipeline import execute_run
-from monitor.services.runs import create_run
 from tests import factories
 from tests.factories import vendor_pair
 

@@ -12,9 +12,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from monitor.models import Sample
-from monitor.services import runs
-from monitor.services.pipeline import execute_run
-from monitor.services.runs import create_run
+from monitor.runs import steps
+from monitor.runs.pipeline import execute_run
+from monitor.runs.steps import create_run
 from tests.factories import vendor_pair
 
 CODE = "import sys\nsys.stdout.write('nul:\\x00 surrogate:\\udcff')\ndef fizzbuzz(n):\n  return n\n"
@@ -96,7 +96,7 @@ def test_the_request_loop_stops_when_the_run_stops_reading(demo_vendor_url, monk
     def broken_save(**kw):
         raise RuntimeError("the database went away")
 
-    monkeypatch.setattr(runs, "save_sample", broken_save)
+    monkeypatch.setattr(steps, "save_sample", broken_save)
     pair = vendor_pair(demo_vendor_url, suite="smoke", repeat=2)
     run = execute_run(run_id=create_run(pair=pair).id, cases_limit=5)
     assert run.status == "failed" and "the database went away" in run.error

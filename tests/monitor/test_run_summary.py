@@ -8,9 +8,9 @@ from importlib import import_module
 import pytest
 from django.apps import apps
 
+from monitor.derived.run_summary import RunSummary
 from monitor.models import Run
-from monitor.run_summary import RunSummary
-from monitor.services.runs import summarise_run
+from monitor.runs.steps import summarise_run
 from tests import factories
 
 pytestmark = pytest.mark.django_db

@@ -6,8 +6,8 @@ import pytest
 from django.core.management import call_command
 
 from monitor.models import Run, Sample
-from monitor.services.pipeline import execute_run
-from monitor.services.runs import create_run
+from monitor.runs.pipeline import execute_run
+from monitor.runs.steps import create_run
 from tests.factories import free_port, vendor_pair
 
 

@@ -7,9 +7,9 @@ import pytest
 from django.db import connection
 
 from monitor.models import Run, Sample
-from monitor.routing import PROBES, SANDBOX
-from monitor.services.pipeline import evaluate_run, execute_run
-from monitor.services.runs import PENDING, create_run
+from monitor.runs.pipeline import evaluate_run, execute_run
+from monitor.runs.routing import PROBES, SANDBOX
+from monitor.runs.steps import PENDING, create_run
 from monitor.tasks import execute_run_task
 from tests.factories import vendor_pair
 from tests.support import purge, start_worker, stop, wait_for, worker_env

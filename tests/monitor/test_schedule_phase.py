@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from monitor.services.schedules import ensure_probe_schedule, phase_s
+from monitor.setup.schedules import ensure_probe_schedule, phase_s
 
 
 @pytest.mark.django_db

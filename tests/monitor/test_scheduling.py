@@ -15,8 +15,8 @@ from django.db import connection
 
 from monitor.celery import worker_argv
 from monitor.models import Endpoint, Pair, Run
-from monitor.services.schedules import ensure_probe_schedule
-from monitor.services.suites import sync_builtin_suite
+from monitor.setup.schedules import ensure_probe_schedule
+from monitor.setup.suites import sync_builtin_suite
 from tests.support import ROOT, worker_database_url
 
 

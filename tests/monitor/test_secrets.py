@@ -16,12 +16,12 @@ from django.test import Client
 from django.utils import timezone
 
 from evals.vendors.simulated import FAULT_MODELS
-from monitor import roles
 from monitor.models import Endpoint, Pair, Run, Sample, Suite
-from monitor.services.pipeline import execute_run
-from monitor.services.reports import build_sla_report, render_csv, render_html, render_text
-from monitor.services.runs import create_run
-from monitor.services.suites import sync_builtin_suite
+from monitor.reporting.sla import build_sla_report, render_csv, render_html, render_text
+from monitor.runs.pipeline import execute_run
+from monitor.runs.steps import create_run
+from monitor.setup import roles
+from monitor.setup.suites import sync_builtin_suite
 from tests import factories
 from tests.support import CANARY, canary_forms
 

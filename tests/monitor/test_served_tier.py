@@ -15,10 +15,10 @@ from evals.client import make_client, stream_chat
 from evals.latency import downgrades, output_tps
 from evals.records import ChatRequest, EndpointSpec, TimingRecord
 from evals.vendors.simulated import serve_in_thread
+from monitor.alerting.alerts import read_metric
 from monitor.models import Alert, AlertRule
-from monitor.services.alerts import read_metric
-from monitor.services.pipeline import execute_run
-from monitor.services.runs import create_run
+from monitor.runs.pipeline import execute_run
+from monitor.runs.steps import create_run
 from tests.factories import vendor_pair
 
 ASK = ChatRequest(

@@ -14,12 +14,12 @@ from django_celery_beat.models import PeriodicTask
 from PIL import Image
 
 from evals.latency import error_budget
+from monitor.derived.rollups import record_run
 from monitor.models import ReportArchive, Run, Sample
-from monitor.rollups import record_run
-from monitor.services.report_archive import archive_report
-from monitor.services.report_pdf import render_pdf
-from monitor.services.reports import build_sla_report, last_complete_month, month_bounds
-from monitor.services.schedules import ensure_weekly_report_schedule
+from monitor.reporting.archive import archive_report
+from monitor.reporting.pdf import render_pdf
+from monitor.reporting.sla import build_sla_report, last_complete_month, month_bounds
+from monitor.setup.schedules import ensure_weekly_report_schedule
 from monitor.tasks import monthly_report_task, weekly_report_task
 from tests.support import IN_WEEK, WEEK
 
@@ -171,7 +171,7 @@ def test_beat_archives_weekly_and_monthly_reports(world, monkeypatch):
     ensure_weekly_report_schedule()
     names = set(PeriodicTask.objects.values_list("name", flat=True))
     assert {"sla-report:weekly", "sla-report:monthly"} <= names
-    monkeypatch.setattr("monitor.services.report_archive.last_complete_month", lambda: "2026-11")
+    monkeypatch.setattr("monitor.reporting.archive.last_complete_month", lambda: "2026-11")
     assert monthly_report_task.apply().get() == 2
     monkeypatch.delenv("TIERWATCH_REPORT_RECIPIENTS", raising=False)
     weekly_report_task.apply(args=[WEEK]).get()

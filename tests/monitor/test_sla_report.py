@@ -11,9 +11,9 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from monitor.derived.rollups import record_run
 from monitor.models import Case, Run, Sample
-from monitor.rollups import record_run
-from monitor.services.reports import (
+from monitor.reporting.sla import (
     CSV_COLUMNS,
     build_sla_report,
     email_weekly_report,

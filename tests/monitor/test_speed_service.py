@@ -14,12 +14,12 @@ import pytest
 from django.core.management import call_command
 
 from evals.stats.speedup import RatioCI
+from monitor.judging.speed import claim_line, default_runs, speed_report
 from monitor.models import Case, Endpoint, Pair, Run, Sample, Suite
-from monitor.services.load import run_load_probe
-from monitor.services.pipeline import execute_run
-from monitor.services.runs import create_run, split_by_context
-from monitor.services.speed import claim_line, default_runs, speed_report
-from monitor.services.suites import sync_builtin_suite
+from monitor.runs.load import run_load_probe
+from monitor.runs.pipeline import execute_run
+from monitor.runs.steps import create_run, split_by_context
+from monitor.setup.suites import sync_builtin_suite
 from tests.factories import free_port
 from tests.support import start_process
 

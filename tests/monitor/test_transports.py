@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from monitor.alerting.transports import Email, Slack, TransportError, transport_for
 from monitor.models import Channel
-from monitor.transports import Email, Slack, TransportError, transport_for
 from tests.factories import free_port
 from tests.support import WEBHOOK_ENV
 

@@ -1,4 +1,4 @@
-"""monitor.services.verdict: audit runs against the simulated demo vendor over real HTTP.
+"""monitor.judging.verdict: audit runs against the simulated demo vendor over real HTTP.
 
 The demo vendor's distilled tier is another (simulated) model; its fast tier serves the base
 weights on another stack. Small audits (25 prompts × 5 samples per tier, the minimum the
@@ -16,15 +16,15 @@ from django.core.management import CommandError, call_command
 from evals.logprobs import logprob_gap, token_at
 from evals.stats.verdict import load_reference_ladder
 from evals.suites import NONCE
+from monitor.alerting.alerts import Reading, read_metric
+from monitor.derived.rollups import record_run
+from monitor.derived.run_summary import RunSummary
+from monitor.judging.verdict import compute_verdict, temperature0_diagnostics
 from monitor.models import AlertRule, Endpoint, Pair, PairMonitorState, Run, RunRollup, Sample
-from monitor.rollups import record_run
-from monitor.run_summary import RunSummary
+from monitor.runs.pipeline import evaluate_alerts, execute_run
+from monitor.runs.steps import create_run
 from monitor.selectors import endpoint_events
-from monitor.services.alerts import Reading, read_metric
-from monitor.services.pipeline import evaluate_alerts, execute_run
-from monitor.services.runs import create_run
-from monitor.services.suites import sync_builtin_suite
-from monitor.services.verdict import compute_verdict, temperature0_diagnostics
+from monitor.setup.suites import sync_builtin_suite
 from tests import factories
 
 pytestmark = pytest.mark.django_db

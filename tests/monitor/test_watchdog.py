@@ -7,12 +7,12 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from monitor.alerting.alerts import notify
 from monitor.models import Alert, AlertRule, Beacon, Channel, Run, Sample
-from monitor.services import heartbeat, watchdog
-from monitor.services.alerts import notify
-from monitor.services.pipeline import execute_run
-from monitor.services.runs import create_run
-from monitor.services.schedules import ensure_probe_schedule
+from monitor.runs import heartbeat, watchdog
+from monitor.runs.pipeline import execute_run
+from monitor.runs.steps import create_run
+from monitor.setup.schedules import ensure_probe_schedule
 from tests.factories import vendor_pair
 
 pytestmark = pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""The local llama.cpp vendor in the database (monitor.services.local_vendor) and the demo's
+"""The local llama.cpp vendor in the database (monitor.setup.local_vendor) and the demo's
 second profile, ``demo --engine llama.cpp``.
 
 The ``engine`` tests run real llama-server processes (skipped without the cached build, see
@@ -25,9 +25,9 @@ from django_celery_beat.models import PeriodicTask
 
 from evals.vendors.llamacpp import cache_dir, server, vendor
 from monitor.models import Endpoint, Pair, Sample
-from monitor.services.local_vendor import deactivate, ensure_local_demo, register
-from monitor.services.pipeline import execute_run
-from monitor.services.runs import create_run
+from monitor.runs.pipeline import execute_run
+from monitor.runs.steps import create_run
+from monitor.setup.local_vendor import deactivate, ensure_local_demo, register
 from tests.factories import free_port
 from tests.support import ROOT, engine
 
@@ -54,7 +54,7 @@ def test_the_demo_rejects_engine_options_without_an_engine() -> None:
 
 @pytest.mark.django_db
 def test_the_local_demo_schedules_its_pairs_and_switches_the_simulated_ones_off() -> None:
-    from monitor.services.demo import DEMO_USER, ensure_demo
+    from monitor.setup.demo import DEMO_USER, ensure_demo
 
     ensure_demo(vendor_url="http://127.0.0.1:9/v1")  # rows only: nothing is contacted
     urls = {

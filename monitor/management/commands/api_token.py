@@ -5,7 +5,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from monitor.models import ApiToken
-from monitor.services.api_tokens import create_token
+from monitor.setup.api_tokens import create_token
 
 
 class Command(BaseCommand):

@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from monitor.services.config import ConfigError, apply_config_file
+from monitor.setup.config import ConfigError, apply_config_file
 
 
 class Command(BaseCommand):

@@ -6,7 +6,7 @@ behind. The broker is kombu's filesystem transport and the database SQLite unles
 
 ``--engine llama.cpp`` is the second profile: the same dashboard over real llama.cpp servers on
 this machine (``evals.vendors.llamacpp.vendor``, registered by
-``monitor.services.local_vendor``). The servers it started are stopped by pid on exit; ones
+``monitor.setup.local_vendor``). The servers it started are stopped by pid on exit; ones
 already running (``local_vendor up``) stay.
 One worker process: two servers at one thread each already fill two cores.
 """
@@ -28,8 +28,8 @@ from django.core.management.base import BaseCommand, CommandError
 from evals.vendors.llamacpp import EngineError, build, cache_dir, models, vendor
 from monitor.celery import worker_argv
 from monitor.models import Pair, RunKind
-from monitor.services.demo import DEMO_PASSWORD, DEMO_USER, ensure_demo
-from monitor.services.local_vendor import deactivate, ensure_local_demo
+from monitor.setup.demo import DEMO_PASSWORD, DEMO_USER, ensure_demo
+from monitor.setup.local_vendor import deactivate, ensure_local_demo
 from monitor.tasks import enqueue_run
 
 # A subset that 2 cores carry: the base tier, one fast tier per mechanism, a different model.

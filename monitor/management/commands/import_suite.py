@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from monitor.services.suite_import import SuiteImportError, import_file
+from monitor.setup.suite_import import SuiteImportError, import_file
 
 
 class Command(BaseCommand):

@@ -5,7 +5,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from monitor.models import Pair, RunStatus, Suite
-from monitor.services.load import LOAD_LEVELS, MAX_LOAD_REQUESTS, run_load_probe
+from monitor.runs.load import LOAD_LEVELS, MAX_LOAD_REQUESTS, run_load_probe
 from monitor.web import page_figures
 
 

@@ -2,7 +2,7 @@
 
 ``up`` builds llama-server and prepares the models when the cache lacks them (minutes, once),
 starts the targets (``evals.vendors.llamacpp.vendor``) and registers one Endpoint per target and one
-Pair per vendor pair whose two ends are up (``monitor.services.local_vendor.register``,
+Pair per vendor pair whose two ends are up (``monitor.setup.local_vendor.register``,
 idempotent: the new ports replace the old ones). ``down`` stops the servers by pid and
 deactivates the local pairs so schedules do not probe dead ports; ``status`` shows processes
 and rows.
@@ -16,7 +16,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from evals.vendors.llamacpp import EngineError, vendor
 from monitor.models import Endpoint
-from monitor.services.local_vendor import deactivate, register
+from monitor.setup.local_vendor import deactivate, register
 
 
 class Command(BaseCommand):

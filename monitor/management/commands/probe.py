@@ -5,8 +5,8 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from monitor.models import Pair, RunStatus
-from monitor.services.pipeline import execute_run
-from monitor.services.runs import create_run
+from monitor.runs.pipeline import execute_run
+from monitor.runs.steps import create_run
 
 
 def _fmt(value, unit: str = "") -> str:

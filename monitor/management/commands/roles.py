@@ -5,7 +5,7 @@ from django.apps import apps
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from monitor.roles import ROLES, ensure_roles, grant
+from monitor.setup.roles import ROLES, ensure_roles, grant
 
 
 class Command(BaseCommand):

@@ -5,8 +5,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from monitor.services.report_archive import RENDERERS, archive_report
-from monitor.services.reports import build_sla_report, email_weekly_report, last_complete_week
+from monitor.reporting.archive import RENDERERS, archive_report
+from monitor.reporting.sla import build_sla_report, email_weekly_report, last_complete_week
 
 
 class Command(BaseCommand):

@@ -9,9 +9,9 @@ from pathlib import Path
 from django.conf import settings
 from django.utils import timezone
 
+from monitor.derived.rollups import record_run
+from monitor.derived.run_summary import Similarity, SpeedUp, TierStats
 from monitor.models import Case, Pair, Run, Sample, Suite
-from monitor.rollups import record_run
-from monitor.run_summary import Similarity, SpeedUp, TierStats
 from tests import factories
 
 CHROMIUM = Path("/usr/bin/chromium")

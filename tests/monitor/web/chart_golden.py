@@ -44,8 +44,8 @@ def _run(row: dict[str, Any]) -> Any:
 def capture(pair_name: str = "pair00") -> dict[str, Any]:
     """pair00's chart inputs, read as the pages read them (``monitor.web.page_figures``)."""
     from monitor import selectors
+    from monitor.judging.speed import default_runs, speed_report
     from monitor.models import Pair
-    from monitor.services.speed import default_runs, speed_report
 
     pair = Pair.objects.select_related("fast", "base").get(name=pair_name)
     runs = default_runs(pair)
@@ -70,7 +70,7 @@ def capture(pair_name: str = "pair00") -> dict[str, Any]:
 def window_report() -> Any:
     """A capability window of three categories, one without a paired difference."""
     from evals.stats.capability_paired import PairedResult
-    from monitor.services.capability import Rate, WindowReport
+    from monitor.judging.capability import Rate, WindowReport
 
     rates = {
         "coding": {"base": Rate(40, 50, 0.67, 0.88), "fast": Rate(31, 50, 0.48, 0.74)},

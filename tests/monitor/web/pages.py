@@ -6,8 +6,8 @@ from datetime import timedelta
 
 from django.utils import timezone
 
+from monitor.derived.run_summary import ScenarioStats, Similarity, SpeedUp, TierStats, Timings
 from monitor.models import Pair, Run
-from monitor.run_summary import ScenarioStats, Similarity, SpeedUp, TierStats, Timings
 from tests import factories
 
 

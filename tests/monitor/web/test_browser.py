@@ -11,7 +11,7 @@ import os
 import pytest
 from django.contrib.auth import get_user_model
 
-from monitor import roles
+from monitor.setup import roles
 from tests.monitor.web.browser import CHROMIUM, launch, make_pair, screenshots_dir
 
 CHART_TITLES = (

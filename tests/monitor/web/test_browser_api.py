@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from monitor import roles
+from monitor.setup import roles
 from tests import factories
 from tests.monitor.web.browser import CHROMIUM, launch, screenshots_dir
 

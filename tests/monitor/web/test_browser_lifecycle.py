@@ -10,9 +10,9 @@ import pytest
 from django.contrib.auth.models import Permission, User
 from django.utils import timezone
 
-from monitor import roles
+from monitor.alerting import lifecycle
 from monitor.models import Alert, AlertRule, MaintenanceWindow
-from monitor.services import alert_lifecycle as lifecycle
+from monitor.setup import roles
 from tests.monitor.web.browser import CHROMIUM, launch, screenshots_dir
 from tests.monitor.web.browser import make_pair as _make_pair
 

@@ -10,9 +10,9 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from monitor.models import Endpoint, Pair
-from monitor.services.pipeline import execute_run
-from monitor.services.runs import create_run
-from monitor.services.suites import sync_builtin_suite
+from monitor.runs.pipeline import execute_run
+from monitor.runs.steps import create_run
+from monitor.setup.suites import sync_builtin_suite
 from tests.monitor.web.browser import CHROMIUM, launch, screenshots_dir
 
 pytestmark = [

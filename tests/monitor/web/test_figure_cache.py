@@ -1,4 +1,4 @@
-"""The pages' figure cache (``monitor.figure_cache``) and the overview's cells
+"""The pages' figure cache (``monitor.derived.page_cache``) and the overview's cells
 (``monitor.web.overview_cells``) never serve anything older than the pair's newest run or
 summary write, and the overview's TTFT P95 over the last 24 h merged from rollups."""
 
@@ -11,11 +11,11 @@ from django.conf import settings
 from django.core.cache import cache
 from django.utils import timezone
 
+from monitor.derived.rollups import record_run
 from monitor.models import Run
-from monitor.rollups import record_run
-from monitor.services.pipeline import execute_run
-from monitor.services.runs import create_run
-from monitor.services.watchdog import reap_stale_runs
+from monitor.runs.pipeline import execute_run
+from monitor.runs.steps import create_run
+from monitor.runs.watchdog import reap_stale_runs
 from monitor.tasks import warm_pages_task
 from monitor.web import overview_cells, page_figures
 from tests import factories

@@ -11,7 +11,7 @@ import pytest
 from django.utils import timezone
 
 from monitor.models import Case, Pair, Run, Suite
-from monitor.services.runs import summarise_run
+from monitor.runs.steps import summarise_run
 from tests import factories
 
 pytestmark = pytest.mark.django_db

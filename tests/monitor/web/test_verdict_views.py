@@ -15,9 +15,9 @@ from django.utils.html import escape
 
 from evals.similarity import first_divergence
 from monitor.models import Endpoint, Pair, PairMonitorState, Run, Sample
-from monitor.services.pipeline import execute_run
-from monitor.services.runs import create_run
-from monitor.services.suites import sync_builtin_suite
+from monitor.runs.pipeline import execute_run
+from monitor.runs.steps import create_run
+from monitor.setup.suites import sync_builtin_suite
 
 pytestmark = pytest.mark.django_db
 

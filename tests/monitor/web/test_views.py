@@ -238,7 +238,7 @@ def test_it_puts_the_csrf_token_in_htmx_headers(admin_client, runs):
 
 
 def test_it_queues_a_manual_probe(admin_client, pair):
-    pytest.importorskip("monitor.services.runs")  # the skip names the import error
+    pytest.importorskip("monitor.runs.steps")  # the skip names the import error
     response = admin_client.post("/pairs/demo/probe/", headers={"HX-Request": "true"})
     run = Run.objects.get(pair=pair)
     assert run.trigger == "manual" and run.status == "queued"

@@ -12,11 +12,11 @@ from django.contrib.auth import get_user_model
 
 from evals.benchmarks import bfcl, importer
 from evals.vendors.simulated import serve_in_thread
-from monitor import roles
 from monitor.models import Endpoint, Pair
-from monitor.services.pipeline import execute_run
-from monitor.services.runs import create_run
-from monitor.services.suite_import import save_versioned
+from monitor.runs.pipeline import execute_run
+from monitor.runs.steps import create_run
+from monitor.setup import roles
+from monitor.setup.suite_import import save_versioned
 from tests.monitor.web.browser import CHROMIUM, launch, screenshots_dir
 
 pytestmark = [

@@ -1,0 +1,1 @@
+"""Alert rules, an alert's life, channels and their transports, maintenance windows."""

@@ -1,0 +1,1 @@
+"""What a finished run leaves behind: summary, rollups, evidence across runs, page cache."""

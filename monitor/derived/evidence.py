@@ -1,0 +1,287 @@
+"""A pair's evidence across runs: the e-detector of its audits, CUSUM of its probes against a
+stored, frozen baseline, and the error budget both are set for.
+
+Per-run p-values never alert on their own: at one audit an hour a test at α = 0.05 would
+raise ~36 false alarms a pair a month. Instead, each finished run is folded into the pair's
+stored state (``PairMonitorState``) exactly once, and never recomputed from history (a run
+older than the last one folded, finishing late, is left out rather than folded out of order):
+
+- **audits** → ``evals.stats.eprocess.update`` with the audit's MMD p-value. The e-detector
+  alarms when its statistic reaches c = audits per quarter / budget, so the expected number of
+  false alarms is ≤ ``BUDGET_PER_QUARTER`` a quarter at the pair's audit cadence.
+- **probes** → ``evals.stats.cusum.update`` against the pair's active ``Baseline``. The
+  baseline is frozen from the first ``MIN_BASELINE_RUNS`` probe runs after the pair started
+  (or after the last acknowledgement) and never slides; until then the state is
+  *calibrating*. Its h is set for an in-control run length of probes per quarter / budget.
+
+Once alarmed, a state stays alarmed until a person acknowledges the change
+(:func:`acknowledge`): the e-process and the CUSUM restart and a new baseline is collected from
+the runs after that moment; the capability loss detectors
+(``monitor.derived.loss_detectors``) restart with them. The budget sentence
+(:func:`budget_words`) goes on the verdict page and into every verdict or drift alert. The
+budget, the series and the thresholds are :mod:`evals.stats.error_budget`'s, the same functions
+the month-long validation calls.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import asdict
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+from django_celery_beat.models import PeriodicTask
+
+from evals.stats import cusum, eprocess
+from evals.stats.error_budget import (
+    BUDGET_PER_QUARTER,
+    HOURLY_S,
+    MIN_BASELINE_RUNS,
+    audit_threshold,
+    freeze,
+)
+from monitor.derived.run_summary import RunSummary
+from monitor.models import Baseline, Pair, PairMonitorState, Run, RunKind, RunStatus
+
+# --- cadence and the error budget -------------------------------------------------------------
+
+
+def cadence_s(pair: Pair, kind: str) -> tuple[int, bool]:
+    """Seconds between the pair's scheduled runs of ``kind`` and whether that is the enabled
+    schedule (False: no schedule, hourly assumed: the budget then holds for anything slower)."""
+    task = (PeriodicTask.objects.filter(name=f"{kind}:{pair.name}", enabled=True)
+            .select_related("interval").first())  # fmt: skip
+    if task is None or task.interval is None:
+        return HOURLY_S, False
+    seconds = {"days": 86400, "hours": 3600, "minutes": 60, "seconds": 1}.get(
+        task.interval.period, 1
+    )
+    return max(1, task.interval.every * seconds), True
+
+
+def every_words(every_s: int) -> str:
+    if every_s == HOURLY_S:
+        return "hourly"
+    if every_s % 86400 == 0:
+        return "daily" if every_s == 86400 else f"every {every_s // 86400} days"
+    if every_s % 3600 == 0:
+        return f"every {every_s // 3600} hours"
+    if every_s == 60:
+        return "every minute"
+    return f"every {every_s // 60} minutes" if every_s % 60 == 0 else f"every {every_s} s"
+
+
+def budget_words(pair: Pair, kind: str) -> str:
+    """ "expected false alarms: ≤ 0.17 per month at hourly audits": the renewal bound N / c of
+    ``evals.stats.eprocess`` (audits) or runs / ARL0 of ``evals.stats.cusum`` (probes), both
+    set to ``BUDGET_PER_QUARTER`` a quarter, here per month at the pair's cadence."""
+    every, scheduled = cadence_s(pair, kind)
+    per_month = BUDGET_PER_QUARTER / 3
+    noun = "audits" if kind == RunKind.AUDIT else "probes"
+    tail = "" if scheduled else " (no schedule: hourly assumed; slower runs alarm less)"
+    return (
+        f"expected false alarms: ≤ {per_month:.2g} per month at {every_words(every)} {noun}{tail}"
+    )
+
+
+def eprocess_threshold(pair: Pair) -> float:
+    every, _ = cadence_s(pair, RunKind.AUDIT)
+    return audit_threshold(every)
+
+
+# --- the stored state -------------------------------------------------------------------------
+
+
+def state_of(pair: Pair) -> PairMonitorState:
+    state, _ = PairMonitorState.objects.get_or_create(pair=pair)
+    return state
+
+
+def eprocess_state(row: PairMonitorState) -> eprocess.EProcessState:
+    return eprocess.EProcessState(**row.eprocess) if row.eprocess else eprocess.EProcessState()
+
+
+def active_baseline(pair: Pair) -> Baseline | None:
+    return Baseline.objects.filter(pair=pair, active=True).first()
+
+
+def run_values(summary: RunSummary) -> dict[str, float | None]:
+    """A probe's values of the drift series (None where it has none: n below the minimum)."""
+    out: dict[str, float | None] = {}
+    for tier in ("fast", "base"):
+        stat = summary.tier(tier).ttft_ms
+        out[f"ttft_p50:{tier}"] = stat.p50 if stat.n >= summary.min_n else None
+    sim = summary.similar("fast_vs_base")
+    out["similarity:fast_vs_base"] = sim.mean_ratio if sim else None
+    return out
+
+
+def after_run(*, run_id: int) -> None:
+    """Fold one finished run into its pair's state, once (a run already folded is skipped)."""
+    run = Run.objects.select_related("pair").get(id=run_id)
+    if run.status != RunStatus.DONE or run.kind not in (RunKind.AUDIT, RunKind.PROBE):
+        return
+    with transaction.atomic():
+        state_of(run.pair)
+        row = PairMonitorState.objects.select_for_update().get(pair=run.pair)
+        if run.kind == RunKind.AUDIT:
+            _fold_audit(row, run)
+        else:
+            _fold_probe(row, run)
+
+
+def _fold_audit(row: PairMonitorState, run: Run) -> None:
+    verdict = run.summary_obj.verdict
+    if verdict is None or (row.last_audit_id or 0) >= run.id:
+        return
+    if row.since and run.created_at < row.since:
+        return  # measured before the acknowledgement: belongs to the old state
+    state = eprocess_state(row)
+    evidence = eprocess.AuditEvidence(p_value=verdict.p_value, run_id=run.id)
+    state, decision = eprocess.update(state, evidence, threshold=eprocess_threshold(row.pair))
+    row.eprocess, row.last_audit = asdict(state), run
+    row.save(update_fields=["eprocess", "last_audit", "updated_at"])
+    block = {
+        **asdict(decision),
+        "evalue": state.evalue,
+        "audits": state.audits,
+        "budget": budget_words(row.pair, RunKind.AUDIT),
+    }
+    Run.objects.merge_summary(run.id, verdict={**verdict.data, "monitor": block})
+
+
+def _fold_probe(row: PairMonitorState, run: Run) -> None:
+    if (row.last_probe_id or 0) >= run.id:
+        return
+    pair = row.pair
+    baseline = active_baseline(pair)
+    if baseline is None:
+        baseline = _maybe_freeze(row, pair)
+        row.last_probe = run
+        row.save(update_fields=["cusum", "last_probe", "updated_at"])
+        Run.objects.merge_summary(
+            run.id,
+            drift=_calibrating(pair, row)
+            if baseline is None
+            else _drift_block(pair, baseline, None, None),
+        )
+        return
+    frozen = cusum.Baseline.from_json(_json(baseline.statistics))
+    state = (cusum.CusumState.from_json(_json(row.cusum)) if row.cusum
+             else cusum.start(frozen))  # fmt: skip
+    hour = (run.finished_at or run.created_at).hour
+    state, alarm = cusum.update(state, frozen, run_values(run.summary_obj), hour=hour)
+    row.cusum, row.last_probe = asdict(state), run
+    row.save(update_fields=["cusum", "last_probe", "updated_at"])
+    Run.objects.merge_summary(run.id, drift=_drift_block(pair, baseline, state, alarm))
+
+
+def _json(data: Mapping[str, Any]) -> str:
+    return json.dumps(data)
+
+
+def _baseline_candidates(pair: Pair, since) -> list[Run]:
+    runs = Run.objects.trend().filter(pair=pair)
+    if since is not None:
+        runs = runs.filter(created_at__gte=since)
+    return list(
+        runs.order_by("created_at", "id").only("id", "created_at", "finished_at", "summary")[
+            :MIN_BASELINE_RUNS
+        ]
+    )
+
+
+def _maybe_freeze(row: PairMonitorState, pair: Pair) -> Baseline | None:
+    """Freeze the baseline from the first ``MIN_BASELINE_RUNS`` probes since ``row.since``
+    once there are that many; series with too few values there are left out."""
+    runs = _baseline_candidates(pair, row.since)
+    if len(runs) < MIN_BASELINE_RUNS:
+        return None
+    every, _ = cadence_s(pair, RunKind.PROBE)
+    frozen = freeze(
+        [run_values(r.summary_obj) for r in runs],
+        [(r.finished_at or r.created_at).hour for r in runs],
+        every,
+        run_ids=[r.id for r in runs],
+        set_by=row.acknowledged_by or "automatic",
+        set_at=timezone.now().isoformat(),
+    )
+    if frozen is None:
+        return None
+    baseline = Baseline.objects.create(
+        pair=pair, run_ids=[r.id for r in runs], statistics=_plain(frozen), set_by=frozen.set_by
+    )
+    row.cusum = asdict(cusum.start(frozen))
+    return baseline
+
+
+def _plain(frozen: cusum.Baseline) -> dict[str, Any]:
+    return json.loads(frozen.to_json())
+
+
+def _calibrating(pair: Pair, row: PairMonitorState) -> dict[str, Any]:
+    have = len(_baseline_candidates(pair, row.since))
+    return {
+        "state": "calibrating",
+        "runs": have,
+        "reason": f"collecting the baseline: {have} of {MIN_BASELINE_RUNS} probe runs",
+        "budget": budget_words(pair, RunKind.PROBE),
+    }
+
+
+def _drift_block(
+    pair: Pair, baseline: Baseline, state: cusum.CusumState | None, alarm: cusum.DriftAlarm | None
+) -> dict[str, Any]:
+    frozen = baseline.statistics
+    names = [s["name"] for s in frozen["series"]]
+    sums = alarm.sums if alarm else dict.fromkeys(names, 0.0)
+    zs = alarm.z if alarm else dict.fromkeys(names)
+    series = {n: {"z": _finite(zs.get(n)), "s": sums.get(n, 0.0)} for n in names}
+    return {
+        "state": "drift" if state is not None and state.alarmed else "ok",
+        "series": series,
+        "h": frozen["h"],
+        "baseline_id": baseline.id,
+        "baseline_runs": len(baseline.run_ids),
+        "drifting": [state.alarm_series] if state is not None and state.alarmed else [],
+        "new_alarm": bool(alarm and alarm.new_alarm),
+        "runs": state.runs if state else 0,
+        "budget": budget_words(pair, RunKind.PROBE),
+    }
+
+
+def _finite(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
+
+
+# --- acknowledgement --------------------------------------------------------------------------
+
+
+def acknowledge(*, pair: Pair, user: str) -> PairMonitorState:
+    """A person accepts a change: the e-process and CUSUM restart, the active baseline is
+    retired, and a new one is frozen from the probe runs after this moment."""
+    with transaction.atomic():
+        state_of(pair)
+        row = PairMonitorState.objects.select_for_update().get(pair=pair)
+        row.eprocess = asdict(eprocess.acknowledge(eprocess_state(row)))
+        row.cusum = {}
+        row.capability = {}  # capability_monitor's loss detectors restart too
+        row.since = timezone.now()
+        row.acknowledged_by = user
+        row.save()
+        Baseline.objects.filter(pair=pair, active=True).update(active=False)
+    return row
+
+
+# --- across pairs -----------------------------------------------------------------------------
+
+
+def differs_across_pairs(pairs: list[Pair], alpha: float = 0.05) -> dict[int, bool]:
+    """e-BH across pairs (false discovery rate ≤ α over the overview's "differs" flags) on each
+    pair's e-process since its last acknowledgement."""
+    rows = {r.pair_id: r for r in PairMonitorState.objects.filter(pair__in=pairs)}
+    evalues = [eprocess_state(rows[p.id]).evalue if p.id in rows else 1.0 for p in pairs]
+    return {p.id: flag for p, flag in zip(pairs, eprocess.e_bh(evalues, alpha), strict=True)}

@@ -1,0 +1,1 @@
+"""What leaves the product: the SLA report, exports, /metrics."""

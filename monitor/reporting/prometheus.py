@@ -1,0 +1,215 @@
+"""Prometheus metrics from the stored run summaries (``/metrics``).
+
+The workers that measure are other processes, so nothing is counted in this one: at each scrape
+a custom collector reads, per pair, the newest finished probe and audit (``Run.summary_obj``),
+open alerts and run counts: six queries however many pairs there are.
+
+Names follow Prometheus' conventions: base units (``_seconds``; the summaries store ms),
+ratios as ``_ratio`` in 0..1 (a speed-up is a ratio > 1), labels ``pair``, ``tier``,
+``scenario`` ("all" for the whole run) and ``quantile``. A percentile below the run's
+minimum n is absent, as on the pages. The verdict is a state set: one series per label, 1 for
+the current one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import get_args
+
+from django.db.models import Count, Q
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from evals.stats.verdict import Label
+from monitor import selectors
+from monitor.derived.run_summary import Percentiles, RunSummary, Timings
+from monitor.models import AlertState, Pair, Run, RunKind, RunStatus
+
+QUANTILES = (("p50", "0.5"), ("p90", "0.9"), ("p95", "0.95"), ("p99", "0.99"))
+TIMINGS = (
+    ("ttft_ms", "ttft", "time to first token"),
+    ("e2e_ms", "e2e", "end-to-end latency"),
+    ("tpot_ms", "tpot", "time per output token after the first"),
+)
+ALL = "all"
+
+
+@dataclass
+class PairSnapshot:
+    name: str
+    claimed_speedup: float | None
+    alerts_firing: int
+    probe: Run | None
+    audit: Run | None
+    runs_by_status: dict[str, int]
+
+
+def snapshot() -> list[PairSnapshot]:
+    """Everything a scrape reports, in a fixed number of queries."""
+    pairs = list(
+        Pair.objects.order_by("name").annotate(
+            firing=Count("alerts", filter=Q(alerts__state=AlertState.FIRING))
+        )
+    )
+    probes = selectors.latest_done_runs(RunKind.PROBE)
+    audits = selectors.latest_done_runs(RunKind.AUDIT)
+    counts: dict[int, dict[str, int]] = {}
+    # Count("*"), not Count("id"): the (pair, status) index alone answers it (index-only scan)
+    for row in Run.objects.order_by().values("pair_id", "status").annotate(n=Count("*")):
+        counts.setdefault(row["pair_id"], {})[row["status"]] = row["n"]
+    return [
+        PairSnapshot(
+            p.name,
+            p.claimed_speedup,
+            p.firing,
+            probes.get(p.pk),
+            audits.get(p.pk),
+            counts.get(p.pk, {}),
+        )
+        for p in pairs
+    ]
+
+
+def _timings(
+    families: dict[str, GaugeMetricFamily], pair: str, tier: str, scenario: str, timings: Timings
+) -> None:
+    for field, short, _ in TIMINGS:
+        stats: Percentiles = timings.metric(field)
+        for key, quantile in QUANTILES:
+            value = stats.get(key)
+            if value is not None:
+                families[short].add_metric([pair, tier, scenario, quantile], value / 1000.0)
+
+
+def _gauge(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, doc, labels=labels)
+
+
+def families(pairs: list[PairSnapshot]) -> list[GaugeMetricFamily]:
+    timing = {
+        short: _gauge(
+            f"tierwatch_{short}_seconds",
+            f"{doc}, percentile of the newest finished probe",
+            ["pair", "tier", "scenario", "quantile"],
+        )
+        for _, short, doc in TIMINGS
+    }
+    requests = _gauge(
+        "tierwatch_probe_requests", "requests in the newest finished probe", ["pair", "tier"]
+    )
+    avail = _gauge(
+        "tierwatch_availability_ratio",
+        "successes / requests with 429s left out, newest finished probe",
+        ["pair", "tier"],
+    )
+    errors = _gauge(
+        "tierwatch_error_ratio",
+        "failed requests (429s included) / requests, newest finished probe",
+        ["pair", "tier"],
+    )
+    downgrade = _gauge(
+        "tierwatch_downgrade_ratio",
+        "share of requests served below the expected tier, newest finished probe",
+        ["pair", "tier"],
+    )
+    speedup = _gauge(
+        "tierwatch_speedup_ratio",
+        "base/fast ratio of medians (decode: of TPOT), newest finished probe",
+        ["pair", "scenario", "metric"],
+    )
+    claimed = _gauge("tierwatch_claimed_speedup_ratio", "the vendor's claimed speed-up", ["pair"])
+    similarity = _gauge(
+        "tierwatch_similarity_ratio",
+        "mean Indel similarity of temperature-0 texts, newest finished probe",
+        ["pair", "comparison"],
+    )
+    verdict = _gauge(
+        "tierwatch_verdict", "the newest audit's verdict: 1 for its label", ["pair", "verdict"]
+    )
+    p_value = _gauge(
+        "tierwatch_verdict_p_value", "p-value of the newest audit's fast-vs-base test", ["pair"]
+    )
+    last_run = _gauge(
+        "tierwatch_last_run_timestamp_seconds",
+        "when the newest finished run of the kind finished (Unix time)",
+        ["pair", "kind"],
+    )
+    firing = _gauge(
+        "tierwatch_alerts_firing", "alerts firing (not acknowledged, not resolved)", ["pair"]
+    )
+    runs = _gauge("tierwatch_runs", "runs stored, by status", ["pair", "status"])
+    for p in pairs:
+        firing.add_metric([p.name], p.alerts_firing)
+        for status in RunStatus.values:
+            runs.add_metric([p.name, status], p.runs_by_status.get(status, 0))
+        if p.claimed_speedup:
+            claimed.add_metric([p.name], p.claimed_speedup)
+        for kind, run in ((RunKind.PROBE, p.probe), (RunKind.AUDIT, p.audit)):
+            if run is not None:
+                when = run.finished_at or run.created_at
+                last_run.add_metric([p.name, kind], when.timestamp())
+        if p.probe is not None:
+            summary = p.probe.summary_obj
+            for tier, stats in summary.tiers.items():
+                _timings(timing, p.name, tier, ALL, stats)
+                requests.add_metric([p.name, tier], stats.n)
+                for family, value in (
+                    (avail, stats.availability),
+                    (errors, stats.error_rate),
+                    (downgrade, stats.downgrade_rate),
+                ):
+                    if value is not None:
+                        family.add_metric([p.name, tier], value)
+            for scenario, stats in sorted(summary.by_scenario.items()):
+                for tier in ("fast", "base"):
+                    _timings(timing, p.name, tier, scenario, stats.tier(tier))
+            _speedups(speedup, p.name, summary)
+            for comparison, sim in summary.similarity.items():
+                if sim is not None and sim.mean_ratio is not None:
+                    similarity.add_metric([p.name, comparison], sim.mean_ratio)
+        v = p.audit.summary_obj.verdict if p.audit is not None else None
+        if v is not None:
+            for label in get_args(Label):
+                verdict.add_metric([p.name, label], 1.0 if v.label == label else 0.0)
+            if v.p_value is not None:
+                p_value.add_metric([p.name], v.p_value)
+    return [
+        *timing.values(),
+        requests,
+        avail,
+        errors,
+        downgrade,
+        speedup,
+        claimed,
+        similarity,
+        verdict,
+        p_value,
+        last_run,
+        firing,
+        runs,
+    ]
+
+
+def _speedups(family: GaugeMetricFamily, pair: str, summary: RunSummary) -> None:
+    per_scenario = [(ALL, summary.speedup)] + [
+        (scn, stats.speedup) for scn, stats in sorted(summary.by_scenario.items())
+    ]
+    for scenario, s in per_scenario:
+        for metric in ("ttft", "e2e", "decode"):
+            value = getattr(s, metric)
+            if value is not None:
+                family.add_metric([pair, scenario, metric], value)
+
+
+class SummaryCollector(Collector):
+    """Reads the database at each scrape; no state of its own."""
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        yield from families(snapshot())
+
+
+# Its own registry: the default one would add this web process's Python metrics, which say
+# nothing about the vendors. auto_describe off, so registering does not query the database.
+REGISTRY = CollectorRegistry(auto_describe=False)
+REGISTRY.register(SummaryCollector())

@@ -1,0 +1,1 @@
+"""A run's life: created, claimed, measured, evaluated in the sandbox, ended."""

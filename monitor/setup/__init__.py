@@ -1,0 +1,1 @@
+"""Configuration: config files, schedules, suites, the demo, the local vendor, roles, tokens."""
