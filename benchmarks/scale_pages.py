@@ -76,12 +76,11 @@ def timed(
 
 
 def new_generation(pair: Pair):
-    """What a finished run does to the pair's cached pages; None before the cache existed."""
-    try:
-        from monitor.derived.page_cache import touch
-    except ImportError:
-        return None
-    return lambda: touch(pair.pk)
+    """What a finished run does to the pair's cached pages: a new generation (the view then
+    reads the pair row again, as a real request does)."""
+    from monitor.models import bump_generation
+
+    return lambda: bump_generation([pair.pk])
 
 
 def row(label: str, times: list[float], cpu: list[float], queries: list[float]) -> str:

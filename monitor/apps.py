@@ -18,3 +18,9 @@ class MonitorConfig(AppConfig):
 
     def ready(self) -> None:
         post_migrate.connect(sync_roles, sender=self, dispatch_uid="monitor.sync_roles")
+        # The pages' cache is refreshed after every run's end through this registry, so the
+        # run layer never imports the web layer (monitor.derived.run_end).
+        from monitor.derived.run_end import register_warmer
+        from monitor.web.page_figures import warm
+
+        register_warmer(warm)

@@ -10,16 +10,20 @@ that holds its key.
 from __future__ import annotations
 
 import re
+import secrets
+from collections.abc import Iterable
 
 from croniter import croniter
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models, transaction
+from django.db.models import F
+from django.db.models.signals import post_delete
+from django.dispatch import receiver
 from django.utils import timezone
 
 from evals.records import EndpointSpec
 from monitor.alerting import metrics_catalogue
-from monitor.derived import page_cache
 from monitor.derived.run_summary import RunSummary
 from monitor.env import env_secret
 
@@ -164,6 +168,11 @@ BENCHMARK_CASES = (
 )
 
 
+def new_generation() -> int:
+    """A new pair's first ``generation``: random, far below the field's 2**63 limit."""
+    return secrets.randbits(60)
+
+
 class Pair(models.Model):
     """A fast endpoint and a base endpoint that a vendor says serve the same model."""
 
@@ -183,6 +192,12 @@ class Pair(models.Model):
         help_text="Spend cap per UTC day for this pair's probes; each run takes the cases it "
         "can afford (monitor.runs.budget). Empty: no cap.",
     )
+    # The version of what the pair's runs left behind (``monitor.derived.page_cache``): bumped
+    # in the same transaction as every summary write, run end and derived-data write, so a
+    # reader that sees new data also sees a new version. It starts at a random value, so a new
+    # pair under an id used before (SQLite reuses ids; a test database restarts them) never
+    # meets an old pair's cached pages. Never set by hand.
+    generation = models.PositiveBigIntegerField(default=new_generation, editable=False)
 
     class Meta:
         ordering = ["name"]
@@ -231,27 +246,35 @@ class RunQuerySet(models.QuerySet):
     def merge_summary(self, run_id: int, **blocks: object) -> RunSummary:
         """The one writer of ``Run.summary``: replace the named blocks (``RunSummary`` field
         names; values are blocks or None to drop one) under a row lock, so two writers (the
-        summariser and the verdict, say) never lose each other's block. The pair's cached pages
-        get a new generation on commit (``monitor.derived.page_cache``)."""
+        summariser and the verdict, say) never lose each other's block. The pair's generation
+        is bumped in the same transaction (its cached pages are keyed on it)."""
         with transaction.atomic():
             run = self.select_for_update().only("id", "pair_id", "summary").get(id=run_id)
             merged = run.summary_obj.replace(**blocks)
             self.filter(id=run_id).update(summary=merged.to_json())
-            page_cache.touch(run.pair_id)
+            bump_generation([run.pair_id])
         return merged
 
     def end(self, status: str, **fields: object) -> int:
         """The one writer of a run's end (done or failed, with ``finished_at`` now unless
-        given): how many of these runs it ended. Their pairs' cached pages and overview cells
-        get a new generation on commit, as after a summary write: a run that ends changes what
-        they show (a trend run becomes comparable, an audit's verdict becomes the newest)."""
-        pair_ids = set(self.values_list("pair_id", flat=True))
-        ended = self.update(
-            status=status, finished_at=fields.pop("finished_at", timezone.now()), **fields
-        )
-        for pair_id in pair_ids if ended else ():
-            page_cache.touch(pair_id)
+        given): how many of these runs it ended. Their pairs' generations are bumped in the same
+        transaction, as after a summary write: a run that ends changes what the pages show (a
+        trend run becomes comparable, an audit's verdict becomes the newest). What the run
+        leaves behind is written by ``monitor.derived.run_end.record_run_end``, which every
+        path that ends a run calls after its last write."""
+        with transaction.atomic():
+            pair_ids = set(self.values_list("pair_id", flat=True))
+            ended = self.update(
+                status=status, finished_at=fields.pop("finished_at", timezone.now()), **fields
+            )
+            if ended:
+                bump_generation(pair_ids)
         return ended
+
+
+def bump_generation(pair_ids: Iterable[int]) -> None:
+    """A new ``Pair.generation`` for these pairs, inside the caller's transaction."""
+    Pair.objects.filter(pk__in=list(pair_ids)).update(generation=F("generation") + 1)
 
 
 class Run(models.Model):
@@ -318,6 +341,12 @@ class Run(models.Model):
     @property
     def active(self) -> bool:
         return self.status in (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.EVALUATING)
+
+
+@receiver(post_delete, sender=Run)
+def _run_deleted(sender: type[Run], instance: Run, **kwargs: object) -> None:
+    """A deleted run (the admin, a cascade) changes what the pages show, as its end did."""
+    bump_generation([instance.pair_id])
 
 
 class Sample(models.Model):

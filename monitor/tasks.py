@@ -12,11 +12,10 @@ from celery import shared_task
 from django.db import OperationalError
 
 from monitor.alerting import lifecycle
-from monitor.derived import retention
+from monitor.derived import retention, run_end
 from monitor.models import Pair, Run, RunKind, RunTrigger
 from monitor.reporting import archive, sla
 from monitor.runs import pipeline, steps, watchdog
-from monitor.web import page_figures
 
 TRANSIENT = (OperationalError, ConnectionError)
 
@@ -118,7 +117,7 @@ def warm_pages_task() -> int:
     CPU each; docs/benchmarks.md, "Scale"). When all is warm it reads versions only."""
     pair_ids = list(Pair.objects.values_list("id", flat=True))
     for pair_id in pair_ids:
-        page_figures.warm(pair_id)
+        run_end.warm(pair_id)
     return len(pair_ids)
 
 

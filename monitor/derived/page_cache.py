@@ -1,21 +1,21 @@
 """What a pair's pages compute from its finished runs (plotly figure JSON, the speed page's
-bootstrap report), kept in Django's cache until the pair's data changes.
+bootstrap report, the overview's cells), kept in Django's cache until the pair's data changes.
 
-Why: building the figures and the bootstrap is 100–250 ms of CPU per view while the data behind
-them changes once per run (docs/benchmarks.md, "Scale"). Why the cache and not a table: the
-entries are derived, rebuilt on a miss in one view, and never need a migration or a backup;
-Redis (or files, without REDIS_URL) is shared by the web and worker processes.
+Why: building the figures and the bootstrap costs far more CPU per view than reading a cached
+entry, while the data behind them changes once per run (docs/benchmarks.md, "Scale"). Why the
+cache and not a table: the entries are derived, rebuilt on a miss in one view, and never need a
+migration or a backup; Redis (or files, without REDIS_URL) is shared by the web and worker
+processes.
 
-A key holds the pair's **data version**, read fresh on every view, so a new run invalidates by
-itself and no figure older than the newest run is ever served:
-
-- the pair's finished runs: newest id, count and newest ``finished_at`` (one indexed aggregate
-  query) — a run that finishes, fails, is reaped or deleted changes it;
-- a per-pair generation token that ``touch`` replaces after every ``Run.summary`` write
-  (``RunQuerySet.merge_summary``, on commit): a verdict or drift block written after the run
-  finished. A lost token (eviction, restart) is replaced by a new random one, never reused;
-- a digest of the pair's and its endpoints' fields (a changed claim, SLO or name);
-- the database name and ``CODE_VERSION`` (bump it when a cached builder's output changes).
+A key holds the pair's **data version**: a digest of the pair's and its endpoints' fields. One
+of the pair's fields is ``Pair.generation``, bumped in the same transaction as every
+``Run.summary`` write (``RunQuerySet.merge_summary``), every run's end (``RunQuerySet.end``),
+every derived-data write (``monitor.derived.run_end``) and every run deletion; the other fields
+cover a changed claim, SLO or name, and a new pair under an id used before (SQLite reuses the
+highest id after a delete). So a version is read with the pair row itself — no query, no
+token held in the cache — and a reader that sees new data sees a new version. The database
+name and ``CODE_VERSION`` (bump it when a cached builder's output or an entry's shape changes)
+complete the key.
 
 Every viewer who may open a page sees the same page (``monitor.selectors.get_pair_for_user``:
 no per-user filtering; the permission check runs before the cache is read), so nothing about
@@ -25,37 +25,15 @@ a user is in the key or the value.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any, TypeVar
-from uuid import uuid4
 
 from django.core.cache import cache
-from django.db import connection, transaction
-from django.db.models import Count, Max, Model
+from django.db import connection
+from django.db.models import Model
 
-CODE_VERSION = 4
+CODE_VERSION = 5
 T = TypeVar("T")
-
-
-def _token_key(pair_id: int) -> str:
-    return f"pairgen:{connection.settings_dict['NAME']}:{pair_id}"
-
-
-def touch(pair_id: int) -> None:
-    """A new generation for the pair's cached pages, once the current transaction commits."""
-    transaction.on_commit(lambda: cache.set(_token_key(pair_id), uuid4().hex, timeout=None))
-
-
-def generations(pair_ids: Iterable[int]) -> dict[int, str]:
-    """Pair id → its current generation token (one cache round trip for all of them); a lost
-    one is replaced by a new random token (set, not added: a ``touch`` racing with it leaves
-    some new token either way, never an old one)."""
-    keys = {_token_key(pair_id): pair_id for pair_id in pair_ids}
-    found = cache.get_many(list(keys))
-    lost = {key: uuid4().hex for key in keys if key not in found}
-    if lost:
-        cache.set_many(lost, timeout=None)
-    return {keys[key]: token for key, token in {**found, **lost}.items()}
 
 
 def _fields(obj: Model | None) -> list[tuple[str, Any]]:
@@ -73,17 +51,9 @@ def digest(pair: Model) -> str:
 
 
 def data_version(pair: Model) -> str:
-    """The pair's data version (module docstring): one query and one cache read, once per pair
-    object (a view reads its pair once per request, so every entry of the request shares it)."""
-    known = getattr(pair, "_data_version", None)
-    if known is not None:
-        return known
-    runs = pair.runs.filter(finished_at__isnull=False).aggregate(
-        newest=Max("id"), n=Count("id"), finished=Max("finished_at")
-    )
-    token = generations([pair.pk])[pair.pk]
-    pair._data_version = f"{runs['newest']}:{runs['n']}:{runs['finished']}:{token}:{digest(pair)}"
-    return pair._data_version
+    """The pair's data version (module docstring), from the pair row as it was read: a view
+    reads its pair once per request, so every entry of the request shares one version."""
+    return digest(pair)
 
 
 def _key(page: str, pair_id: int, version: str, params: Any = ()) -> str:

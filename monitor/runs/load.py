@@ -25,6 +25,7 @@ from evals.latency import goodput, percentiles
 from evals.plan import STREAMS, PlannedRequest, execute_plan
 from evals.records import ChatRequest, EndpointSpec, TimingRecord
 from evals.suites import fill_nonce
+from monitor.derived.run_end import record_run_end
 from monitor.models import Case, Pair, Run, RunKind, RunStatus
 from monitor.runs.ratelimit import RunGate
 from monitor.runs.steps import create_run, mark_failed, save_sample, summarise_run
@@ -147,6 +148,7 @@ def run_load_probe(
     except Exception as exc:  # the run says why; samples already saved stay
         log.exception("load probe %s failed", run.id)
         mark_failed(run_id=run.id, exc=exc)
+    record_run_end(run.id)
     return Run.objects.get(id=run.id)
 
 

@@ -7,8 +7,8 @@ Evaluate comes after the timed requests, never among them. Given ``evaluate`` (t
 ``evaluate_run_task.delay``), a run with generated code to test is handed off after measuring
 (status ``evaluating``) and ``evaluate_run`` carries on from there in a worker of the
 ``sandbox`` queue (``monitor.runs.routing``); without it, the same steps follow here. Last, done or
-failed, the pair's page figures and overview cells are built into the cache
-(``monitor.web.page_figures.warm``), so the first view after a run is fast too.
+failed, ``monitor.derived.run_end.record_run_end`` records what the run leaves behind and
+refreshes the pair's cached pages, so the first view after a run is fast too.
 
 Measuring and summarising either succeed or mark the run failed with the reason. The judging
 steps after "done" read the finished run and never fail it: a verdict that cannot be computed
@@ -27,10 +27,10 @@ from typing import Any
 
 from monitor.alerting import alerts, lifecycle, maintenance
 from monitor.derived import evidence, loss_detectors, rollups
+from monitor.derived.run_end import record_run_end
 from monitor.judging import verdict
 from monitor.models import Alert, Run, RunKind, RunStatus
 from monitor.runs import budget, heartbeat, steps, watchdog
-from monitor.web import page_figures
 
 log = logging.getLogger(__name__)
 
@@ -92,9 +92,9 @@ def finish(*, run_id: int, attempt: int, notify: Callable[[int], Any] | None = N
     for alert in evaluate_alerts(run_id=run_id):
         if notify is not None:
             notify(alert.id)
-    run = Run.objects.get(id=run_id)
-    page_figures.warm(run.pair_id)  # after the last summary write: the pages' first view
-    return run
+    # after the last summary write; its rollups were a measured step, read by the judging
+    record_run_end(run_id, rollups_written=True)
+    return Run.objects.get(id=run_id)
 
 
 def _steps(run_id: int, attempt: int, *actions: Callable[[], Any]) -> bool:
@@ -109,10 +109,7 @@ def _steps(run_id: int, attempt: int, *actions: Callable[[], Any]) -> bool:
     except Exception as exc:
         log.exception("run %s failed", run_id)
         steps.mark_failed(run_id=run_id, exc=exc, attempt=attempt)
-        rollups.record_run_safely(run_id=run_id)  # its requests still count in availability
-        pair_id = Run.objects.filter(id=run_id).values_list("pair_id", flat=True).first()
-        if pair_id is not None:  # the failure is a new finished run on the pages
-            page_figures.warm(pair_id)
+        record_run_end(run_id)  # its requests still count in availability; its pages warm
         return False
     return True
 

@@ -34,10 +34,10 @@ from django_celery_beat.models import PeriodicTask
 from monitor.alerting import lifecycle
 from monitor.alerting.alerts import pair_link
 from monitor.alerting.metrics_catalogue import SYSTEM_METRICS
+from monitor.derived.run_end import record_run_end
 from monitor.models import Alert, AlertRule, Beacon, Pair, Run, RunStatus
 from monitor.runs.heartbeat import abandoned, evaluation_lost
 from monitor.runs.steps import summarise_run
-from monitor.web import page_figures
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +117,7 @@ def reap_stale_runs(now: datetime | None = None) -> list[Alert]:
         except Exception:  # the run is failed either way; the summary is best effort
             log.exception("run %s: summary of the stored samples failed", run.id)
         run.refresh_from_db()
-        page_figures.warm(run.pair_id)  # the pipeline that would have warmed them is gone
+        record_run_end(run.id)  # the pipeline that would have recorded its end is gone
         message = (
             f"Run {run.id} ({run.kind}, {run.trigger}) of {_where(run.pair)} failed: {reason}. "
             f"{run.completed} of {run.planned} samples were stored; they are kept and "

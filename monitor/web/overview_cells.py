@@ -6,13 +6,11 @@ samples, and the SVGs' CPU; docs/benchmarks.md, "Scale"), while what they show c
 when a run of the pair ends or writes its summary, or when the oldest run in the window ages
 out, and the overview refreshes every 5 s in every open browser.
 
-An entry's version is the pair's generation (``monitor.derived.page_cache.generations``, renewed on
-commit by every ``Run.summary`` write and every run's end, ``RunQuerySet.end``) and the digest
-of its and its endpoints' fields (``page_cache.digest``), with the id and finish time of its
-newest comparable run (an id alone can come back: SQLite reuses the highest id after a delete,
-and a test database's ids start again each test); the entry also says until when it holds
-(``valid_until``: the moment its oldest windowed run leaves the window), so it is exact, not
-merely recent. What can
+An entry's version is the pair's data version (``monitor.derived.page_cache.data_version``: its
+fields and its endpoints', ``Pair.generation`` among them, bumped in the same transaction as
+every ``Run.summary`` write, run end and derived-data write); the entry also says until when it
+holds (``valid_until``: the moment its oldest windowed run leaves the window), so it is exact,
+not merely recent. What can
 change without a run stays out and is read on every view: status, last run, open alerts,
 maintenance windows, the e-BH flags across pairs.
 """
@@ -162,12 +160,7 @@ def measured(rows: Sequence[tuple[Pair, Run | None]], now: datetime) -> dict[int
     """Pair id → its cells, from the cache where the pair's version is unchanged and the
     entry's window still holds, built for the rest in one pass. ``rows``: each pair with its
     newest comparable finished run (``selectors.pairs_overview`` reads it), or None."""
-    tokens = page_cache.generations([pair.pk for pair, _ in rows])
-    versions = {
-        pair.pk: f"{tokens[pair.pk]}:{run and run.pk}:{run and run.finished_at}:"
-        f"{page_cache.digest(pair)}"
-        for pair, run in rows
-    }
+    versions = {pair.pk: page_cache.data_version(pair) for pair, _ in rows}
     pairs = {pair.pk: (pair.name, run and run.pk) for pair, run in rows}
     return page_cache.cached_many(
         "overview",

@@ -2,15 +2,14 @@
 page's bootstrap report), built from the pair alone and cached per data version of the pair
 (``monitor.derived.page_cache``).
 
-The views read them through ``figures``; the pipeline and the watchdog call ``warm`` when a run
-ends (with the pair's overview cells), so the first view after a run is served from the cache
-(docs/benchmarks.md, "Scale": a cold speed page is ~85 ms of CPU, a warm one a few ms).
-This module imports no view, so the pipeline can.
+The views read them through ``figures``. ``warm`` is registered with
+``monitor.derived.run_end`` (``MonitorConfig.ready``), which calls it after every run's end and
+from the 5-minute refill task, so the first view after a run is served from the cache
+(docs/benchmarks.md, "Scale").
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -25,8 +24,6 @@ from monitor.web.chart_kit import Chart
 from monitor.web.pair_charts import pair_charts
 from monitor.web.speed_charts import speed_charts, thin_scenarios
 from monitor.web.verdict_charts import verdict_charts
-
-log = logging.getLogger(__name__)
 
 
 def pair_page(pair: Pair) -> list[Chart]:
@@ -76,12 +73,11 @@ def figures(page: str, pair: Pair) -> Any:
 
 
 def warm(pair_id: int) -> None:
-    """Fill the cache for every page of the pair and its overview cells; never raises (a view
-    rebuilds on a miss)."""
-    try:
-        pair = Pair.objects.select_related("fast", "base", "suite").get(pk=pair_id)
-        for page in BUILDERS:
-            figures(page, pair)
-        overview_cells.warm(pair, timezone.now())
-    except Exception:
-        log.exception("figure cache of pair %s not warmed", pair_id)
+    """Fill the cache for every page of the pair and its overview cells (a pair deleted
+    meanwhile has none)."""
+    pair = Pair.objects.select_related("fast", "base", "suite").filter(pk=pair_id).first()
+    if pair is None:
+        return
+    for page in BUILDERS:
+        figures(page, pair)
+    overview_cells.warm(pair, timezone.now())

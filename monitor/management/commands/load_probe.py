@@ -6,7 +6,6 @@ from django.core.management.base import BaseCommand, CommandError
 
 from monitor.models import Pair, RunStatus, Suite
 from monitor.runs.load import LOAD_LEVELS, MAX_LOAD_REQUESTS, run_load_probe
-from monitor.web import page_figures
 
 
 def _ms(stat: dict) -> str:
@@ -54,7 +53,6 @@ class Command(BaseCommand):
         run = run_load_probe(
             pair=pair, concurrency_levels=levels, requests_per_level=opts["requests"], suite=suite
         )
-        page_figures.warm(pair.pk)  # its end changed the pair's data version, as a run's does
         if run.status != RunStatus.DONE:
             raise CommandError(f"load probe run {run.id} {run.status}: {run.error}")
         load = run.summary["load"]

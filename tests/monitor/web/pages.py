@@ -57,5 +57,7 @@ def make_run(pair: Pair, *, minutes_ago: int, status: str = "done", **kw) -> Run
     )
     when = timezone.now() - timedelta(minutes=minutes_ago)
     Run.objects.filter(pk=run.pk).update(created_at=when, finished_at=when)
+    if status in ("done", "failed"):  # ended as the product ends a run: a new pair generation
+        Run.objects.filter(pk=run.pk).end(status, finished_at=when)
     run.refresh_from_db()
     return run
