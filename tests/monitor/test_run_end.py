@@ -67,9 +67,7 @@ def test_a_failed_run_ends_through_the_entry_point_with_its_rollups(
     assert RunRollup.objects.filter(run=run).count() == 2
 
 
-def test_a_run_the_watchdog_fails_ends_through_the_entry_point(
-    demo_vendor_url, warmed, settings
-):
+def test_a_run_the_watchdog_fails_ends_through_the_entry_point(demo_vendor_url, warmed, settings):
     settings.TIERWATCH_STALE_AFTER_S = 60
     pair = vendor_pair(demo_vendor_url, suite="smoke", repeat=1)
     lost = execute_run(run_id=create_run(pair=pair, seed=1).id, cases_limit=2)
