@@ -319,7 +319,7 @@ def settings_line(hs: list[float]) -> str:
         f"frozen from {b.MIN_BASELINE_RUNS} hourly probes, pair ARL0 = "
         f"{b.probe_arl(EVERY_S):.0f} probes; h is set per baseline from its runs' lag-1 "
         f"autocorrelation: {cusum.h_for_arl(b.probe_arl(EVERY_S) * 3, n_baseline=PRE):.2f} "
-        f"without any, {_h_words(hs)} (k = {cusum.K}). Goals (issue 9): "
+        f"without any, {_h_words(hs)} (k = {cusum.K}). Goals: "
         "≤ 1 false alarm per pair per quarter; a different model caught within 3 h."
     )
 

@@ -315,7 +315,7 @@ class Run(models.Model):
         indexes = [
             models.Index(fields=["pair", "-created_at"]),
             # the /metrics scrape counts every pair's runs by status: an index-only scan of this
-            # (3.6 MB at 511,000 runs) instead of reading the whole table (issue 13)
+            # (3.6 MB at 511,000 runs) instead of reading the whole table (docs/benchmarks.md, "Scale")
             models.Index(fields=["pair", "status"], name="run_pair_status"),
         ]
 
@@ -355,7 +355,7 @@ class Sample(models.Model):
     TIERS = [("fast", "fast"), ("base", "base")]
 
     # No index of their own on run and endpoint: the (run, tier) and (endpoint, started_at)
-    # indexes below start with them and serve every lookup (146 MB at 10 M samples, issue 13).
+    # indexes below start with them and serve every lookup (docs/benchmarks.md, "Scale").
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="samples", db_index=False)
     case = models.ForeignKey(Case, on_delete=models.PROTECT, related_name="samples")
     endpoint = models.ForeignKey(
@@ -399,7 +399,7 @@ class Sample(models.Model):
     pruned_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        # No default ordering: it made every unordered query join runs and sort (issue 13);
+        # No default ordering: it made every unordered query join runs and sort;
         # callers that need plan order say .order_by("seq").
         indexes = [
             models.Index(fields=["run", "tier"]),

@@ -1,4 +1,4 @@
-"""A run survives replies that cannot be stored as they are (issue: one NUL ended a whole run
+"""A run survives replies that cannot be stored as they are (once, one NUL ended a whole run
 on PostgreSQL): every value is made storable, a sample that still cannot be saved is kept as
 ``store_error``, and the request loop never runs on unread. Meant for PostgreSQL
 (``DATABASE_URL``), and holds on SQLite too."""
