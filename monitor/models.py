@@ -315,7 +315,7 @@ class Run(models.Model):
         indexes = [
             models.Index(fields=["pair", "-created_at"]),
             # the /metrics scrape counts every pair's runs by status: an index-only scan of this
-            # (3.6 MB at 511,000 runs) instead of reading the whole table (docs/benchmarks.md, "Scale")
+            # instead of reading the whole table (docs/benchmarks.md, "Scale")
             models.Index(fields=["pair", "status"], name="run_pair_status"),
         ]
 
