@@ -15,9 +15,20 @@ from datetime import datetime
 from typing import Any
 
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
+from django.db.models.fields.json import KT
 from django.shortcuts import get_object_or_404
 
-from monitor.models import Alert, Endpoint, Pair, ProvenanceEvent, Run, RunKind, Sample
+from monitor.models import (
+    Alert,
+    AlertTransition,
+    Endpoint,
+    Pair,
+    ProvenanceEvent,
+    Run,
+    RunKind,
+    RunStatus,
+    Sample,
+)
 
 # Fields a chart or a runs list needs; the rest of a run stays in the database.
 RUN_LIST_FIELDS = (
@@ -142,12 +153,15 @@ def get_sample(sample_id: int) -> Sample:
     )
 
 
-def open_alerts(pair: Pair | None = None, limit: int = 100) -> QuerySet[Alert]:
-    """Unresolved alerts, newest first; of one pair when given."""
-    qs = Alert.objects.filter(resolved_at__isnull=True).select_related("rule", "pair", "run")
+def open_alerts(pair: Pair | None = None, limit: int | None = 100) -> QuerySet[Alert]:
+    """Unresolved alerts, newest first; of one pair when given; all of them with no limit."""
+    qs = Alert.objects.filter(resolved_at__isnull=True).select_related(
+        "rule", "pair", "run", "acknowledged_by"
+    )
     if pair is not None:
         qs = qs.filter(pair=pair)
-    return qs.order_by("-opened_at")[:limit]
+    qs = qs.order_by("-opened_at")
+    return qs if limit is None else qs[:limit]
 
 
 def has_active_run(runs: list[Run]) -> bool:
@@ -270,3 +284,78 @@ def alerts(*, state: str | None = None, pair: str | None = None) -> QuerySet[Ale
     if pair is not None:
         qs = qs.filter(pair__name=pair)
     return qs
+
+
+def newest_trend_runs(pair_ids: Sequence[int], runs: int) -> Q:
+    """Each pair's newest ``runs`` comparable runs (and any tied with the oldest of them), as a
+    filter: one query for each pair's ``runs``-th newest creation time, an index lookup per
+    pair. A window function over every comparable run of every pair sorted 120,000 runs at
+    2.9 M samples (~0.8 s; docs/benchmarks.md, "Scale")."""
+    nth = (
+        Run.objects.trend()
+        .filter(pair=OuterRef("pk"))
+        .order_by("-created_at", "-id")
+        .values("created_at")[runs - 1 : runs]
+    )
+    since = Pair.objects.filter(pk__in=pair_ids).annotate(since=Subquery(nth))
+    wanted = Q(pk__in=[])
+    for pair_id, when in since.values_list("pk", "since"):
+        wanted |= Q(pair_id=pair_id) if when is None else Q(pair_id=pair_id, created_at__gte=when)
+    return wanted
+
+
+def trend_ttft_p50s(pair_ids: Sequence[int], runs: int) -> QuerySet:
+    """Rows ``(pair_id, min_n, fast p50, fast n, base p50, base n)`` of each pair's newest
+    ``runs`` comparable runs, newest first per pair: the TTFT trend line of the overview. It
+    reads the five numbers through JSON paths, not whole summaries (decoding every summary in
+    Python cost more than the rest of the overview)."""
+    paths = [
+        KT(f"summary__tiers__{tier}__ttft_ms__{key}")
+        for tier in ("fast", "base")
+        for key in ("p50", "n")
+    ]
+    return (
+        Run.objects.trend()
+        .filter(newest_trend_runs(pair_ids, runs))
+        .order_by("pair_id", "-created_at", "-id")
+        .values_list("pair_id", KT("summary__min_n"), *paths)
+    )
+
+
+def alert_transitions(pair: Pair, since: datetime) -> QuerySet:
+    """Every state change of the pair's alerts since ``since`` (the timeline)."""
+    return AlertTransition.objects.filter(alert__pair=pair, at__gte=since).select_related(
+        "alert__rule", "user"
+    )
+
+
+def done_runs_since(pair: Pair, since: datetime, limit: int) -> list[Run]:
+    """The pair's newest ``limit`` done runs since ``since``, oldest first (the timeline's
+    verdict and drift events)."""
+    runs = list(
+        Run.objects.filter(pair=pair, status=RunStatus.DONE, created_at__gte=since).order_by(
+            "-created_at", "-pk"
+        )[:limit]
+    )
+    runs.reverse()
+    return runs
+
+
+def newest_trend_run(pair: Pair) -> Run | None:
+    """The pair's newest comparable probe (its summary holds the stored drift state)."""
+    return (
+        Run.objects.trend()
+        .filter(pair=pair)
+        .order_by("-created_at", "-id")
+        .only("id", "summary")
+        .first()
+    )
+
+
+def case_samples(run: Run, case_key: str) -> list[Sample]:
+    """The run's successful samples of one case, in plan order (the diff viewer)."""
+    return list(
+        Sample.objects.filter(run=run, case__key=case_key, ok=True)
+        .select_related("case", "endpoint")
+        .order_by("repetition", "batch")
+    )

@@ -11,13 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from django.db.models import OuterRef, Q, Subquery
-from django.db.models.fields.json import KT
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
 from evals.latency import MIN_N
-from monitor.models import Pair, Run
+from monitor import selectors
 
 RUNS = 48
 WIDTH, HEIGHT, PAD = 160, 36, 2
@@ -38,39 +36,11 @@ class Trend:
         return next((v for v in reversed(getattr(self, tier)) if v is not None), None)
 
 
-def newest_trend_runs(pair_ids: Sequence[int], runs: int) -> Q:
-    """Each pair's newest ``runs`` comparable runs (and any tied with the oldest of them), as a
-    filter: one query for each pair's ``runs``-th newest creation time, an index lookup per
-    pair. A window function over every comparable run of every pair sorted 120,000 runs at
-    2.9 M samples (~0.8 s; docs/benchmarks.md, "Scale")."""
-    nth = (
-        Run.objects.trend()
-        .filter(pair=OuterRef("pk"))
-        .order_by("-created_at", "-id")
-        .values("created_at")[runs - 1 : runs]
-    )
-    since = Pair.objects.filter(pk__in=pair_ids).annotate(since=Subquery(nth))
-    wanted = Q(pk__in=[])
-    for pair_id, when in since.values_list("pk", "since"):
-        wanted |= Q(pair_id=pair_id) if when is None else Q(pair_id=pair_id, created_at__gte=when)
-    return wanted
-
-
 def ttft_trends(pair_ids: Sequence[int], runs: int = RUNS) -> dict[int, Trend]:
     """TTFT P50 per tier over each pair's newest comparable runs, oldest first, in two queries
     for all pairs. It reads the five numbers it needs through JSON paths, not whole summaries:
     decoding 48 summaries × 50 pairs in Python was ~0.5 s of CPU per overview."""
-    paths = [
-        KT(f"summary__tiers__{tier}__ttft_ms__{key}")
-        for tier in ("fast", "base")
-        for key in ("p50", "n")
-    ]
-    rows = (
-        Run.objects.trend()
-        .filter(newest_trend_runs(pair_ids, runs))
-        .order_by("pair_id", "-created_at", "-id")
-        .values_list("pair_id", KT("summary__min_n"), *paths)
-    )
+    rows = selectors.trend_ttft_p50s(pair_ids, runs)
     kept: dict[int, list] = {pid: [] for pid in pair_ids}
     for pair_id, *row in rows:
         if len(kept[pair_id]) < runs:  # ties at the cutoff time

@@ -20,7 +20,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from monitor import selectors
 from monitor.alerting import lifecycle, maintenance
-from monitor.models import Alert, AlertTransition, Pair, Run, RunStatus
+from monitor.models import Alert, Pair, Run
 from monitor.web.access import CHANGE_ALERT, VIEW_ALERT, requires
 from monitor.web.htmx import wants_fragment
 
@@ -34,9 +34,7 @@ def _event(at: datetime, kind: str, title: str, detail: str = "", **extra: Any) 
 
 
 def alert_events(pair: Pair, since: datetime) -> list[dict[str, Any]]:
-    rows = AlertTransition.objects.filter(alert__pair=pair, at__gte=since).select_related(
-        "alert__rule", "user"
-    )
+    rows = selectors.alert_transitions(pair, since)
     words = {
         "opened": "opened",
         "acknowledged": "acknowledged",
@@ -159,12 +157,7 @@ def maintenance_events(pair: Pair, since: datetime, until: datetime) -> list[dic
 def pair_timeline(pair: Pair, now: datetime | None = None) -> list[dict[str, Any]]:
     now = now or timezone.now()
     since = now - HORIZON
-    runs = list(
-        Run.objects.filter(pair=pair, status=RunStatus.DONE, created_at__gte=since).order_by(
-            "-created_at", "-pk"
-        )[:RUNS_READ]
-    )
-    runs.reverse()
+    runs = selectors.done_runs_since(pair, since, RUNS_READ)
     events = (
         alert_events(pair, since)
         + verdict_events(runs)
@@ -179,11 +172,7 @@ def pair_timeline(pair: Pair, now: datetime | None = None) -> list[dict[str, Any
 def _context(request: HttpRequest, pair: Pair, **extra: Any) -> dict[str, Any]:
     return {
         "pair": pair,
-        "open_alerts": list(
-            Alert.objects.filter(pair=pair, resolved_at__isnull=True)
-            .select_related("rule", "acknowledged_by")
-            .order_by("-opened_at")
-        ),
+        "open_alerts": list(selectors.open_alerts(pair, limit=None)),
         "can_act": request.user.has_perm("monitor.change_alert"),
         "silence_hours": SILENCE_HOURS,
         "now": timezone.now(),

@@ -91,8 +91,7 @@ def _t0_rows(t0: dict[str, Any] | None) -> list[tuple[str, list[str], bool]]:
 
 def _drift(pair) -> dict[str, Any]:
     """The pair's stored CUSUM state as of its latest probe, and its frozen baseline."""
-    probe = (Run.objects.trend().filter(pair=pair).order_by("-created_at", "-id")
-             .only("id", "summary").first())  # fmt: skip
+    probe = selectors.newest_trend_run(pair)
     block = probe.summary_obj.drift if probe else None
     baseline = evidence.active_baseline(pair)
     rows = []
@@ -219,11 +218,7 @@ def _column(title: str, sample: Sample | None, pos: int | None) -> dict[str, Any
 @require_GET
 def diff_view(request: HttpRequest, run_id: int, case_key: str) -> HttpResponse:
     run = get_object_or_404(Run.objects.select_related("pair__fast", "pair__base"), pk=run_id)
-    samples = list(
-        Sample.objects.filter(run=run, case__key=case_key, ok=True)
-        .select_related("case", "endpoint")
-        .order_by("repetition", "batch")
-    )
+    samples = selectors.case_samples(run, case_key)
     if not samples:
         raise Http404(f"run {run_id} has no successful sample of case {case_key!r}")
     by = {(s.tier, s.batch, s.repetition): s for s in samples}
