@@ -1,14 +1,35 @@
 """The Celery application, configured from Django settings (``CELERY_*`` names)."""
 
+import ctypes
 import os
+import signal
 
 from celery import Celery
+from celery.signals import beat_embedded_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "monitor.settings")
 
 app = Celery("tierwatch")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+@beat_embedded_init.connect
+def die_with_the_worker(sender: object = None, **kwargs: object) -> None:
+    """An embedded beat (``worker --beat``) is a child process of its worker. A worker killed
+    with SIGKILL cannot stop it, so it lived on under PID 1, and the restarted worker started a
+    second beat: every schedule ran twice. Ask the kernel to send this process SIGTERM when its
+    parent dies (Linux ``prctl``), and leave at once if the parent is already gone."""
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):  # not Linux: the pidfile of a standalone beat instead
+        return
+    if os.getppid() != parent or parent == 1:
+        os._exit(0)
 
 
 def worker_argv(

@@ -352,3 +352,54 @@ def test_a_redis_restart_mid_run_completes_it_and_the_schedule_goes_on(slow_vend
     for run in scheduled.filter(status="done"):
         keys = sample_keys(run)
         assert len(keys) == len(set(keys)) == run.planned
+
+
+def children(pid: int) -> list[int]:
+    """The live child processes of ``pid`` (from /proc: no ps needed)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            out.append(int(entry))
+    return out
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_killed_with_sigkill_takes_its_embedded_beat_with_it(slow_vendor_url, tmp_path):
+    """Only the worker's own pid is killed (a supervisor's kill, not the process group): its
+    embedded beat must not live on, or the restarted worker's beat makes every schedule run
+    twice."""
+    pair = slow_pair(slow_vendor_url, cases=1)
+    ensure_probe_schedule(pair_name=pair.name, every_s=4)
+    connection.close()
+    env = worker_env()
+    purge(env)
+    worker = start_worker(env, tmp_path, "worker-beat")
+    try:
+        wait_for(lambda: children(worker.pid), 30, "the embedded beat process", worker)
+        beats = children(worker.pid)
+        wait_for(  # beat is ticking: a scheduled run exists
+            lambda: Run.objects.filter(pair=pair, trigger="scheduled").exists(), 60, "a run", worker
+        )
+        os.kill(worker.pid, signal.SIGKILL)  # the worker alone, not its group
+        worker.wait(timeout=10)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and any(alive(b) for b in beats):
+            time.sleep(0.2)
+        assert not any(alive(b) for b in beats), "the embedded beat outlived its worker"
+    finally:
+        stop(worker)
