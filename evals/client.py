@@ -1,7 +1,7 @@
 """The streaming client: one request in, one :class:`~evals.records.TimingRecord` out.
 
-This module sends the request and says what went wrong; :mod:`evals.wire` gets the response's
-bytes off the socket, each read with its time; :mod:`evals.sse` turns those timestamped bytes
+This module sends the request and says what went wrong; :mod:`evals._wire` gets the response's
+bytes off the socket, each read with its time; :mod:`evals._sse` turns those timestamped bytes
 into events and the record's texts, tokens and times.
 
 Timing follows docs/measures.md. ``t0 = time.perf_counter()`` just before the request is sent;
@@ -19,7 +19,7 @@ every other time is milliseconds after t0 on the same clock:
   ``usage.completion_tokens`` when the server sends it, else our estimate.
 
 An event's timestamp is when the socket read that completed it returned (where each wire takes
-it: :mod:`evals.wire`).
+it: :mod:`evals._wire`).
 
 Failures never raise: every one is a record with ``ok=False``, one of ``records.ERROR_CLASSES``,
 a short message with the API key scrubbed, and whatever times and text arrived before it.
@@ -57,10 +57,8 @@ from typing import Any
 import aiohttp
 import httpx
 
-from evals.records import TEXT_KEPT_CHARS, ChatRequest, EndpointSpec, TimingRecord
-from evals.sse import _SNIPPET, _Failure, _Stream
-from evals.toolcalls import anthropic_fields, openai_fields
-from evals.wire import (
+from evals._sse import _SNIPPET, _Failure, _Stream
+from evals._wire import (
     _HTTPCORE_MARKS,
     _MARKS,
     HttpcoreClient,
@@ -69,6 +67,8 @@ from evals.wire import (
     _ssl_context,
     _StampingHandler,
 )
+from evals.records import TEXT_KEPT_CHARS, ChatRequest, EndpointSpec, TimingRecord
+from evals.toolcalls import anthropic_fields, openai_fields
 
 __all__ = [
     "ANTHROPIC_VERSION",

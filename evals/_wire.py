@@ -16,7 +16,7 @@ aiohttp reads in asyncio protocol callbacks with the llhttp C parser, like the r
 (figures: docs/benchmarks.md, "Timing fidelity", from ``benchmarks/timing_fidelity.py``).
 
 The times themselves are defined in :mod:`evals.client`; this module imports neither it nor
-:mod:`evals.sse`.
+:mod:`evals._sse`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Server-sent events: a response body's timestamped bytes in, the record's fields out.
 
 SSE framing is hand-written over raw bytes (``Accept-Encoding: identity``): events cut on blank
-lines and kept with the time of the socket read that completed them (:mod:`evals.wire` takes
+lines and kept with the time of the socket read that completed them (:mod:`evals._wire` takes
 those times). OpenAI and Anthropic events are then interpreted into the
 :class:`~evals.records.TimingRecord`'s text, tokens, usage and times (TTFT, E2E, chunk gaps,
 TPOT, as defined in :mod:`evals.client`'s docstring). Errors are raised as :class:`_Failure`
@@ -21,7 +21,7 @@ from evals.tokens import estimate_tokens
 from evals.toolcalls import ToolCallAssembler
 
 if TYPE_CHECKING:
-    from evals.wire import _Lane
+    from evals._wire import _Lane
 
 _SNIPPET = 200  # characters of an error body kept in the message
 
@@ -38,7 +38,7 @@ class _Stream:
     While the stream runs, :meth:`feed` does only what the raw-socket floor does: stamp the
     read, cut complete events on blank lines, keep ``(time, bytes)``, and watch for the end
     marker (``data: [DONE]`` / ``message_stop``) and for error events (which end reading at
-    once). The JSON is parsed in the lane (:class:`evals.wire._Lane`), between reads, while
+    once). The JSON is parsed in the lane (:class:`evals._wire._Lane`), between reads, while
     the stream runs; :meth:`parse` takes what is left at the end. So no event waits behind
     another's JSON parsing to be timestamped, and the end of a stream costs little: a wave of
     streams that end together restarts in less time than a scripted first token takes.
