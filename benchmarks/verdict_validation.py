@@ -15,10 +15,11 @@ Two steps, so the slow one runs once and the analysis can be repeated in minutes
 2. ``analyse``: resampled tests from the pools. For one resample at k samples per prompt, each
    prompt's pool is shuffled and cut into consecutive chunks, so the draws *from one pool* are
    disjoint (base batch 0, base batch 1, and for A-vs-A the "fast" batch); fast tiers come
-   from their own pool. Each resample is a whole product verdict, ``evals.stats.verdict.assess``
-   as the product calls it: fast-vs-base, base-vs-base (two base batches), fast-vs-fast (even
-   vs odd samples of the fast batch), then ``decide``.
-   "Rejects" is the MMD fast-vs-base p < α, the label is ``decide``'s.
+   from their own pool. Each resample is a whole product verdict as ``compute_verdict`` builds
+   it: ``mmd_test`` fast vs base, the base tier against another batch of itself
+   (``evals.stats.stability.base_stability``, reported, never a label), then
+   ``evals.stats.labels.judge``. "Rejects" is the MMD fast-vs-base p < α, the label is
+   ``judge``'s.
 
 Limits, plainly: resamples of one pool are not independent runs. Two resamples at k per
 prompt from a pool of m per prompt share k/m of their samples on average, so the rejection
@@ -63,9 +64,11 @@ from scipy.stats import binom  # noqa: E402
 from benchmarks.docs_section import write_section  # noqa: E402
 from evals.client import RETRIED_MARKER, make_client, stream_chat  # noqa: E402
 from evals.records import ChatRequest  # noqa: E402
+from evals.stats.labels import LABEL_WORDS, LABELS, judge  # noqa: E402
+from evals.stats.ladder import REFERENCE_LADDER  # noqa: E402
 from evals.stats.mmd import DEFAULT_L, mmd_test  # noqa: E402
 from evals.stats.sequential import BettingTest  # noqa: E402
-from evals.stats.verdict import REFERENCE_LADDER, assess, grade_effect  # noqa: E402
+from evals.stats.stability import base_stability  # noqa: E402
 from evals.suites import get_suite  # noqa: E402
 from evals.vendors.llamacpp import cache_dir, vendor  # noqa: E402
 
@@ -82,12 +85,7 @@ COMPARISONS = {
 }
 PER_PROMPT = (2, 5, 10)  # × 25 prompts = 50, 125, 250 samples per tier
 ALPHA = 0.05
-LABELS = (
-    "no_detectable_difference",
-    "numerics_scale_difference",
-    "different_model",
-    "inconclusive",
-)
+FLAGGED = ("outputs_differ", "capability_difference")  # the labels that say "a difference"
 
 
 def pool_dir() -> Path:
@@ -255,22 +253,20 @@ def draws(pool: dict[str, list[str]], sizes: list[int], rng: np.random.Generator
 
 
 def one_verdict(fast: dict, base0: dict, base1: dict, *, B: int, seed: int) -> dict[str, Any]:
-    """The product's verdict of one audit run (``assess``), reduced to numbers."""
-    a = assess(fast, base0, base1, seed=seed, B=B, alpha=ALPHA)
-    fvb, bvb, v = a.fast_vs_base, a.base_vs_base, a.verdict
-    fvf_p = a.fast_vs_fast.p_value if a.fast_vs_fast else None
-    flagged = v.label in ("numerics_scale_difference", "different_model")
-    graded = fvb.statistic if flagged else v.min_detectable_effect
+    """The product's verdict of one audit run (``compute_verdict``: fast vs base, base batch 1
+    standing in for the earlier audit's base batch), reduced to numbers."""
+    fvb = mmd_test(fast, base0, B=B, seed=seed)
+    bvb = base_stability(base0, base1, B=B, seed=seed + 1)
+    j = judge(fast_vs_base=fvb, base_stability=bvb, suite="audit", alpha=ALPHA)
     return {
         "p": fvb.p_value,
         "mmd2": fvb.statistic,
         "q95": fvb.critical_value(ALPHA),
-        "bvb_p": bvb.p_value if bvb else None,
-        "fvf_p": fvf_p,
-        "label": v.label,
-        "sentence": v.sentence,
-        "flagged": flagged,
-        "phrase": grade_effect(graded, REFERENCE_LADDER)[1] if graded else "",
+        "bvb_p": bvb.p_value,
+        "label": j.label,
+        "sentence": j.sentence,
+        "flagged": j.label in FLAGGED,
+        "detectable_80": j.effect.detectable_80 if j.effect else None,
     }
 
 
@@ -323,17 +319,10 @@ def power_rows(pools: dict, resamples: int, B: int, seed: int) -> list[dict]:
                     "bvb_rejects_01": sum(r["bvb_p"] < 0.01 for r in runs) / resamples,
                     "overlap": [k / pool_n, k / base_n],  # share two resamples have in common
                     "example": median_run["sentence"],
-                    "phrases": {
-                        kind: dict(
-                            Counter(
-                                x["phrase"]
-                                for x in runs
-                                if x["label"] != "inconclusive"
-                                and x["flagged"] == (kind == "flagged")
-                            )
-                        )
-                        for kind in ("flagged", "unflagged")
-                    },
+                    "median_detectable_80": statistics.median(
+                        [x["detectable_80"] for x in runs if x["detectable_80"] is not None]
+                        or [math.nan]
+                    ),
                 }
             )
             print(
@@ -498,7 +487,7 @@ def analyse(args: argparse.Namespace) -> None:
             for t, e in pools["targets"].items()
         },
         "runs": pools["runs"],
-        "timing": timing(pools),
+        "timing": timing(pools, args.timing_repeats),
         "whole": whole_pool_rows(pools, args.B, args.seed),
         "power": power_rows(pools, args.resamples, args.B, args.seed),
         "sequential": sequential_rows(pools, args.seq_resamples, args.seed),
@@ -635,22 +624,14 @@ def ladder_runs(runs: dict[str, dict]) -> list[str]:
     ]
 
 
-def top_phrase(row: dict, kind: str) -> str:
-    phrases = row["phrases"][kind]
-    if not phrases:
-        return "–"
-    text, count = max(phrases.items(), key=lambda kv: kv[1])
-    return f"{text or '(none)'} ({count})"
-
-
 def calib(power: list[dict], n: int, level: str) -> float:
-    """Mean base-vs-base rejection rate over the comparisons at n per tier."""
+    """Mean base-stability rejection rate over the comparisons at n per tier."""
     return statistics.mean(x[f"bvb_rejects_{level}"] for x in power if x["n"] == n)
 
 
 def majority(row: dict) -> str:
     label, count = max(row["labels"].items(), key=lambda kv: kv[1])
-    return f"{label.replace('_', ' ')} ({count} of {row['tests']})"
+    return f"{LABEL_WORDS[label]} ({count} of {row['tests']})"
 
 
 def render(r: dict) -> str:
@@ -704,9 +685,10 @@ def render(r: dict) -> str:
         "section from it).",
         "",
         "**Method and its limits.** Each resample is one audit run as the product builds it "
-        "(`compute_verdict`): k samples per prompt of the fast tier, two base batches of k "
-        "(base-vs-base), fast-vs-fast as even against odd samples, each `mmd_test` with "
-        f"B = {r['B']:,}, then `decide` with the shipped ladder. Draws from one pool are "
+        "(`compute_verdict`): k samples per prompt of the fast tier and two base batches of "
+        "k, `mmd_test` fast against base batch 0 and base batch 1 against batch 0 (the base "
+        f"tier's stability, reported, never a label), each with B = {r['B']:,}, then "
+        "`labels.judge` with the shipped ladder as context. Draws from one pool are "
         "disjoint within a resample (a per-prompt permutation cut into chunks; A-vs-A takes "
         "fast and both base batches from the f16 pool). Resamples are **not independent "
         "runs**: two resamples share k/m of their samples on average (m = pool per prompt; "
@@ -745,11 +727,11 @@ def render(r: dict) -> str:
             for x in aa_alarms.values()
             if x["rejects"] > ALPHA
         )
-        + ". The base-vs-base calibrations inside the same "
+        + ". The base-stability tests inside the same "
         "resamples (two disjoint f16 batches; mean over the five rows) reject at "
         + "; ".join(
             f"{calib(power, n, '05'):.3f} (α = 0.05) and {calib(power, n, '01'):.3f} "
-            f"(0.01, the level at which `decide` voids a run) at n = {n}"
+            f"(α = 0.01) at n = {n}"
             for n in sizes
         )
         + ".",
@@ -824,9 +806,9 @@ def render(r: dict) -> str:
         )
         + ".",
         "",
-        "### What `decide` says (label counts over the resampled runs)",
+        "### What `judge` says (label counts over the resampled runs)",
         "",
-        "| comparison | n per tier | " + " | ".join(x.replace("_", " ") for x in LABELS) + " |",
+        "| comparison | n per tier | " + " | ".join(LABEL_WORDS[x] for x in LABELS) + " |",
         "|---|---|" + "---|" * len(LABELS),
         *(
             f"| {name} | {n} | "
@@ -836,48 +818,36 @@ def render(r: dict) -> str:
             for n in sizes
         ),
         "",
-        "At 50 per tier (2 per prompt) every run is inconclusive by design (`decide` needs 5 "
-        'samples of a prompt per tier); otherwise "inconclusive" means a calibration '
-        "rejected at 0.01. The run with the median statistic at 250 per tier reads:",
+        "At 50 per tier (2 per prompt) every run is inconclusive by design (`judge` needs 5 "
+        'texts of a prompt per tier); otherwise "inconclusive" means more than a tenth of the '
+        "prompts had fewer than 2 non-empty texts. The run with the median statistic at 250 "
+        "per tier reads:",
         "",
         *(f'- {name}: "{cell(power, name, 250)["example"]}"' for name in names),
         "",
-        "Grading with this ladder, the most frequent label at 250 per tier: "
+        "The most frequent label at 250 per tier: "
         + ", ".join(f"{n_} → {majority(cell(power, n_, 250))}" for n_ in names)
         + ".",
         "",
-        "The ladder words in the sentences at 250 per tier (most frequent phrase and its count): "
-        "for flagged runs the statistic's nearest rung, for the others the nearest rung of the "
-        'detection threshold ("could miss differences below …"):',
+        'What a "no detectable difference" promises: the MMD² the run would catch with 80% '
+        "power (median over the resampled runs of each cell), beside the whole-pool distances "
+        "of the substitutions:",
         "",
-        "| comparison | flagged runs | not flagged |",
-        "|---|---|---|",
+        "| comparison | " + " | ".join(f"n = {n} per tier" for n in sizes) + " |",
+        "|---|" + "---|" * len(sizes),
         *(
-            f"| {n_} | {top_phrase(cell(power, n_, 250), 'flagged')} | "
-            f"{top_phrase(cell(power, n_, 250), 'unflagged')} |"
+            f"| {n_} | "
+            + " | ".join(f"{cell(power, n_, n)['median_detectable_80']:.4f}" for n in sizes)
+            + " |"
             for n_ in names
         ),
         "",
-        "Two things in that wording mislead. (1) Rungs that are not themselves significant "
-        "are noise around zero, not distances: "
-        + (
-            ", ".join(
-                f"{g['key']} (p = {g['p_value']:.2g})"
-                for g in ladder["rungs"]
-                if g.get("p_value", 0) >= ALPHA
-            )
-            or "none in the shipped ladder"
+        "Whole-pool distances: "
+        + ", ".join(
+            f"{k} {whole_by[k + ', whole pools']['mmd2']:.4f}"
+            for k in ("q8 vs f16", "q4 vs f16", "gemma vs f16")
         )
-        + '; a sentence that places a run near such a rung, or a false alarm "about the '
-        'distance of" a quantization, says more than the data. (2) "Could miss differences '
-        'below X" names the rung nearest X, but X (the 95% null quantile) is where power is '
-        "about 50%: a substitution a little above X is still missed half the time, and one "
-        "several times above it is caught every time. With the shipped ladder most "
-        "no-difference sentences at 250 per tier place what the run could miss "
-        f'"{top_phrase(cell(power, names[0], 250), "unflagged").rsplit(" (", 1)[0]}"; '
-        f"Q4_0 was caught in {cell(power, 'q4 vs f16', 250)['rejects']:.0%} of such "
-        "runs, and what they miss is Q8_0 "
-        f"({cell(power, 'q8 vs f16', 250)['rejects']:.1%}).",
+        + ".",
         "",
         "### Sequential betting test vs the fixed test",
         "",
@@ -917,7 +887,8 @@ def render(r: dict) -> str:
         f"### Cost of one verdict ({r['n_prompts']} prompts × 10 per tier, L = 1,000, B = 1,000)",
         "",
         f"- `mmd_test` fast vs base: {ms(tm['mmd'])}",
-        "- the whole verdict (fast-vs-base, base-vs-base, fast-vs-fast, `decide`): "
+        "- the whole verdict (fast vs base, base stability, `judge` with its prompt "
+        "bootstrap): "
         f"{ms(tm['verdict'])} (goal ≤ 1 s)",
         "",
         f"The texts are short (median {tm['median_chars']:.0f} characters, max "
@@ -944,6 +915,7 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--resamples", type=int, default=200)
     a.add_argument("--seq-resamples", type=int, default=100)
     a.add_argument("--B", type=int, default=1000)
+    a.add_argument("--timing-repeats", type=int, default=10, help="clocked verdicts")
     a.add_argument("--seed", type=int, default=0)
     a.add_argument("--write-docs", action="store_true")
     d = sub.add_parser("docs", help="rewrite the docs section from the saved results")

@@ -1,7 +1,7 @@
 """The streaming client: one request in, one :class:`~evals.records.TimingRecord` out.
 
-This module sends the request and says what went wrong; :mod:`evals.wire` gets the response's
-bytes off the socket, each read with its time; :mod:`evals.sse` turns those timestamped bytes
+This module sends the request and says what went wrong; :mod:`evals._wire` gets the response's
+bytes off the socket, each read with its time; :mod:`evals._sse` turns those timestamped bytes
 into events and the record's texts, tokens and times.
 
 Timing follows docs/measures.md. ``t0 = time.perf_counter()`` just before the request is sent;
@@ -19,7 +19,7 @@ every other time is milliseconds after t0 on the same clock:
   ``usage.completion_tokens`` when the server sends it, else our estimate.
 
 An event's timestamp is when the socket read that completed it returned (where each wire takes
-it: :mod:`evals.wire`).
+it: :mod:`evals._wire`).
 
 Failures never raise: every one is a record with ``ok=False``, one of ``records.ERROR_CLASSES``,
 a short message with the API key scrubbed, and whatever times and text arrived before it.
@@ -57,18 +57,18 @@ from typing import Any
 import aiohttp
 import httpx
 
-from evals.records import TEXT_KEPT_CHARS, ChatRequest, EndpointSpec, TimingRecord
-from evals.sse import _SNIPPET, _Failure, _Stream
-from evals.toolcalls import anthropic_fields, openai_fields
-from evals.wire import (
-    _HTTPCORE_MARKS,
-    _MARKS,
+from evals._sse import SNIPPET_CHARS, Failure, Stream
+from evals._wire import (
+    HTTPCORE_MARKS,
+    MARKS,
     HttpcoreClient,
     ProbeClient,
-    _lane,
-    _ssl_context,
-    _StampingHandler,
+    StampingHandler,
+    current_lane,
+    ssl_context,
 )
+from evals.records import TEXT_KEPT_CHARS, ChatRequest, EndpointSpec, TimingRecord
+from evals.toolcalls import anthropic_fields, openai_fields
 
 __all__ = [
     "ANTHROPIC_VERSION",
@@ -136,7 +136,7 @@ def make_client(*, backend: str = "aiohttp", **kw: Any) -> httpx.AsyncClient:
     kw.setdefault("http2", False)
     verify = kw.get("verify", True)
     if not isinstance(verify, ssl.SSLContext):
-        kw["verify"] = _ssl_context(verify)  # shared by both wires; built once per process
+        kw["verify"] = ssl_context(verify)  # shared by both wires; built once per process
     if backend == "aiohttp":
         return ProbeClient(**kw)
     if backend != "httpcore":
@@ -208,12 +208,12 @@ async def _via_aiohttp(
     url: str,
     headers: dict[str, str],
     body: bytes,
-    stream: _Stream,
+    stream: Stream,
     marks: dict[str, Any],
 ) -> None:
     # No per-request ClientTimeout: stream_chat's one deadline covers connect and reads, and
     # aiohttp's sock_read would re-arm a timer at every socket read.
-    token = _MARKS.set(marks)
+    token = MARKS.set(marks)
     try:
         async with session.post(
             url, data=body, headers=headers, allow_redirects=False, **proxy
@@ -222,7 +222,7 @@ async def _via_aiohttp(
             content = resp.content
             proto = resp.connection.protocol if resp.connection is not None else None
             stamps = None
-            if isinstance(proto, _StampingHandler):
+            if isinstance(proto, StampingHandler):
                 proto.reader, stamps = content, proto.stamps
                 stamps.clear()
             try:
@@ -230,11 +230,11 @@ async def _via_aiohttp(
                     resp.status, resp.headers, content.readany, stream, content.at_eof, stamps
                 )
             finally:
-                if isinstance(proto, _StampingHandler):
+                if isinstance(proto, StampingHandler):
                     proto.reader = None
                     proto.stamps.clear()
     finally:
-        _MARKS.reset(token)
+        MARKS.reset(token)
 
 
 async def _via_httpx(
@@ -243,12 +243,12 @@ async def _via_httpx(
     url: str,
     headers: dict[str, str],
     body: bytes,
-    stream: _Stream,
+    stream: Stream,
     marks: dict[str, Any],
 ) -> None:
     async def trace(name: str, info: dict[str, Any]) -> None:
-        if name in _HTTPCORE_MARKS:
-            marks.setdefault(_HTTPCORE_MARKS[name], time.perf_counter())
+        if name in HTTPCORE_MARKS:
+            marks.setdefault(HTTPCORE_MARKS[name], time.perf_counter())
             if name == "http11.send_request_headers.started" and "tcp" not in marks:
                 marks["reused"] = True  # httpcore connects inside the request that needs it
 
@@ -274,7 +274,7 @@ async def _take_response(
     status: int,
     headers: Mapping[str, str],
     read: Callable[[], Awaitable[bytes]],
-    stream: _Stream,
+    stream: Stream,
     at_eof: Callable[[], bool] | None = None,
     stamps: list[float] | None = None,
 ) -> None:
@@ -288,13 +288,13 @@ async def _take_response(
     stream.take_tier_headers(headers)
     if status == 429:
         rec.retry_after_s = parse_retry_after(headers.get("retry-after"))
-        raise _Failure("rate_limited", f"HTTP 429: {await _read_snippet(read)}")
+        raise Failure("rate_limited", f"HTTP 429: {await _read_snippet(read)}")
     if not 200 <= status < 300:
-        raise _Failure("http_status", f"HTTP {status}: {await _read_snippet(read)}")
+        raise Failure("http_status", f"HTTP {status}: {await _read_snippet(read)}")
     ctype = headers.get("content-type", "")
     if "text/event-stream" not in ctype.lower():
         snippet = await _read_snippet(read)
-        raise _Failure("malformed_stream", f"content-type {ctype or 'missing'!r}: {snippet}")
+        raise Failure("malformed_stream", f"content-type {ctype or 'missing'!r}: {snippet}")
     stream.in_body = True
     t0, perf = stream.t0 or 0.0, time.perf_counter
     while chunk := await read():
@@ -334,7 +334,7 @@ async def _read_snippet(read: Callable[[], Awaitable[bytes]]) -> str:
     data = b""
     while len(data) < _ERROR_BODY_BYTES and (chunk := await read()):
         data += chunk
-    return data[:_ERROR_BODY_BYTES].decode("utf-8", "replace")[:_SNIPPET]
+    return data[:_ERROR_BODY_BYTES].decode("utf-8", "replace")[:SNIPPET_CHARS]
 
 
 def _kept_headers(headers: Mapping[str, str]) -> dict[str, str]:
@@ -348,21 +348,21 @@ def _kept_headers(headers: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def _check_unterminated(stream: _Stream) -> None:
+def _check_unterminated(stream: Stream) -> None:
     rec = stream.rec
     if stream.done or not stream.in_body:
         return
     if stream.protocol == "openai" and rec.finish_reason and stream.usage_seen:
         return  # accepted: see the module docstring
     marker = "message_stop" if stream.protocol == "anthropic" else "[DONE]"
-    raise _Failure("stream_incomplete", f"stream ended before {marker}")
+    raise Failure("stream_incomplete", f"stream ended before {marker}")
 
 
 def _classify(exc: BaseException, in_body: bool, timeout_s: float) -> tuple[str, str]:
     """Error class and message of an exception from either wire (or the overall deadline)."""
     msg = f"{type(exc).__name__}: {exc}"
     cut = "stream_incomplete" if in_body else "protocol"  # after the headers vs before
-    if isinstance(exc, _Failure):
+    if isinstance(exc, Failure):
         return exc.error_class, str(exc)
     if isinstance(
         exc,
@@ -406,8 +406,8 @@ async def stream_chat(
     overall deadline ``endpoint.timeout_s`` covers both attempts.
     """
     rec = TimingRecord(ok=False)
-    lane = _lane()
-    stream = _Stream(
+    lane = current_lane()
+    stream = Stream(
         rec, endpoint.protocol, endpoint.max_body_bytes, lane, endpoint.served_tier_fields
     )
     marks: dict[str, Any] = {}
@@ -447,7 +447,7 @@ async def stream_chat(
                 marks.clear()  # nothing else of the dead attempt was kept: no response byte
                 await attempt(url, headers, body, fresh=True)
     except (
-        _Failure,
+        Failure,
         TimeoutError,
         httpx.HTTPError,
         aiohttp.ClientError,
@@ -467,7 +467,7 @@ async def stream_chat(
         stream.parse()
         if error is None:
             _check_unterminated(stream)
-    except _Failure as exc:
+    except Failure as exc:
         if error is None or error[0] != "body_too_large":  # the vendor's own error is the cause
             error = (exc.error_class, str(exc))
     except (ValueError, TypeError, KeyError, AttributeError, UnicodeError) as exc:

@@ -16,7 +16,7 @@ SSE parser call with one line each (and that tests can drive without a socket).
   invalid JSON is a finding, classified by :mod:`evals.benchmarks.toolcheck`).
 
 TTFT counts tool-call pieces as generated tokens (the measure's definition in
-:mod:`evals.client`); that happens in :mod:`evals.sse`, not here.
+:mod:`evals.client`); that happens in :mod:`evals._sse`, not here.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The verdict of one run in words that claim only what its tests show.
 
-Replaces the cause-grading of :func:`evals.stats.verdict.decide` (the product calls this;
-``decide`` is kept only for ``benchmarks/verdict_validation.py``, whose figures describe it):
-the size of MMD² depends on output length, entropy and the prompts, so it cannot name a cause
-("A" vs "B" one-character answers have a small MMD² and are entirely different). Labels, in order:
+The one verdict engine (``monitor.judging.verdict`` calls :func:`judge`). It names no cause:
+the size of MMD² depends on output length, entropy and the prompts, so it cannot tell
+quantization from another model ("A" vs "B" one-character answers have a small MMD² and are
+entirely different). Labels, in order:
 
 1. **inconclusive (why)** — no prompt with 2 texts on both tiers, fewer than ``min_prompts``
    prompts or ``min_samples`` texts of a prompt on a tier, more than ``max_dropped_share`` of
@@ -27,24 +27,63 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from scipy.stats import fisher_exact
 
 from evals.stats.capability import PairedTable
 from evals.stats.effect import EffectSize, effect_size
+from evals.stats.ladder import REFERENCE_LADDER
 from evals.stats.mmd import MMDResult
 from evals.stats.multiple import holm
-from evals.stats.verdict import REFERENCE_LADDER, TierCounts, _n_words, _t0_reason, fmt_p
 
+# The one definition of the verdict labels the product writes: /metrics, the API schema and
+# the pages take their label set from here, so a label added here reaches all of them.
 Label = Literal["outputs_differ", "no_detectable_difference", "capability_difference",
                 "inconclusive"]  # fmt: skip
-LABEL_WORDS = {
+LABELS: tuple[Label, ...] = get_args(Label)
+LABEL_WORDS: dict[Label, str] = {
     "outputs_differ": "outputs differ",
     "no_detectable_difference": "no detectable difference",
     "capability_difference": "capability difference",
     "inconclusive": "inconclusive",
 }
+
+
+@dataclass(frozen=True)
+class TierCounts:
+    """Requests of one tier in the run: total, failed (any error class), and successful
+    requests whose output text was empty."""
+
+    requests: int
+    failed: int = 0
+    empty: int = 0
+
+
+def fmt_p(p: float) -> str:
+    """A p-value as the sentences print it (the page's tables use the same words)."""
+    return "p < 0.001" if p < 0.001 else f"p = {p:.2g}"
+
+
+def n_words(n_per_tier: tuple[int, int]) -> str:
+    """Samples per tier, (fast, base), in the sentence's words."""
+    fast, base = n_per_tier
+    return f"n = {fast} per tier" if fast == base else f"n = {fast} fast / {base} base"
+
+
+def t0_reason(fb: Mapping[str, Any], bb: Mapping[str, Any] | None) -> str:
+    """Temperature-0 diagnostics fast-vs-base beside base-vs-base. A pair probed with
+    ``repeat = 1`` has no base-vs-base pairs (their median is None): then the fast-vs-base
+    figures are given alone, with why there is nothing to set them against."""
+    head = (
+        f"temperature 0: median Indel ratio fast-vs-base {fb['median_ratio']:.3f}, "
+        f"exact matches {fb['exact_match_rate']:.0%}"
+    )
+    if not bb or not bb.get("n") or bb.get("median_ratio") is None:
+        return f"{head} (no base-vs-base pairs to compare with: the probe ran each case once)"
+    return (
+        f"{head}; base-vs-base {bb['median_ratio']:.3f}, exact matches {bb['exact_match_rate']:.0%}"
+    )
 
 
 @dataclass(frozen=True)
@@ -169,16 +208,16 @@ def judge(
         ci = f" [{effect.low:.2g}, {effect.high:.2g}]" if effect.low is not None else ""
         reasons.append(
             f"fast vs base: MMD² {fvb.statistic:.2g}{ci} ({fmt_p(fvb.p_value)}, "
-            f"{_n_words(fvb.n_per_tier)}, {fvb.n_prompts} prompts, L = {fvb.L})"
+            f"{n_words(fvb.n_per_tier)}, {fvb.n_prompts} prompts, L = {fvb.L})"
         )
     if fvb.dropped_prompts:
         reasons.append(f"prompts left out: {'; '.join(fvb.dropped_prompts)}")
     if t0_fast_vs_base and t0_fast_vs_base.get("n"):
-        reasons.append(_t0_reason(t0_fast_vs_base, t0_base_vs_base))
+        reasons.append(t0_reason(t0_fast_vs_base, t0_base_vs_base))
     if base_stability is not None and base_stability.p_value is not None:
         reasons.append(
             f"base now vs base in an earlier window: {fmt_p(base_stability.p_value)}"
-            f" ({_n_words(base_stability.n_per_tier)})"
+            f" ({n_words(base_stability.n_per_tier)})"
         )
     if capability is not None and capability.n > 0 and not capability_from_run:
         context.append(
@@ -197,7 +236,7 @@ def judge(
         sentence = f"inconclusive ({'; '.join(problems + rate_words)})"
         return Judgement("inconclusive", sentence, reasons=problems + reasons, **common)
 
-    n = _n_words(fvb.n_per_tier)
+    n = n_words(fvb.n_per_tier)
     mmd_p = adjusted["mmd_fast_vs_base"]
     if own_cap and adjusted["mcnemar"] < alpha:
         pts = f"{capability.diff_points:+.0f}".replace("-", "\u2212")

@@ -30,11 +30,11 @@ from evals.comparable import comparable_pairs
 from evals.logprobs import logprob_gap
 from evals.similarity import compare_pairs, first_divergence
 from evals.stats.capability import PairedTable, paired_table, pass_at_k
-from evals.stats.labels import LABEL_WORDS, judge, ladder_context
+from evals.stats.labels import LABEL_WORDS, TierCounts, fmt_p, judge, ladder_context
+from evals.stats.ladder import REFERENCE_LADDER
 from evals.stats.mmd import MMDResult, mmd_test
 from evals.stats.sequential import sequential_test
 from evals.stats.stability import base_stability
-from evals.stats.verdict import REFERENCE_LADDER, TierCounts, fmt_p
 from monitor.models import Pair, Run, RunKind, RunStatus, Sample
 
 ALPHA = 0.05

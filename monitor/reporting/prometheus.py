@@ -21,7 +21,7 @@ from django.db.models import Count, Q
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from evals.stats.verdict import Label
+from evals.stats.labels import Label
 from monitor import selectors
 from monitor.derived.run_summary import Percentiles, RunSummary, Timings
 from monitor.models import AlertState, Pair, Run, RunKind, RunStatus

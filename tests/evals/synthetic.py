@@ -38,6 +38,3 @@ def two_tiers(seed, rate_a, rate_b, prompts=10, k=5, length=100, counts_b=None):
 def result(p, stat, *, prompts=25, k=10, q95=0.0012, L=1000, B=999):
     """An MMD result whose permutation null has its 95th percentile at q95."""
     return MMDResult(stat, p, np.full(B, q95), prompts, (prompts * k, prompts * k), L, B, (k, k))
-
-
-CALM = result(0.52, 0.0001)  # a base-vs-base calibration that does not reject

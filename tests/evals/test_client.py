@@ -491,7 +491,7 @@ def test_the_aiohttp_wire_takes_its_proxy_from_the_environment(scripted, monkeyp
 
 
 def test_a_lane_piece_that_raises_is_reported_and_does_not_stall_the_lane():
-    from evals.wire import _lane
+    from evals._wire import current_lane
 
     async def go() -> tuple[list[str], list[BaseException]]:
         loop = asyncio.get_running_loop()
@@ -502,7 +502,7 @@ def test_a_lane_piece_that_raises_is_reported_and_does_not_stall_the_lane():
         def boom() -> None:
             raise RuntimeError("bad piece")
 
-        lane = _lane()
+        lane = current_lane()
         lane.defer(boom)
         lane.defer(lambda: order.append("piece"))
 

@@ -6,9 +6,9 @@ import unicodedata
 import numpy as np
 
 from evals.stats.capability import paired_table
-from evals.stats.labels import judge, ladder_context, rate_test
+from evals.stats.labels import TierCounts, judge, ladder_context, rate_test
+from evals.stats.ladder import REFERENCE_LADDER
 from evals.stats.mmd import encode, mmd_test
-from evals.stats.verdict import REFERENCE_LADDER, TierCounts
 from tests.evals.synthetic import tiers
 
 

@@ -101,13 +101,13 @@ def test_it_reports_the_newest_probe_in_seconds(client, token):
 
 def test_it_reports_the_verdict_as_a_state_set_and_firing_alerts(client, token):
     pair = factories.pair()
-    verdict = {"label": "different_model", "sentence": "outputs differ", "p_value": 0.003}
+    verdict = {"label": "outputs_differ", "sentence": "outputs differ", "p_value": 0.003}
     factories.run(
         pair,
         kind=RunKind.AUDIT,
         minutes_ago=5,
         summary=factories.summary(
-            verdict=Verdict(label="different_model", p_value=0.003, data=verdict)
+            verdict=Verdict(label="outputs_differ", p_value=0.003, data=verdict)
         ),
     )
     rule = AlertRule.objects.create(name="r", metric="ttft_p95", threshold=1)
@@ -119,9 +119,9 @@ def test_it_reports_the_verdict_as_a_state_set_and_firing_alerts(client, token):
     got = samples(client)
     states = {dict(k)["verdict"]: v for k, v in got["tierwatch_verdict"].items()}
     assert states == {
-        "different_model": 1.0,
+        "outputs_differ": 1.0,
         "no_detectable_difference": 0.0,
-        "numerics_scale_difference": 0.0,
+        "capability_difference": 0.0,
         "inconclusive": 0.0,
     }
     assert got["tierwatch_verdict_p_value"][labels(pair="demo")] == 0.003

@@ -14,7 +14,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from evals.logprobs import logprob_gap, token_at
-from evals.stats.verdict import load_reference_ladder
+from evals.stats.ladder import load_reference_ladder
 from evals.suites import NONCE
 from monitor.alerting.alerts import Reading, read_metric
 from monitor.derived.rollups import record_run

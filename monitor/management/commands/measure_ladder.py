@@ -1,12 +1,12 @@
 """``measure_ladder``: re-measure the reference ladder of MMD² distances on real engines.
 
-The verdict grades a fast-vs-base difference by where its MMD² falls among distances measured
-on the local llama.cpp vendor (``evals.vendors.llamacpp.vendor``): the base tier against itself (two
-independent batches, A-vs-A), the same weights in Q8_0 and in Q4_0, and a different model.
+The verdict quotes, as context beside a run's MMD², distances measured on the local llama.cpp
+vendor (``evals.vendors.llamacpp.vendor``): the base tier against itself (two independent
+batches, A-vs-A), the same weights in Q8_0 and in Q4_0, and a different model.
 One interleaved plan samples every tier at temperature 1 on the same prompts (the built-in
 ``audit`` suite), so load drifts hit all rungs alike; each rung is ``mmd_test`` of that tier
 against base batch 0, with the verdict's kernel and L. The result is written where
-``evals.stats.verdict`` reads it (``reference_ladder.json``), replacing the placeholder rungs.
+``evals.stats.ladder`` reads it (``reference_ladder.json``), replacing the placeholder rungs.
 
 The endpoints must be registered and up: ``python manage.py local_vendor up --targets
 smollm2-f16 smollm2-q8 smollm2-q4 gemma-270m``.
@@ -27,8 +27,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from evals.plan import PlannedRequest, execute_plan, plan_run
 from evals.records import ChatRequest, EndpointSpec, TimingRecord
+from evals.stats.ladder import LADDER_PATH
 from evals.stats.mmd import DEFAULT_B, DEFAULT_L, mmd_test
-from evals.stats.verdict import LADDER_PATH
 from evals.suites import get_suite
 from monitor.models import Endpoint
 

@@ -1,10 +1,10 @@
 """Server-sent events: a response body's timestamped bytes in, the record's fields out.
 
 SSE framing is hand-written over raw bytes (``Accept-Encoding: identity``): events cut on blank
-lines and kept with the time of the socket read that completed them (:mod:`evals.wire` takes
+lines and kept with the time of the socket read that completed them (:mod:`evals._wire` takes
 those times). OpenAI and Anthropic events are then interpreted into the
 :class:`~evals.records.TimingRecord`'s text, tokens, usage and times (TTFT, E2E, chunk gaps,
-TPOT, as defined in :mod:`evals.client`'s docstring). Errors are raised as :class:`_Failure`
+TPOT, as defined in :mod:`evals.client`'s docstring). Errors are raised as :class:`Failure`
 with one of ``records.ERROR_CLASSES``; :func:`evals.client.stream_chat` turns them into a
 failed record. Nothing here touches a socket: this module imports neither the client nor the
 wires (the lane appears only as a type).
@@ -21,24 +21,24 @@ from evals.tokens import estimate_tokens
 from evals.toolcalls import ToolCallAssembler
 
 if TYPE_CHECKING:
-    from evals.wire import _Lane
+    from evals._wire import Lane
 
-_SNIPPET = 200  # characters of an error body kept in the message
+SNIPPET_CHARS = 200  # characters of an error body kept in the message
 
 
-class _Failure(Exception):
+class Failure(Exception):
     def __init__(self, error_class: str, message: str) -> None:
         super().__init__(message)
         self.error_class = error_class
 
 
-class _Stream:
+class Stream:
     """One response body: SSE framing while bytes arrive, the protocol's events afterwards.
 
     While the stream runs, :meth:`feed` does only what the raw-socket floor does: stamp the
     read, cut complete events on blank lines, keep ``(time, bytes)``, and watch for the end
     marker (``data: [DONE]`` / ``message_stop``) and for error events (which end reading at
-    once). The JSON is parsed in the lane (:class:`evals.wire._Lane`), between reads, while
+    once). The JSON is parsed in the lane (:class:`evals._wire.Lane`), between reads, while
     the stream runs; :meth:`parse` takes what is left at the end. So no event waits behind
     another's JSON parsing to be timestamped, and the end of a stream costs little: a wave of
     streams that end together restarts in less time than a scripted first token takes.
@@ -76,7 +76,7 @@ class _Stream:
         rec: TimingRecord,
         protocol: str,
         limit: int,
-        lane: _Lane | None = None,
+        lane: Lane | None = None,
         tier_fields: tuple[str, ...] = (),
     ) -> None:
         self.rec, self.protocol, self.limit, self.lane = rec, protocol, limit, lane
@@ -131,7 +131,7 @@ class _Stream:
             self.queued = True
             self.lane.defer(self._parse_pending)
         if over:
-            raise _Failure("body_too_large", f"response body exceeded {self.limit} bytes")
+            raise Failure("body_too_large", f"response body exceeded {self.limit} bytes")
 
     def _is_end(self, raw: bytes) -> bool:
         if self.protocol == "anthropic":
@@ -155,7 +155,7 @@ class _Stream:
 
     def parse(self) -> None:
         """Interpret the events not yet interpreted, in order; raises the first bad one's
-        ``_Failure`` (or parse error), also when a lane piece met it."""
+        ``Failure`` (or parse error), also when a lane piece met it."""
         self._parse_pending()
         if self.failure is not None:
             raise self.failure
@@ -168,7 +168,7 @@ class _Stream:
             self.parsed += 1
             try:
                 self._event(events[i], times[i])
-            except (_Failure, ValueError, TypeError, KeyError, AttributeError, UnicodeError) as exc:
+            except (Failure, ValueError, TypeError, KeyError, AttributeError, UnicodeError) as exc:
                 self.failure = exc
 
     def _event(self, raw: bytes, now: float) -> None:
@@ -184,7 +184,7 @@ class _Stream:
                     name = line[6:].strip().decode("utf-8", "replace")
             if not parts:
                 if name == "error":
-                    raise _Failure("malformed_stream", "error event without data")
+                    raise Failure("malformed_stream", "error event without data")
                 return  # comment / keep-alive / event with no data
             data = b"\n".join(parts)
         if data[:1] != b"{":
@@ -194,11 +194,11 @@ class _Stream:
         try:
             obj = _json_object(data)
         except ValueError:
-            raise _Failure(
+            raise Failure(
                 "malformed_stream", f"unparseable data line: {data[:80].decode('utf-8', 'replace')}"
             ) from None
         if not isinstance(obj, dict):
-            raise _Failure("malformed_stream", "data line is not a JSON object")
+            raise Failure("malformed_stream", "data line is not a JSON object")
         if self.protocol == "anthropic":
             self._anthropic(obj, name, now)
         else:
@@ -225,7 +225,7 @@ class _Stream:
         # once per event while other streams wait, so lookups are kept few.
         rec = self.rec
         if "error" in obj and obj["error"]:
-            raise _Failure("malformed_stream", f"error in stream: {_short_error(obj['error'])}")
+            raise Failure("malformed_stream", f"error in stream: {_short_error(obj['error'])}")
         if not rec.model_id and obj.get("model"):
             rec.model_id = str(obj["model"])
         if not rec.system_fingerprint and obj.get("system_fingerprint"):
@@ -276,7 +276,7 @@ class _Stream:
         rec = self.rec
         kind = obj.get("type") or name
         if kind == "error" or obj.get("error"):
-            raise _Failure("malformed_stream", f"error in stream: {_short_error(obj.get('error'))}")
+            raise Failure("malformed_stream", f"error in stream: {_short_error(obj.get('error'))}")
         if kind == "message_start":
             msg = obj.get("message") or {}
             rec.model_id = str(msg.get("model") or rec.model_id)
@@ -397,5 +397,5 @@ def _logprob_entry(x: dict[str, Any]) -> dict[str, Any]:
 
 def _short_error(err: Any) -> str:
     if isinstance(err, dict):
-        return str(err.get("message") or err.get("type") or err)[:_SNIPPET]
-    return str(err)[:_SNIPPET]
+        return str(err.get("message") or err.get("type") or err)[:SNIPPET_CHARS]
+    return str(err)[:SNIPPET_CHARS]

@@ -4,8 +4,8 @@ base-vs-base temperature-0 pairs (their median is None), which used to crash the
 import pytest
 
 from evals.similarity import compare_pairs
-from evals.stats.verdict import PLACEHOLDER_LADDER, decide
-from tests.evals.synthetic import CALM, result
+from evals.stats.labels import judge
+from tests.evals.synthetic import result
 
 
 def t0_summaries(repeat: int) -> tuple[dict, dict]:
@@ -22,10 +22,7 @@ def t0_summaries(repeat: int) -> tuple[dict, dict]:
 def test_it_computes_a_verdict_for_repeat_one_and_two(repeat):
     fb, bb = t0_summaries(repeat)
     assert (bb["median_ratio"] is None) == (repeat == 1)
-    v = decide(
-        fast_vs_base=result(0.41, 0.0002), base_vs_base=CALM, t0_fast_vs_base=fb,
-        t0_base_vs_base=bb, ladder=PLACEHOLDER_LADDER,
-    )  # fmt: skip
+    v = judge(fast_vs_base=result(0.41, 0.0002), t0_fast_vs_base=fb, t0_base_vs_base=bb)
     assert v.label == "no_detectable_difference"
     t0 = next(r for r in v.reasons if r.startswith("temperature 0"))
     if repeat == 1:

@@ -3,7 +3,7 @@
 An event's timestamp is when the socket read that completed it returned: on the aiohttp wire
 stamped in the protocol callback right after the ``recv``, on the httpx wire when the read
 returns to the reading task. Everything else (building and sending the request, each event's
-JSON, the record) takes turns in a lane between socket polls (:class:`_Lane`), so with hundreds
+JSON, the record) takes turns in a lane between socket polls (:class:`Lane`), so with hundreds
 of streams no read waits behind a wave of other work to be stamped (error events still end
 reading at once).
 
@@ -16,7 +16,7 @@ aiohttp reads in asyncio protocol callbacks with the llhttp C parser, like the r
 (figures: docs/benchmarks.md, "Timing fidelity", from ``benchmarks/timing_fidelity.py``).
 
 The times themselves are defined in :mod:`evals.client`; this module imports neither it nor
-:mod:`evals.sse`.
+:mod:`evals._sse`.
 """
 
 from __future__ import annotations
@@ -39,12 +39,12 @@ from yarl import URL
 
 _LANE_BUDGET_S = 50e-6  # deferred parsing per lane turn: about one start of a request or less
 # the running stream_chat's connection marks, for the aiohttp wire's connector and request hooks
-_MARKS: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
+MARKS: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
     "tierwatch_marks", default=None
 )
 
 
-class _Lane:
+class Lane:
     """Work that stamps no time takes turns here: one piece every other event-loop iteration.
 
     Why: when a wave of streams ends together (they started together), every one of them
@@ -116,23 +116,23 @@ class _Lane:
         self.loop.call_later(0, self._release)
 
 
-_LANES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Lane] = weakref.WeakKeyDictionary()
+_LANES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Lane] = weakref.WeakKeyDictionary()
 
 
-def _lane() -> _Lane:
+def current_lane() -> Lane:
     loop = asyncio.get_running_loop()
     lane = _LANES.get(loop)
     if lane is None:
-        lane = _LANES[loop] = _Lane(loop)
+        lane = _LANES[loop] = Lane(loop)
     return lane
 
 
-class _StampingHandler(ResponseHandler):
+class StampingHandler(ResponseHandler):
     """aiohttp's protocol, stamping each socket read of a stream's body as it is received.
 
     The stamp is taken in the protocol callback, right after the ``recv``, instead of in the
     reading task's next step: with hundreds of streams, that step may wait behind other ready
-    work in the event loop, the callback does not (see :class:`_Lane`).
+    work in the event loop, the callback does not (see :class:`Lane`).
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -153,17 +153,17 @@ class _StampingHandler(ResponseHandler):
 class _TimedConnector(aiohttp.TCPConnector):
     """Marks when a new connection is ready (aiohttp's "create" includes TLS). Cheaper than a
     ``TraceConfig``, which awaits a signal coroutine per trace event (~10 per request). Its
-    connections stamp body reads in the protocol callback (:class:`_StampingHandler`)."""
+    connections stamp body reads in the protocol callback (:class:`StampingHandler`)."""
 
     def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)
-        self._factory = functools.partial(_StampingHandler, loop=self._loop)
+        self._factory = functools.partial(StampingHandler, loop=self._loop)
 
     async def _create_connection(
         self, req: aiohttp.ClientRequest, traces: Any, timeout: aiohttp.ClientTimeout
     ) -> Any:
         proto = await super()._create_connection(req, traces, timeout)
-        marks = _MARKS.get()
+        marks = MARKS.get()
         if marks is not None:
             marks.setdefault("tls" if req.is_ssl() else "tcp", time.perf_counter())
         return proto
@@ -173,7 +173,7 @@ class _TimedRequest(aiohttp.ClientRequest):
     """Marks a pooled (reused) connection and when the request head was handed to it."""
 
     async def send(self, conn: Any) -> aiohttp.ClientResponse:
-        marks = _MARKS.get()
+        marks = MARKS.get()
         if marks is not None and "tcp" not in marks and "tls" not in marks:
             marks["reused"] = True  # set before writing: a write may fail on a stale connection
         resp = await super().send(conn)
@@ -201,7 +201,7 @@ class ProbeClient(httpx.AsyncClient):
         limits = limits or httpx.Limits(max_connections=256, max_keepalive_connections=64)
         super().__init__(limits=limits, verify=verify, **kw)
         self._probe_limits = limits
-        self._probe_ssl = verify if isinstance(verify, ssl.SSLContext) else _ssl_context(verify)
+        self._probe_ssl = verify if isinstance(verify, ssl.SSLContext) else ssl_context(verify)
         self._session: aiohttp.ClientSession | None = None
         self._fresh: aiohttp.ClientSession | None = None
         self._proxies: dict[str, dict[str, Any]] = {}  # per request URL (a few per endpoint)
@@ -292,12 +292,12 @@ class HttpcoreClient(httpx.AsyncClient):
 
 
 @functools.lru_cache(maxsize=8)
-def _ssl_context(verify: bool | str) -> ssl.SSLContext:
+def ssl_context(verify: bool | str) -> ssl.SSLContext:
     """httpx's context (certifi's CAs), built once: loading the CA file takes ~50 ms."""
     return httpx.create_ssl_context(verify=verify)
 
 
-_HTTPCORE_MARKS = {
+HTTPCORE_MARKS = {
     "connection.start_tls.complete": "tls",
     "connection.connect_tcp.complete": "tcp",
     "http11.send_request_headers.started": "headers_sent",
