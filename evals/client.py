@@ -51,6 +51,7 @@ import re
 import ssl
 import time
 import urllib.parse
+import zlib
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -263,8 +264,7 @@ async def _via_httpx(
     resp = await client.send(req, stream=True)
     try:
         marks.setdefault("headers", time.perf_counter())
-        encoded = resp.headers.get("content-encoding", "identity").lower() not in ("", "identity")
-        chunks = (resp.aiter_bytes() if encoded else resp.aiter_raw()).__aiter__()
+        chunks = resp.aiter_raw().__aiter__()  # decoded in _take_response, as on aiohttp
         await _take_response(resp.status_code, resp.headers, lambda: anext(chunks, b""), stream)
     finally:
         await resp.aclose()
@@ -296,6 +296,9 @@ async def _take_response(
         snippet = await _read_snippet(read)
         raise Failure("malformed_stream", f"content-type {ctype or 'missing'!r}: {snippet}")
     stream.in_body = True
+    decoder = _decoder(headers.get("content-encoding", ""))
+    if decoder is not None:
+        read, stamps = _decoded(read, decoder), None  # stamps count encoded bytes: not these
     t0, perf = stream.t0 or 0.0, time.perf_counter
     while chunk := await read():
         now = perf()
@@ -328,6 +331,52 @@ async def _take_response(
                 pass
     except (TimeoutError, httpx.HTTPError, aiohttp.ClientError):
         pass
+
+
+def _decoder(encoding: str) -> Any:
+    """A decompressor for a body sent compressed despite ``Accept-Encoding: identity`` (some
+    vendors gzip their streams anyway), or None for an identity body. Both wires get the raw
+    bytes and decode here, so they agree; an encoding without a decoder here is its own class,
+    not a stream blamed for being cut."""
+    names = [e.strip().lower() for e in encoding.split(",") if e.strip()]
+    names = [n for n in names if n != "identity"]
+    if not names:
+        return None
+    if names in (["gzip"], ["x-gzip"]):
+        return zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    if names == ["deflate"]:
+        return _Deflate()
+    raise Failure(
+        "unsupported_encoding", f"body sent with content-encoding {encoding[:40]!r}: not decoded"
+    )
+
+
+class _Deflate:
+    """HTTP "deflate": zlib-wrapped as the RFC says, or raw deflate as some servers send."""
+
+    def __init__(self) -> None:
+        self.inner: Any = None
+
+    def decompress(self, data: bytes) -> bytes:
+        if self.inner is None:
+            raw = bool(data) and (data[0] & 0x0F) != 8  # no zlib header: raw deflate
+            self.inner = zlib.decompressobj(-zlib.MAX_WBITS if raw else zlib.MAX_WBITS)
+        return self.inner.decompress(data)  # type: ignore[no-any-return]
+
+
+def _decoded(read: Callable[[], Awaitable[bytes]], decoder: Any) -> Callable[[], Awaitable[bytes]]:
+    async def decoded_read() -> bytes:
+        while chunk := await read():
+            try:
+                out = decoder.decompress(chunk)
+            except zlib.error as exc:
+                msg = f"compressed body does not decode: {exc}"
+                raise Failure("malformed_stream", msg) from None
+            if out:
+                return out  # type: ignore[no-any-return]
+        return b""
+
+    return decoded_read
 
 
 async def _read_snippet(read: Callable[[], Awaitable[bytes]]) -> str:
@@ -472,9 +521,15 @@ async def stream_chat(
             error = (exc.error_class, str(exc))
     except (ValueError, TypeError, KeyError, AttributeError, UnicodeError) as exc:
         error = error or ("protocol", f"{type(exc).__name__}: {exc}")
+    refusal = stream.refused() if error is None else ""
+    if refusal:  # an answer, but not one: its own class, its text kept (never an empty ok)
+        error = ("refusal", f"the model refused: {refusal}")
     if error is None and not stream.token_times and not rec.finish_reason:
         error = ("empty_stream", "the stream ended with no token and no finish reason")
-    stream.finish()
+    try:
+        stream.finish()
+    except (ValueError, TypeError, KeyError, AttributeError, UnicodeError, OverflowError) as exc:
+        error = ("protocol", f"{type(exc).__name__}: {exc}")  # never out of stream_chat
     if retried:
         rec.headers[RETRIED_MARKER] = "1"
     else:  # the marker is ours alone, even if a server sends a header of that name

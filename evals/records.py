@@ -24,6 +24,8 @@ ERROR_CLASSES = (
     "protocol",  # anything else the client could not interpret
     "empty_stream",  # a 2xx stream that ended with no token and no finish reason
     "store_error",  # the measured record could not be saved; kept as this failed sample
+    "refusal",  # the model declined (OpenAI delta.refusal, Anthropic stop_reason refusal)
+    "unsupported_encoding",  # a compressed body in an encoding the client cannot decode
 )
 TEXT_KEPT_CHARS = 65_536  # of an oversized body's text: a bounded prefix, said so in the record
 REPLACEMENT = "\ufffd"
@@ -132,6 +134,9 @@ class TimingRecord:
     server_timings: dict[str, Any] | None = None  # llama.cpp's ``timings`` object if sent
     # assembled from the streamed deltas: [{"name": ..., "arguments_json": ...}] in call order
     tool_calls: list[dict[str, str]] = field(default_factory=list)
+    # tools the vendor ran itself (Anthropic server_tool_use, mcp_tool_use): [{"type", "name"}]
+    server_tools: list[dict[str, str]] = field(default_factory=list)
+    fallback_from: str = ""  # the model the vendor said it fell back from (Anthropic fallback)
 
     @property
     def output_tokens(self) -> int | None:
