@@ -149,11 +149,13 @@ def _openai_body(endpoint: EndpointSpec, request: ChatRequest) -> dict[str, Any]
     body: dict[str, Any] = {
         "model": endpoint.model,
         "messages": request.messages,
-        "max_tokens": request.max_tokens,
+        endpoint.max_tokens_field: request.max_tokens,
         "temperature": request.temperature,
         "stream": True,
         "stream_options": {"include_usage": True},
     }
+    if not endpoint.send_temperature:  # the model takes only its default
+        del body["temperature"]
     if request.seed is not None:
         body["seed"] = request.seed
     if request.logprobs:
@@ -171,10 +173,12 @@ def _anthropic_body(endpoint: EndpointSpec, request: ChatRequest) -> dict[str, A
     body: dict[str, Any] = {
         "model": endpoint.model,
         "messages": [m for m in request.messages if m.get("role") != "system"],
-        "max_tokens": request.max_tokens,
+        "max_tokens": request.max_tokens,  # Anthropic has no other name for it
         "temperature": request.temperature,
         "stream": True,
     }
+    if not endpoint.send_temperature:
+        del body["temperature"]
     if system:
         body["system"] = system
     body.update(anthropic_fields(request))
@@ -187,6 +191,7 @@ def _request_parts(
 ) -> tuple[str, dict[str, str], bytes]:
     base = endpoint.base_url.rstrip("/")
     headers = {
+        **endpoint.extra_headers,  # first: the client's own below win (validation refuses them)
         "Accept": "text/event-stream",
         "Accept-Encoding": "identity",
         "Content-Type": "application/json",
@@ -538,7 +543,8 @@ async def stream_chat(
         rec.ok = True
     else:
         rec.error_class, rec.error_message = error[0], _scrub(error[1], endpoint)
-    _scrub_record(rec, endpoint.api_key)  # before any cut, so no cut leaves a piece of the key
+    for secret in (endpoint.api_key, *endpoint.secrets):  # before any cut, so no cut leaves
+        _scrub_record(rec, secret)  # a piece of a key
     if rec.error_class == "body_too_large":
         rec.error_message = _keep_prefix(rec, rec.error_message)
     return rec
@@ -603,9 +609,12 @@ def _fill_marks(rec: TimingRecord, t0: float | None, marks: dict[str, Any]) -> N
 
 
 def _scrub(message: str, endpoint: EndpointSpec) -> str:
-    """One line, at most ~300 characters, the key replaced (vendors echo keys in 401 bodies)."""
+    """One line, at most ~300 characters, the key replaced (vendors echo keys in 401 bodies),
+    and every header secret too."""
     text = " ".join(str(message).split())
-    return key_scrubber(endpoint.api_key)(text)[:300]
+    for secret in (endpoint.api_key, *endpoint.secrets):
+        text = key_scrubber(secret)(text)
+    return text[:300]
 
 
 @functools.lru_cache(maxsize=64)

@@ -11,6 +11,39 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Protocol = Literal["openai", "anthropic"]
+# body fields the probe sets itself: ``extra_body`` may not override them (the request would no
+# longer be the one measured, or not streamed); refused at validation, naming the field
+PROBE_FIELDS = frozenset(
+    {
+        "model",
+        "messages",
+        "system",
+        "stream",
+        "stream_options",
+        "temperature",
+        "max_tokens",
+        "max_completion_tokens",
+        "tools",
+        "tool_choice",
+        "response_format",
+    }
+)
+# request headers the client sets itself (the key, the framing, ``Accept-Encoding: identity``)
+PROBE_HEADERS = frozenset(
+    {
+        "authorization",
+        "x-api-key",
+        "api-key",
+        "accept",
+        "accept-encoding",
+        "content-type",
+        "content-length",
+        "content-encoding",
+        "transfer-encoding",
+        "connection",
+        "host",
+    }
+)
 
 # Error classes of a failed sample (never dropped, always classified; docs/measures.md).
 ERROR_CLASSES = (
@@ -79,6 +112,14 @@ class EndpointSpec:
     extra_body: dict[str, Any] = field(default_factory=dict)
     # headers or (dotted) JSON keys reporting the tier served, besides the protocol's own
     served_tier_fields: tuple[str, ...] = ()
+    # request headers beside the client's own (e.g. ``anthropic-beta``), values resolved; the
+    # values that came from environment variables are in ``secrets``, scrubbed like the key
+    extra_headers: dict[str, str] = field(default_factory=dict)
+    secrets: tuple[str, ...] = ()
+    # reasoning models: OpenAI's GPT-5 and o-series take ``max_completion_tokens`` and only
+    # their default temperature
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    send_temperature: bool = True
 
 
 @dataclass(frozen=True)

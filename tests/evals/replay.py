@@ -57,7 +57,9 @@ class Replay:
             def do_POST(self) -> None:  # noqa: N802 (http.server's name)
                 length = int(self.headers.get("content-length") or 0)
                 sent = self.rfile.read(length)
-                replay.requests.append({"path": self.path, "body": sent})
+                replay.requests.append(
+                    {"path": self.path, "body": sent, "headers": dict(self.headers.items())}
+                )
                 key = self.path.strip("/").split("/")[0]
                 body, encoding, chunk = replay.bodies[key]
                 payload = _encode(body, encoding)
