@@ -75,6 +75,7 @@ class Stream:
         "refusal_parts",
         "server_blocks",
         "server_tools",
+        "end_mark",
     )
 
     def __init__(
@@ -88,6 +89,8 @@ class Stream:
         self.rec, self.protocol, self.limit, self.lane = rec, protocol, limit, lane
         # header names / dotted JSON keys reporting the served tier (the endpoint's config)
         self.tier_fields = tier_fields
+        # the substring that may end the stream (besides "data: [DONE]"), checked per event
+        self.end_mark = b"response.completed" if protocol == "responses" else b"message_stop"
         self.parsed = 0  # events[:parsed] are interpreted
         self.failure: Exception | None = None  # the first bad event's; parsing stopped there
         self.queued = False  # a parse piece waits in the lane
@@ -122,7 +125,7 @@ class Stream:
         buf = self.buf + chunk if self.buf else chunk
         if b"\r" in buf:
             buf = buf.replace(b"\r\n", b"\n")
-        start, events, times = 0, self.events, self.times
+        start, events, times, end_mark = 0, self.events, self.times, self.end_mark
         while not self.stop:
             end = buf.find(b"\n\n", start)
             if end < 0:
@@ -131,7 +134,7 @@ class Stream:
             start = end + 2
             events.append(raw)
             times.append(now)
-            if raw.endswith(b"[DONE]") or b"message_stop" in raw:
+            if raw.endswith(b"[DONE]") or end_mark in raw:
                 self.done = self.stop = self._is_end(raw)
             elif b"error" in raw:
                 self.stop = self._is_error(raw)
@@ -143,6 +146,12 @@ class Stream:
             raise Failure("body_too_large", f"response body exceeded {self.limit} bytes")
 
     def _is_end(self, raw: bytes) -> bool:
+        if self.protocol == "responses":
+            return (
+                raw.startswith(b"event: response.completed")
+                or b'"type": "response.completed"' in raw
+                or b'"type":"response.completed"' in raw
+            )
         if self.protocol == "anthropic":
             return (
                 raw.startswith(b"event: message_stop")
@@ -210,6 +219,8 @@ class Stream:
             raise Failure("malformed_stream", "data line is not a JSON object")
         if self.protocol == "anthropic":
             self._anthropic(obj, name, now)
+        elif self.protocol == "responses":
+            self._responses(obj, name, now)
         else:
             self._openai(obj, now)
         if self.tier_fields and not self.rec.served_tier:
@@ -352,6 +363,64 @@ class Stream:
             if delta.get("stop_reason"):
                 rec.finish_reason = str(delta["stop_reason"])
             self._anthropic_usage(obj.get("usage") or {})
+
+    def _responses(self, obj: dict[str, Any], name: str, now: float) -> None:
+        """OpenAI's Responses API: typed events, tokens in ``*.delta`` events, the usage,
+        model and served tier in the final ``response`` object (``response.completed``, or
+        ``response.incomplete`` with its reason)."""
+        kind = obj.get("type") or name
+        piece = ""
+        if kind == "response.output_text.delta":
+            piece = _text(obj.get("delta"), "delta")
+            self.text_parts.append(piece)
+        elif kind in ("response.reasoning_text.delta", "response.reasoning_summary_text.delta"):
+            piece = _text(obj.get("delta"), "delta")
+            self.reasoning_parts.append(piece)
+        elif kind == "response.refusal.delta":
+            piece = _text(obj.get("delta"), "delta")
+            self.refusal_parts.append(piece)
+        elif kind == "response.output_item.added":
+            item = _field(obj.get("item") or {}, dict, "item")
+            if item.get("type") == "function_call":
+                piece = _text(item.get("name"), "item.name")
+                self.calls.anthropic_start(obj.get("output_index"), {"name": piece})
+                self.tool_text.append(piece)
+        elif kind == "response.function_call_arguments.delta":
+            piece = _text(obj.get("delta"), "delta")
+            self.calls.anthropic_delta(obj.get("output_index"), piece)
+            self.tool_text.append(piece)
+        elif kind in ("response.failed", "error") or obj.get("error"):
+            resp = obj.get("response") if isinstance(obj.get("response"), dict) else {}
+            err = obj.get("error") or resp.get("error") or obj.get("message")
+            raise _Failure("malformed_stream", f"error in stream: {_short_error(err)}")
+        elif kind in ("response.created", "response.completed", "response.incomplete"):
+            self._responses_final(_field(obj.get("response") or {}, dict, "response"), kind)
+        if piece:
+            self._token(piece, now)
+
+    def _responses_final(self, resp: dict[str, Any], kind: str) -> None:
+        rec = self.rec
+        if resp.get("model"):
+            rec.model_id = str(resp["model"])
+        if kind == "response.created":  # its service_tier echoes the request: not the served
+            return
+        if resp.get("service_tier"):
+            rec.served_tier = str(resp["service_tier"])[:40]
+        if kind == "response.incomplete":
+            details = resp.get("incomplete_details")
+            reason = details.get("reason") if isinstance(details, dict) else None
+            rec.finish_reason = str(reason or "incomplete")
+        else:
+            rec.finish_reason = str(resp.get("status") or "completed")
+        usage = resp.get("usage")
+        if usage:
+            _field(usage, dict, "response.usage")
+            self.usage_seen = True
+            rec.prompt_tokens = _count(usage, "input_tokens", rec.prompt_tokens)
+            rec.completion_tokens = _count(usage, "output_tokens", rec.completion_tokens)
+            details = usage.get("input_tokens_details") or {}
+            if isinstance(details, dict) and details.get("cached_tokens") is not None:
+                rec.cached_tokens = _count(details, "cached_tokens", None)
 
     def _anthropic_usage(self, usage: Any) -> None:
         # Anthropic's input_tokens exclude cached ones; prompt_tokens here includes them, as in

@@ -186,6 +186,28 @@ def _anthropic_body(endpoint: EndpointSpec, request: ChatRequest) -> dict[str, A
     return body
 
 
+def _responses_body(endpoint: EndpointSpec, request: ChatRequest) -> dict[str, Any]:
+    # The same messages as input items; the token limit is max_output_tokens; tools are flat
+    # ({"type": "function", "name", "parameters"}) and a structured format is text.format.
+    body: dict[str, Any] = {
+        "model": endpoint.model,
+        "input": request.messages,
+        "max_output_tokens": request.max_tokens,
+        "temperature": request.temperature,
+        "stream": True,
+    }
+    if not endpoint.send_temperature:
+        del body["temperature"]
+    if request.tools:
+        body["tools"] = [{"type": "function", **f} for f in request.tools]
+    if request.response_format:
+        fmt = request.response_format
+        schema = fmt.get("json_schema") if fmt.get("type") == "json_schema" else None
+        body["text"] = {"format": {"type": "json_schema", **schema} if schema else fmt}
+    body.update(endpoint.extra_body)
+    return body
+
+
 def _request_parts(
     endpoint: EndpointSpec, request: ChatRequest
 ) -> tuple[str, dict[str, str], bytes]:
@@ -202,7 +224,11 @@ def _request_parts(
         if endpoint.api_key:
             headers["x-api-key"] = endpoint.api_key
     else:
-        url, body = f"{base}/chat/completions", _openai_body(endpoint, request)
+        url, body = (
+            (f"{base}/responses", _responses_body(endpoint, request))
+            if endpoint.protocol == "responses"
+            else (f"{base}/chat/completions", _openai_body(endpoint, request))
+        )
         if endpoint.api_key:
             headers["Authorization"] = f"Bearer {endpoint.api_key}"
     return url, headers, json.dumps(body).encode()
@@ -408,7 +434,11 @@ def _check_unterminated(stream: Stream) -> None:
         return
     if stream.protocol == "openai" and rec.finish_reason and stream.usage_seen:
         return  # accepted: see the module docstring
-    marker = "message_stop" if stream.protocol == "anthropic" else "[DONE]"
+    if stream.protocol == "responses" and rec.finish_reason and rec.finish_reason != "completed":
+        return  # response.incomplete (e.g. max_output_tokens): a terminal event of its own
+    marker = {"anthropic": "message_stop", "responses": "response.completed"}.get(
+        stream.protocol, "[DONE]"
+    )
     raise Failure("stream_incomplete", f"stream ended before {marker}")
 
 

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-Protocol = Literal["openai", "anthropic"]
+Protocol = Literal["openai", "anthropic", "responses"]  # responses: OpenAI Responses API
 # body fields the probe sets itself: ``extra_body`` may not override them (the request would no
 # longer be the one measured, or not streamed); refused at validation, naming the field
 PROBE_FIELDS = frozenset(
@@ -23,6 +23,8 @@ PROBE_FIELDS = frozenset(
         "temperature",
         "max_tokens",
         "max_completion_tokens",
+        "max_output_tokens",
+        "input",
         "tools",
         "tool_choice",
         "response_format",

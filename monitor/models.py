@@ -86,7 +86,11 @@ def validate_extra_headers(value: object) -> None:
 class Endpoint(models.Model):
     """One API target: protocol, base URL, model name and the env var holding its key."""
 
-    PROTOCOLS = [("openai", "OpenAI chat completions"), ("anthropic", "Anthropic messages")]
+    PROTOCOLS = [
+        ("openai", "OpenAI chat completions"),
+        ("anthropic", "Anthropic messages"),
+        ("responses", "OpenAI Responses API"),
+    ]
 
     name = models.SlugField(max_length=80, unique=True)
     protocol = models.CharField(max_length=16, choices=PROTOCOLS, default="openai")

@@ -138,3 +138,26 @@ def test_a_type_confused_field_is_a_failed_sample_naming_it(replay, backend, old
     rec = play(replay, "", backend=backend, body=body)
     assert (rec.ok, rec.error_class) == (False, "malformed_stream")
     assert field in rec.error_message
+
+
+@pytest.mark.parametrize("backend", ["aiohttp", "httpcore"])
+def test_a_responses_api_stream_is_read_with_its_served_tier_and_usage(replay, backend):
+    rec = play(replay, "responses_openai_usage.sse", "responses", backend)
+    assert rec.ok, rec.error_message
+    assert (rec.model_id, rec.served_tier, rec.finish_reason) == (
+        "gpt-5-2025-08-07",
+        "flex",
+        "completed",
+    )
+    assert (rec.prompt_tokens, rec.completion_tokens, rec.cached_tokens) == (53, 469, 0)
+    assert rec.tool_calls == [{"name": "final_result", "arguments_json": '{"result":6666}'}]
+    assert rec.ttft_ms is not None and rec.ttft_ms <= rec.e2e_ms
+    thinking = play(replay, "responses_deepseek_text.sse", "responses", backend)
+    assert thinking.text == "The capital of France is Paris." and thinking.reasoning_text
+
+
+def test_a_responses_stream_cut_before_response_completed_is_incomplete(replay):
+    body = recorded("responses_deepseek_text.sse")
+    rec = play(replay, "", "responses", body=body[: body.index(b"event: response.completed")])
+    assert (rec.ok, rec.error_class) == (False, "stream_incomplete")
+    assert "response.completed" in rec.error_message

@@ -97,6 +97,38 @@ def _openai_sdk(url: str) -> dict[str, Any]:
     }
 
 
+def _responses_sdk(url: str) -> dict[str, Any]:
+    client = openai.OpenAI(base_url=url, api_key=KEY, max_retries=0)
+    try:
+        with client.responses.stream(model="m", input="x") as stream:
+            for _ in stream:
+                pass
+            done = stream.get_final_response()
+    except (openai.OpenAIError, ValueError, RuntimeError) as exc:  # the SDK gave up
+        return {"ok": False, "error": type(exc).__name__}
+    reasoning = ""
+    for item in done.output:
+        if item.type == "reasoning":
+            reasoning += "".join(c.text for c in item.content or ())
+            reasoning += "".join(c.text for c in item.summary or ())
+    usage = done.usage
+    return {
+        "ok": True,
+        "text": done.output_text,
+        "reasoning": reasoning,
+        "finish": done.status,
+        "tools": [
+            (o.name, json.loads(o.arguments or "{}"))
+            for o in done.output
+            if o.type == "function_call"
+        ],  # fmt: skip
+        "completion_tokens": usage.output_tokens if usage else None,
+        "prompt_tokens": usage.input_tokens if usage else None,
+        "model": done.model,
+        "tier": done.service_tier or "",
+    }
+
+
 def _anthropic_sdk(url: str) -> dict[str, Any]:
     client = anthropic.Anthropic(base_url=url.removesuffix("/v1"), api_key=KEY, max_retries=0)
     try:
@@ -122,13 +154,15 @@ def _anthropic_sdk(url: str) -> dict[str, Any]:
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")  # pydantic, on Mistral's list content
-@pytest.mark.parametrize("name", streams("openai", "anthropic"))
+@pytest.mark.parametrize("name", streams("openai", "anthropic", "responses"))
 def test_the_client_reads_a_recorded_stream_as_the_sdk_does(replay, name):
     protocol = INDEX[name]["protocol"]
     url = replay.add(recorded(name))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        sdk = _anthropic_sdk(url) if protocol == "anthropic" else _openai_sdk(url)
+        sdk = {"anthropic": _anthropic_sdk, "responses": _responses_sdk}.get(protocol, _openai_sdk)(
+            url
+        )
     ours = _tierwatch(url, protocol)
     fields = ["ok"] + ([k for k in ours if k != "ok"] if sdk["ok"] and ours["ok"] else [])
     differ = {f: (ours[f], sdk[f]) for f in fields if ours[f] != sdk[f]}

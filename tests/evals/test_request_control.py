@@ -75,3 +75,13 @@ def test_a_header_secret_echoed_back_is_scrubbed_like_the_key(replay):
     assert headers["x-gateway-key"] == f"Bearer {secret}"  # sent as configured
     assert rec.ok and secret not in rec.text and secret[:8] not in rec.text
     assert "***" in rec.text
+
+
+def test_the_responses_api_gets_input_and_max_output_tokens(replay):
+    url = replay.add(recorded("responses_deepseek_text.sse"))
+    rec, body, _ = _sent(replay, endpoint(url, "deepseek-v4-flash", "responses"))
+    assert replay.requests[-1]["path"].endswith("/v1/responses")
+    assert rec.ok and rec.text == "The capital of France is Paris."
+    assert body["input"][0]["content"].startswith("Explain connection pooling")
+    assert body["max_output_tokens"] == 120 and body["stream"] is True
+    assert "max_tokens" not in body and "messages" not in body

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from evals.client import make_client, stream_chat
 from evals.records import ERROR_CLASSES, TimingRecord
 from tests.evals.calls import ASK, endpoint
-from tests.evals.replay import Replay, recorded, streams
+from tests.evals.replay import INDEX, Replay, recorded, streams
 
-CORPUS = streams("openai", "anthropic")
+CORPUS = streams("openai", "anthropic", "responses")
 SETTINGS = settings(
     max_examples=60,
     deadline=None,
@@ -61,7 +61,7 @@ def _check(replay: Replay, body: bytes, protocol: str, backend: str = "aiohttp",
 
 
 def _protocol(name: str) -> str:
-    return "anthropic" if name.startswith("anthropic") else "openai"
+    return INDEX[name]["protocol"]
 
 
 def _keys(value, out):
@@ -91,13 +91,14 @@ def test_a_recorded_stream_with_a_field_of_another_type(replay, name, which, val
     events = recorded(name).replace(b"\r\n", b"\n").split(b"\n\n")
     objs = {}
     for i, event in enumerate(events):
-        head, _, data = event.partition(b"data: ")
+        head, _, rest = event.partition(b"data: ")
+        data, sep, tail = rest.partition(b"\n")  # lines after the data line (event: ...)
         if data.startswith(b"{"):
-            objs[i] = (head, json.loads(data))
-    keys = sorted(set().union(*(_keys(obj, set()) for _, obj in objs.values())))
+            objs[i] = (head, json.loads(data), sep + tail)
+    keys = sorted(set().union(*(_keys(obj, set()) for _, obj, _ in objs.values())))
     key = keys[which % len(keys)]
-    for i, (head, obj) in objs.items():
-        events[i] = head + b"data: " + json.dumps(_replace(obj, key, value)).encode()
+    for i, (head, obj, tail) in objs.items():
+        events[i] = head + b"data: " + json.dumps(_replace(obj, key, value)).encode() + tail
     _check(replay, b"\n\n".join(events), _protocol(name))
 
 
@@ -137,7 +138,7 @@ def test_a_recorded_stream_with_bytes_flipped_inserted_or_cut(
             max_size=12,
         ).map(lambda events: b"\n\n".join(events) + b"\n\n"),
     ),
-    protocol=st.sampled_from(["openai", "anthropic"]),
+    protocol=st.sampled_from(["openai", "anthropic", "responses"]),
 )
 def test_random_bodies_are_records(replay, body, protocol):
     _check(replay, body, protocol)
