@@ -392,7 +392,7 @@ class Stream:
         elif kind in ("response.failed", "error") or obj.get("error"):
             resp = obj.get("response") if isinstance(obj.get("response"), dict) else {}
             err = obj.get("error") or resp.get("error") or obj.get("message")
-            raise _Failure("malformed_stream", f"error in stream: {_short_error(err)}")
+            raise Failure("malformed_stream", f"error in stream: {_short_error(err)}")
         elif kind in ("response.created", "response.completed", "response.incomplete"):
             self._responses_final(_field(obj.get("response") or {}, dict, "response"), kind)
         if piece:
