@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from evals._wire import Lane
 
 SNIPPET_CHARS = 200  # characters of an error body kept in the message
+# Anthropic content blocks of tools the vendor runs itself (web search, code execution, MCP):
+# generated tokens, but no call the client must answer, so not among the record's tool calls
+SERVER_TOOL_BLOCKS = frozenset({"server_tool_use", "mcp_tool_use"})
 
 
 class Failure(Exception):
@@ -69,6 +72,10 @@ class Stream:
         "queued",
         "tier_fields",
         "calls",
+        "refusal_parts",
+        "server_blocks",
+        "server_tools",
+        "end_mark",
     )
 
     def __init__(
@@ -82,6 +89,8 @@ class Stream:
         self.rec, self.protocol, self.limit, self.lane = rec, protocol, limit, lane
         # header names / dotted JSON keys reporting the served tier (the endpoint's config)
         self.tier_fields = tier_fields
+        # the substring that may end the stream (besides "data: [DONE]"), checked per event
+        self.end_mark = b"response.completed" if protocol == "responses" else b"message_stop"
         self.parsed = 0  # events[:parsed] are interpreted
         self.failure: Exception | None = None  # the first bad event's; parsing stopped there
         self.queued = False  # a parse piece waits in the lane
@@ -101,6 +110,9 @@ class Stream:
         self.calls = ToolCallAssembler()  # the tool calls themselves, for the record
         self.text_parts: list[str] = []
         self.reasoning_parts: list[str] = []
+        self.refusal_parts: list[str] = []  # OpenAI delta.refusal: the model declined
+        self.server_blocks: set[Any] = set()  # Anthropic block indices the vendor runs itself
+        self.server_tools: list[dict[str, str]] = []
         self.logprobs: list[dict[str, Any]] = []
         self.nbytes = 0
 
@@ -113,7 +125,7 @@ class Stream:
         buf = self.buf + chunk if self.buf else chunk
         if b"\r" in buf:
             buf = buf.replace(b"\r\n", b"\n")
-        start, events, times = 0, self.events, self.times
+        start, events, times, end_mark = 0, self.events, self.times, self.end_mark
         while not self.stop:
             end = buf.find(b"\n\n", start)
             if end < 0:
@@ -122,7 +134,7 @@ class Stream:
             start = end + 2
             events.append(raw)
             times.append(now)
-            if raw.endswith(b"[DONE]") or b"message_stop" in raw:
+            if raw.endswith(b"[DONE]") or end_mark in raw:
                 self.done = self.stop = self._is_end(raw)
             elif b"error" in raw:
                 self.stop = self._is_error(raw)
@@ -134,6 +146,12 @@ class Stream:
             raise Failure("body_too_large", f"response body exceeded {self.limit} bytes")
 
     def _is_end(self, raw: bytes) -> bool:
+        if self.protocol == "responses":
+            return (
+                raw.startswith(b"event: response.completed")
+                or b'"type": "response.completed"' in raw
+                or b'"type":"response.completed"' in raw
+            )
         if self.protocol == "anthropic":
             return (
                 raw.startswith(b"event: message_stop")
@@ -201,6 +219,8 @@ class Stream:
             raise Failure("malformed_stream", "data line is not a JSON object")
         if self.protocol == "anthropic":
             self._anthropic(obj, name, now)
+        elif self.protocol == "responses":
+            self._responses(obj, name, now)
         else:
             self._openai(obj, now)
         if self.tier_fields and not self.rec.served_tier:
@@ -236,34 +256,48 @@ class Stream:
             if choice.get("index", 0) == 0:  # only the first choice is measured
                 self._openai_choice(choice, now)
         usage = obj.get("usage")
+        if not usage and "x_groq" in obj:  # Groq: usage only in its extension object
+            usage = _field(obj["x_groq"], dict, "x_groq").get("usage")
         if usage:
+            _field(usage, dict, "usage")
             self.usage_seen = True
-            rec.prompt_tokens = usage.get("prompt_tokens", rec.prompt_tokens)
-            rec.completion_tokens = usage.get("completion_tokens", rec.completion_tokens)
+            rec.prompt_tokens = _count(usage, "prompt_tokens", rec.prompt_tokens)
+            rec.completion_tokens = _count(usage, "completion_tokens", rec.completion_tokens)
             details = usage.get("prompt_tokens_details") or {}
             if details.get("cached_tokens") is not None:
-                rec.cached_tokens = details["cached_tokens"]
+                rec.cached_tokens = _count(details, "cached_tokens", None)
         if "timings" in obj and isinstance(obj["timings"], dict):
             rec.server_timings = obj["timings"]  # llama.cpp server
 
     def _openai_choice(self, choice: dict[str, Any], now: float) -> None:
         delta = choice.get("delta") or {}
         content = delta.get("content") or choice.get("text") or ""
+        thinking = ""
+        if content.__class__ is not str:  # typed parts (Mistral), or a type-confused value
+            content, thinking = _content_parts(content)
+            if thinking:
+                self.reasoning_parts.append(thinking)
         if content:
             self.text_parts.append(content)
-        generated = content
-        if len(delta) > 1 or not content:  # more than {content}: role, reasoning, tools
+        generated = content + thinking
+        if len(delta) > 1 or not generated:  # more than {content}: role, reasoning, tools
             reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
+            refusal = delta.get("refusal") or ""
             tool = ""
             for call in delta.get("tool_calls") or ():
+                call = _field(call, dict, "delta.tool_calls[]")
+                fn = _field(call.get("function") or {}, dict, "delta.tool_calls[].function")
+                piece = _text(fn.get("name"), "function.name")
+                piece += _text(fn.get("arguments"), "function.arguments")
                 self.calls.openai(call)
-                fn = call.get("function") or {}
-                tool += (fn.get("name") or "") + (fn.get("arguments") or "")
+                tool += piece
             if reasoning:
-                self.reasoning_parts.append(reasoning)
+                self.reasoning_parts.append(_text(reasoning, "delta.reasoning"))
+            if refusal:
+                self.refusal_parts.append(_text(refusal, "delta.refusal"))
             if tool:
                 self.tool_text.append(tool)
-            generated += reasoning + tool
+            generated += reasoning + refusal + tool
         if generated:
             self._token(generated, now)
         if choice.get("finish_reason"):
@@ -282,62 +316,147 @@ class Stream:
             rec.model_id = str(msg.get("model") or rec.model_id)
             self._anthropic_usage(msg.get("usage") or {})
         elif kind == "content_block_start":
-            block = obj.get("content_block") or {}
-            piece = block.get("text") or block.get("thinking") or ""
-            if block.get("type") == "tool_use" and block.get("name"):
+            block = _field(obj.get("content_block") or {}, dict, "content_block")
+            btype = block.get("type")
+            piece = ""
+            if btype == "tool_use" and block.get("name"):
+                piece = _text(block["name"], "content_block.name")
                 self.calls.anthropic_start(obj.get("index"), block)
-                self.tool_text.append(block["name"])
-                piece = block["name"]
-            elif piece:
-                parts = self.reasoning_parts if block.get("type") == "thinking" else self.text_parts
-                parts.append(piece)
+                self.tool_text.append(piece)
+            elif btype in SERVER_TOOL_BLOCKS:  # the vendor runs it: not the client's call
+                piece = _text(block.get("name"), "content_block.name")
+                self.server_blocks.add(obj.get("index"))
+                self.server_tools.append({"type": btype, "name": piece})
+                self.tool_text.append(piece)
+            elif btype == "fallback":  # the vendor says another model answers from here on
+                to = _field(block.get("to") or {}, dict, "content_block.to")
+                served = _text(to.get("model"), "content_block.to.model")
+                if served:
+                    rec.fallback_from = rec.model_id
+                    rec.model_id = served
+            elif btype in ("text", "thinking"):
+                piece = _text(block.get(btype), f"content_block.{btype}")
+                parts = self.reasoning_parts if btype == "thinking" else self.text_parts
+                if piece:
+                    parts.append(piece)
             if piece:
                 self._token(piece, now)
         elif kind == "content_block_delta":
-            delta = obj.get("delta") or {}
+            delta = _field(obj.get("delta") or {}, dict, "delta")
             dtype = delta.get("type")
             piece = ""
             if dtype == "text_delta":
-                piece = delta.get("text") or ""
+                piece = _text(delta.get("text"), "delta.text")
                 self.text_parts.append(piece)
             elif dtype == "thinking_delta":
-                piece = delta.get("thinking") or ""
+                piece = _text(delta.get("thinking"), "delta.thinking")
                 self.reasoning_parts.append(piece)
             elif dtype == "input_json_delta":
-                piece = delta.get("partial_json") or ""
+                piece = _text(delta.get("partial_json"), "delta.partial_json")
                 self.tool_text.append(piece)
-                self.calls.anthropic_delta(obj.get("index"), piece)
+                if obj.get("index") not in self.server_blocks:
+                    self.calls.anthropic_delta(obj.get("index"), piece)
             if piece:
                 self._token(piece, now)
         elif kind == "message_delta":
-            delta = obj.get("delta") or {}
+            delta = _field(obj.get("delta") or {}, dict, "delta")
             if delta.get("stop_reason"):
                 rec.finish_reason = str(delta["stop_reason"])
             self._anthropic_usage(obj.get("usage") or {})
 
-    def _anthropic_usage(self, usage: dict[str, Any]) -> None:
-        # Anthropic's input_tokens exclude cached ones; prompt_tokens here includes them, as in
-        # OpenAI's usage, so the two protocols compare.
+    def _responses(self, obj: dict[str, Any], name: str, now: float) -> None:
+        """OpenAI's Responses API: typed events, tokens in ``*.delta`` events, the usage,
+        model and served tier in the final ``response`` object (``response.completed``, or
+        ``response.incomplete`` with its reason)."""
+        kind = obj.get("type") or name
+        piece = ""
+        if kind == "response.output_text.delta":
+            piece = _text(obj.get("delta"), "delta")
+            self.text_parts.append(piece)
+        elif kind in ("response.reasoning_text.delta", "response.reasoning_summary_text.delta"):
+            piece = _text(obj.get("delta"), "delta")
+            self.reasoning_parts.append(piece)
+        elif kind == "response.refusal.delta":
+            piece = _text(obj.get("delta"), "delta")
+            self.refusal_parts.append(piece)
+        elif kind == "response.output_item.added":
+            item = _field(obj.get("item") or {}, dict, "item")
+            if item.get("type") == "function_call":
+                piece = _text(item.get("name"), "item.name")
+                self.calls.anthropic_start(obj.get("output_index"), {"name": piece})
+                self.tool_text.append(piece)
+        elif kind == "response.function_call_arguments.delta":
+            piece = _text(obj.get("delta"), "delta")
+            self.calls.anthropic_delta(obj.get("output_index"), piece)
+            self.tool_text.append(piece)
+        elif kind in ("response.failed", "error") or obj.get("error"):
+            resp = obj.get("response") if isinstance(obj.get("response"), dict) else {}
+            err = obj.get("error") or resp.get("error") or obj.get("message")
+            raise Failure("malformed_stream", f"error in stream: {_short_error(err)}")
+        elif kind in ("response.created", "response.completed", "response.incomplete"):
+            self._responses_final(_field(obj.get("response") or {}, dict, "response"), kind)
+        if piece:
+            self._token(piece, now)
+
+    def _responses_final(self, resp: dict[str, Any], kind: str) -> None:
         rec = self.rec
-        if "output_tokens" in usage:
-            rec.completion_tokens = usage["output_tokens"]
-        if "input_tokens" in usage:
-            cached = usage.get("cache_read_input_tokens") or 0
-            created = usage.get("cache_creation_input_tokens") or 0
-            rec.prompt_tokens = usage["input_tokens"] + cached + created
-            rec.cached_tokens = cached
+        if resp.get("model"):
+            rec.model_id = str(resp["model"])
+        if kind == "response.created":  # its service_tier echoes the request: not the served
+            return
+        if resp.get("service_tier"):
+            rec.served_tier = str(resp["service_tier"])[:40]
+        if kind == "response.incomplete":
+            details = resp.get("incomplete_details")
+            reason = details.get("reason") if isinstance(details, dict) else None
+            rec.finish_reason = str(reason or "incomplete")
+        else:
+            rec.finish_reason = str(resp.get("status") or "completed")
+        usage = resp.get("usage")
+        if usage:
+            _field(usage, dict, "response.usage")
+            self.usage_seen = True
+            rec.prompt_tokens = _count(usage, "input_tokens", rec.prompt_tokens)
+            rec.completion_tokens = _count(usage, "output_tokens", rec.completion_tokens)
+            details = usage.get("input_tokens_details") or {}
+            if isinstance(details, dict) and details.get("cached_tokens") is not None:
+                rec.cached_tokens = _count(details, "cached_tokens", None)
+
+    def _anthropic_usage(self, usage: Any) -> None:
+        # Anthropic's input_tokens exclude cached ones; prompt_tokens here includes them, as in
+        # OpenAI's usage, so the two protocols compare. No cache field: cached tokens unknown.
+        rec = self.rec
+        _field(usage, dict, "usage")
+        rec.completion_tokens = _count(usage, "output_tokens", rec.completion_tokens)
+        if usage.get("input_tokens") is not None:
+            uncached = _count(usage, "input_tokens", None) or 0
+            cached = _count(usage, "cache_read_input_tokens", None)
+            created = _count(usage, "cache_creation_input_tokens", None) or 0
+            rec.prompt_tokens = uncached + (cached or 0) + created
+            if cached is not None:
+                rec.cached_tokens = cached
         if usage.get("service_tier") and not rec.served_tier:  # Anthropic: standard|priority
             rec.served_tier = str(usage["service_tier"])[:40]
         self.usage_seen = True
+
+    def refused(self) -> str:
+        """The refusal, when the model declined: OpenAI's ``delta.refusal`` text, or an
+        Anthropic ``stop_reason: refusal`` (then whatever text came before it); "" if not."""
+        if self.refusal_parts:
+            return "".join(self.refusal_parts)
+        if self.protocol == "anthropic" and self.rec.finish_reason == "refusal":
+            return "".join(self.text_parts) or "(no text)"
+        return ""
 
     def finish(self) -> None:
         """Derived fields, also for failed records (they keep what arrived)."""
         rec, t0 = self.rec, self.t0
         if t0 is None:
             return
-        rec.text = "".join(self.text_parts)
+        rec.text = "".join(self.text_parts) + "".join(self.refusal_parts)
         rec.reasoning_text = "".join(self.reasoning_parts)
         rec.tool_calls = self.calls.result()
+        rec.server_tools = self.server_tools
         times = self.token_times
         if times:
             rec.ttft_ms = (times[0] - t0) * 1000.0
@@ -345,13 +464,74 @@ class Stream:
             rec.chunk_gaps_ms = [(b - a) * 1000.0 for a, b in zip(times, times[1:], strict=False)]
             rec.chunk_tokens = [max(1, estimate_tokens(p)) for p in self.token_pieces]
         # usage.completion_tokens counts reasoning and tool-call tokens too: so does the estimate
-        everything = rec.text + rec.reasoning_text + "".join(self.tool_text)
+        everything = rec.text + rec.reasoning_text + "".join(self.tool_text)  # refusal included
         rec.estimated_tokens = estimate_tokens(everything)
         out = rec.output_tokens
         if rec.ttft_ms is not None and rec.e2e_ms is not None and out is not None and out >= 2:
             rec.tpot_ms = (rec.e2e_ms - rec.ttft_ms) / (out - 1)
         if self.logprobs:
             rec.logprobs = self.logprobs
+
+
+_MAX_COUNT = 2**31 - 1  # a token count a sample's integer column can hold
+
+
+def _kind(value: Any) -> str:
+    return f"{type(value).__name__} {str(value)[:40]!r}"
+
+
+def _text(value: Any, where: str) -> str:
+    """A text piece of an event, or a malformed stream naming the field: never a non-string
+    that would fail later, outside every ``try`` (joining the texts)."""
+    if value.__class__ is str:
+        return value  # type: ignore[no-any-return]
+    if value is None:
+        return ""
+    raise Failure("malformed_stream", f"{where} is {_kind(value)}, not text")
+
+
+def _field(value: Any, kind: type, where: str) -> Any:
+    if isinstance(value, kind):
+        return value
+    raise Failure("malformed_stream", f"{where} is {_kind(value)}, not {kind.__name__}")
+
+
+def _count(obj: dict[str, Any], key: str, default: int | None) -> int | None:
+    """A token count from a usage object: absent or null keeps ``default`` (unknown stays
+    unknown); a non-integer, or one past what the column holds, is a malformed stream."""
+    value = obj.get(key)
+    if value is None:
+        return default
+    if value.__class__ is not int:
+        raise Failure("malformed_stream", f"usage.{key} is {_kind(value)}, not a count")
+    if value > _MAX_COUNT:  # a negative one is the column's to refuse (store_error)
+        raise Failure("malformed_stream", f"usage.{key} is {str(value)[:40]}, out of range")
+    return value  # type: ignore[no-any-return]
+
+
+def _content_parts(content: Any) -> tuple[str, str]:
+    """``delta.content`` as a list of typed parts, as (text, thinking). Mistral's magistral
+    sends ``[{"type": "thinking", "thinking": [{"type": "text", "text": ...}]}]`` and
+    ``[{"type": "text", "text": ...}]``; other part types (images, references) carry no
+    generated text. Anything but a list here is a malformed stream."""
+    if not isinstance(content, list):
+        raise Failure("malformed_stream", f"delta.content is {_kind(content)}, not text")
+    text = thinking = ""
+    for part in content:
+        if part.__class__ is str:
+            text += part
+            continue
+        _field(part, dict, "delta.content[]")
+        kind = part.get("type")
+        if kind == "thinking":
+            inner = part.get("thinking")
+            for piece in inner if isinstance(inner, list) else [inner]:
+                if isinstance(piece, dict):
+                    piece = piece.get("text")
+                thinking += _text(piece, "delta.content[].thinking")
+        elif kind == "text" or kind is None:
+            text += _text(part.get("text"), "delta.content[].text")
+    return text, thinking
 
 
 _SCAN = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[attr-defined]

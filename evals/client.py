@@ -51,6 +51,7 @@ import re
 import ssl
 import time
 import urllib.parse
+import zlib
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -148,11 +149,13 @@ def _openai_body(endpoint: EndpointSpec, request: ChatRequest) -> dict[str, Any]
     body: dict[str, Any] = {
         "model": endpoint.model,
         "messages": request.messages,
-        "max_tokens": request.max_tokens,
+        endpoint.max_tokens_field: request.max_tokens,
         "temperature": request.temperature,
         "stream": True,
         "stream_options": {"include_usage": True},
     }
+    if not endpoint.send_temperature:  # the model takes only its default
+        del body["temperature"]
     if request.seed is not None:
         body["seed"] = request.seed
     if request.logprobs:
@@ -170,13 +173,37 @@ def _anthropic_body(endpoint: EndpointSpec, request: ChatRequest) -> dict[str, A
     body: dict[str, Any] = {
         "model": endpoint.model,
         "messages": [m for m in request.messages if m.get("role") != "system"],
-        "max_tokens": request.max_tokens,
+        "max_tokens": request.max_tokens,  # Anthropic has no other name for it
         "temperature": request.temperature,
         "stream": True,
     }
+    if not endpoint.send_temperature:
+        del body["temperature"]
     if system:
         body["system"] = system
     body.update(anthropic_fields(request))
+    body.update(endpoint.extra_body)
+    return body
+
+
+def _responses_body(endpoint: EndpointSpec, request: ChatRequest) -> dict[str, Any]:
+    # The same messages as input items; the token limit is max_output_tokens; tools are flat
+    # ({"type": "function", "name", "parameters"}) and a structured format is text.format.
+    body: dict[str, Any] = {
+        "model": endpoint.model,
+        "input": request.messages,
+        "max_output_tokens": request.max_tokens,
+        "temperature": request.temperature,
+        "stream": True,
+    }
+    if not endpoint.send_temperature:
+        del body["temperature"]
+    if request.tools:
+        body["tools"] = [{"type": "function", **f} for f in request.tools]
+    if request.response_format:
+        fmt = request.response_format
+        schema = fmt.get("json_schema") if fmt.get("type") == "json_schema" else None
+        body["text"] = {"format": {"type": "json_schema", **schema} if schema else fmt}
     body.update(endpoint.extra_body)
     return body
 
@@ -186,6 +213,7 @@ def _request_parts(
 ) -> tuple[str, dict[str, str], bytes]:
     base = endpoint.base_url.rstrip("/")
     headers = {
+        **endpoint.extra_headers,  # first: the client's own below win (validation refuses them)
         "Accept": "text/event-stream",
         "Accept-Encoding": "identity",
         "Content-Type": "application/json",
@@ -196,7 +224,11 @@ def _request_parts(
         if endpoint.api_key:
             headers["x-api-key"] = endpoint.api_key
     else:
-        url, body = f"{base}/chat/completions", _openai_body(endpoint, request)
+        url, body = (
+            (f"{base}/responses", _responses_body(endpoint, request))
+            if endpoint.protocol == "responses"
+            else (f"{base}/chat/completions", _openai_body(endpoint, request))
+        )
         if endpoint.api_key:
             headers["Authorization"] = f"Bearer {endpoint.api_key}"
     return url, headers, json.dumps(body).encode()
@@ -263,8 +295,7 @@ async def _via_httpx(
     resp = await client.send(req, stream=True)
     try:
         marks.setdefault("headers", time.perf_counter())
-        encoded = resp.headers.get("content-encoding", "identity").lower() not in ("", "identity")
-        chunks = (resp.aiter_bytes() if encoded else resp.aiter_raw()).__aiter__()
+        chunks = resp.aiter_raw().__aiter__()  # decoded in _take_response, as on aiohttp
         await _take_response(resp.status_code, resp.headers, lambda: anext(chunks, b""), stream)
     finally:
         await resp.aclose()
@@ -296,6 +327,9 @@ async def _take_response(
         snippet = await _read_snippet(read)
         raise Failure("malformed_stream", f"content-type {ctype or 'missing'!r}: {snippet}")
     stream.in_body = True
+    decoder = _decoder(headers.get("content-encoding", ""))
+    if decoder is not None:
+        read, stamps = _decoded(read, decoder), None  # stamps count encoded bytes: not these
     t0, perf = stream.t0 or 0.0, time.perf_counter
     while chunk := await read():
         now = perf()
@@ -330,6 +364,52 @@ async def _take_response(
         pass
 
 
+def _decoder(encoding: str) -> Any:
+    """A decompressor for a body sent compressed despite ``Accept-Encoding: identity`` (some
+    vendors gzip their streams anyway), or None for an identity body. Both wires get the raw
+    bytes and decode here, so they agree; an encoding without a decoder here is its own class,
+    not a stream blamed for being cut."""
+    names = [e.strip().lower() for e in encoding.split(",") if e.strip()]
+    names = [n for n in names if n != "identity"]
+    if not names:
+        return None
+    if names in (["gzip"], ["x-gzip"]):
+        return zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    if names == ["deflate"]:
+        return _Deflate()
+    raise Failure(
+        "unsupported_encoding", f"body sent with content-encoding {encoding[:40]!r}: not decoded"
+    )
+
+
+class _Deflate:
+    """HTTP "deflate": zlib-wrapped as the RFC says, or raw deflate as some servers send."""
+
+    def __init__(self) -> None:
+        self.inner: Any = None
+
+    def decompress(self, data: bytes) -> bytes:
+        if self.inner is None:
+            raw = bool(data) and (data[0] & 0x0F) != 8  # no zlib header: raw deflate
+            self.inner = zlib.decompressobj(-zlib.MAX_WBITS if raw else zlib.MAX_WBITS)
+        return self.inner.decompress(data)  # type: ignore[no-any-return]
+
+
+def _decoded(read: Callable[[], Awaitable[bytes]], decoder: Any) -> Callable[[], Awaitable[bytes]]:
+    async def decoded_read() -> bytes:
+        while chunk := await read():
+            try:
+                out = decoder.decompress(chunk)
+            except zlib.error as exc:
+                msg = f"compressed body does not decode: {exc}"
+                raise Failure("malformed_stream", msg) from None
+            if out:
+                return out  # type: ignore[no-any-return]
+        return b""
+
+    return decoded_read
+
+
 async def _read_snippet(read: Callable[[], Awaitable[bytes]]) -> str:
     data = b""
     while len(data) < _ERROR_BODY_BYTES and (chunk := await read()):
@@ -354,7 +434,11 @@ def _check_unterminated(stream: Stream) -> None:
         return
     if stream.protocol == "openai" and rec.finish_reason and stream.usage_seen:
         return  # accepted: see the module docstring
-    marker = "message_stop" if stream.protocol == "anthropic" else "[DONE]"
+    if stream.protocol == "responses" and rec.finish_reason and rec.finish_reason != "completed":
+        return  # response.incomplete (e.g. max_output_tokens): a terminal event of its own
+    marker = {"anthropic": "message_stop", "responses": "response.completed"}.get(
+        stream.protocol, "[DONE]"
+    )
     raise Failure("stream_incomplete", f"stream ended before {marker}")
 
 
@@ -472,9 +556,15 @@ async def stream_chat(
             error = (exc.error_class, str(exc))
     except (ValueError, TypeError, KeyError, AttributeError, UnicodeError) as exc:
         error = error or ("protocol", f"{type(exc).__name__}: {exc}")
+    refusal = stream.refused() if error is None else ""
+    if refusal:  # an answer, but not one: its own class, its text kept (never an empty ok)
+        error = ("refusal", f"the model refused: {refusal}")
     if error is None and not stream.token_times and not rec.finish_reason:
         error = ("empty_stream", "the stream ended with no token and no finish reason")
-    stream.finish()
+    try:
+        stream.finish()
+    except (ValueError, TypeError, KeyError, AttributeError, UnicodeError, OverflowError) as exc:
+        error = ("protocol", f"{type(exc).__name__}: {exc}")  # never out of stream_chat
     if retried:
         rec.headers[RETRIED_MARKER] = "1"
     else:  # the marker is ours alone, even if a server sends a header of that name
@@ -483,7 +573,8 @@ async def stream_chat(
         rec.ok = True
     else:
         rec.error_class, rec.error_message = error[0], _scrub(error[1], endpoint)
-    _scrub_record(rec, endpoint.api_key)  # before any cut, so no cut leaves a piece of the key
+    for secret in (endpoint.api_key, *endpoint.secrets):  # before any cut, so no cut leaves
+        _scrub_record(rec, secret)  # a piece of a key
     if rec.error_class == "body_too_large":
         rec.error_message = _keep_prefix(rec, rec.error_message)
     return rec
@@ -548,9 +639,12 @@ def _fill_marks(rec: TimingRecord, t0: float | None, marks: dict[str, Any]) -> N
 
 
 def _scrub(message: str, endpoint: EndpointSpec) -> str:
-    """One line, at most ~300 characters, the key replaced (vendors echo keys in 401 bodies)."""
+    """One line, at most ~300 characters, the key replaced (vendors echo keys in 401 bodies),
+    and every header secret too."""
     text = " ".join(str(message).split())
-    return key_scrubber(endpoint.api_key)(text)[:300]
+    for secret in (endpoint.api_key, *endpoint.secrets):
+        text = key_scrubber(secret)(text)
+    return text[:300]
 
 
 @functools.lru_cache(maxsize=64)

@@ -10,7 +10,42 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-Protocol = Literal["openai", "anthropic"]
+Protocol = Literal["openai", "anthropic", "responses"]  # responses: OpenAI Responses API
+# body fields the probe sets itself: ``extra_body`` may not override them (the request would no
+# longer be the one measured, or not streamed); refused at validation, naming the field
+PROBE_FIELDS = frozenset(
+    {
+        "model",
+        "messages",
+        "system",
+        "stream",
+        "stream_options",
+        "temperature",
+        "max_tokens",
+        "max_completion_tokens",
+        "max_output_tokens",
+        "input",
+        "tools",
+        "tool_choice",
+        "response_format",
+    }
+)
+# request headers the client sets itself (the key, the framing, ``Accept-Encoding: identity``)
+PROBE_HEADERS = frozenset(
+    {
+        "authorization",
+        "x-api-key",
+        "api-key",
+        "accept",
+        "accept-encoding",
+        "content-type",
+        "content-length",
+        "content-encoding",
+        "transfer-encoding",
+        "connection",
+        "host",
+    }
+)
 
 # Error classes of a failed sample (never dropped, always classified; docs/measures.md).
 ERROR_CLASSES = (
@@ -24,6 +59,8 @@ ERROR_CLASSES = (
     "protocol",  # anything else the client could not interpret
     "empty_stream",  # a 2xx stream that ended with no token and no finish reason
     "store_error",  # the measured record could not be saved; kept as this failed sample
+    "refusal",  # the model declined (OpenAI delta.refusal, Anthropic stop_reason refusal)
+    "unsupported_encoding",  # a compressed body in an encoding the client cannot decode
 )
 TEXT_KEPT_CHARS = 65_536  # of an oversized body's text: a bounded prefix, said so in the record
 REPLACEMENT = "\ufffd"
@@ -77,6 +114,14 @@ class EndpointSpec:
     extra_body: dict[str, Any] = field(default_factory=dict)
     # headers or (dotted) JSON keys reporting the tier served, besides the protocol's own
     served_tier_fields: tuple[str, ...] = ()
+    # request headers beside the client's own (e.g. ``anthropic-beta``), values resolved; the
+    # values that came from environment variables are in ``secrets``, scrubbed like the key
+    extra_headers: dict[str, str] = field(default_factory=dict)
+    secrets: tuple[str, ...] = ()
+    # reasoning models: OpenAI's GPT-5 and o-series take ``max_completion_tokens`` and only
+    # their default temperature
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    send_temperature: bool = True
 
 
 @dataclass(frozen=True)
@@ -132,6 +177,9 @@ class TimingRecord:
     server_timings: dict[str, Any] | None = None  # llama.cpp's ``timings`` object if sent
     # assembled from the streamed deltas: [{"name": ..., "arguments_json": ...}] in call order
     tool_calls: list[dict[str, str]] = field(default_factory=list)
+    # tools the vendor ran itself (Anthropic server_tool_use, mcp_tool_use): [{"type", "name"}]
+    server_tools: list[dict[str, str]] = field(default_factory=list)
+    fallback_from: str = ""  # the model the vendor said it fell back from (Anthropic fallback)
 
     @property
     def output_tokens(self) -> int | None:

@@ -22,10 +22,10 @@ from django.db.models.signals import post_delete
 from django.dispatch import receiver
 from django.utils import timezone
 
-from evals.records import EndpointSpec
+from evals.records import PROBE_FIELDS, PROBE_HEADERS, EndpointSpec
 from monitor.alerting import metrics_catalogue
 from monitor.derived.run_summary import RunSummary
-from monitor.env import env_secret
+from monitor.env import EnvError, env_secret
 
 ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 
@@ -46,10 +46,51 @@ def validate_tier_fields(value: object) -> None:
         )
 
 
+HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an HTTP token (RFC 9110)
+HEADER_ENV = re.compile(r"\{env:([^{}]*)\}")  # "Bearer {env:GATEWAY_KEY}" in a header value
+
+
+def validate_extra_body(value: object) -> None:
+    if not isinstance(value, dict):
+        raise ValidationError('extra_body must be a mapping, e.g. {"service_tier": "priority"}')
+    taken = sorted(k for k in value if k in PROBE_FIELDS)
+    if taken:
+        raise ValidationError(
+            f"extra_body.{taken[0]}: set by the probe itself, so it cannot be overridden "
+            "(max_tokens_field and send_temperature choose the token limit and temperature)"
+        )
+
+
+def validate_extra_headers(value: object) -> None:
+    if not isinstance(value, dict):
+        raise ValidationError(
+            'extra_headers must be a mapping, e.g. {"anthropic-beta": "fast-mode-2026-02-01"}'
+        )
+    for name, text in value.items():
+        if not isinstance(name, str) or not HEADER_NAME.match(name):
+            raise ValidationError(f"extra_headers: {str(name)[:60]!r} is not a header name")
+        if name.lower() in PROBE_HEADERS:
+            raise ValidationError(
+                f"extra_headers.{name}: set by the client itself (an API key goes in api_key_env)"
+            )
+        if not isinstance(text, str) or any(ord(c) < 32 or ord(c) == 127 for c in text):
+            raise ValidationError(f"extra_headers.{name}: must be text on one line")
+        for env in HEADER_ENV.findall(text):
+            if not ENV_NAME.match(env):
+                raise ValidationError(
+                    f"extra_headers.{name}: {{env:{env[:40]}}} must name an environment "
+                    "variable (A-Z, 0-9, _)"
+                )
+
+
 class Endpoint(models.Model):
     """One API target: protocol, base URL, model name and the env var holding its key."""
 
-    PROTOCOLS = [("openai", "OpenAI chat completions"), ("anthropic", "Anthropic messages")]
+    PROTOCOLS = [
+        ("openai", "OpenAI chat completions"),
+        ("anthropic", "Anthropic messages"),
+        ("responses", "OpenAI Responses API"),
+    ]
 
     name = models.SlugField(max_length=80, unique=True)
     protocol = models.CharField(max_length=16, choices=PROTOCOLS, default="openai")
@@ -64,7 +105,25 @@ class Endpoint(models.Model):
     max_concurrency = models.PositiveSmallIntegerField(default=4)
     timeout_s = models.FloatField(default=120.0)
     context_window = models.PositiveIntegerField(null=True, blank=True)
-    extra_body = models.JSONField(default=dict, blank=True)
+    extra_body = models.JSONField(default=dict, blank=True, validators=[validate_extra_body])
+    extra_headers = models.JSONField(
+        default=dict,
+        blank=True,
+        validators=[validate_extra_headers],
+        help_text='Request headers, e.g. {"anthropic-beta": "fast-mode-2026-02-01"}; '
+        '"{env:NAME}" in a value is read from that environment variable at request time.',
+    )
+    max_tokens_field = models.CharField(
+        max_length=24,
+        choices=[("max_tokens", "max_tokens"), ("max_completion_tokens", "max_completion_tokens")],
+        default="max_tokens",
+        help_text="OpenAI's reasoning models (GPT-5, o-series) take max_completion_tokens.",
+    )
+    send_temperature = models.BooleanField(
+        default=True,
+        help_text="Off for models that take only their default temperature (the request "
+        "then has no temperature field).",
+    )
     simulated = models.BooleanField(default=False, help_text="Served by the simulated demo vendor.")
     expected_tier = models.CharField(
         max_length=40,
@@ -99,6 +158,7 @@ class Endpoint(models.Model):
     def spec(self) -> EndpointSpec:
         """What the client needs; the key is read from the environment now and lives only in
         memory."""
+        headers, secrets = self.request_headers()
         return EndpointSpec(
             name=self.name,
             protocol=self.protocol,  # type: ignore[arg-type]
@@ -108,7 +168,28 @@ class Endpoint(models.Model):
             timeout_s=self.timeout_s,
             extra_body=dict(self.extra_body or {}),
             served_tier_fields=tuple(self.served_tier_fields or ()),
+            extra_headers=headers,
+            secrets=secrets,
+            max_tokens_field=self.max_tokens_field,  # type: ignore[arg-type]
+            send_temperature=self.send_temperature,
         )
+
+    def request_headers(self) -> tuple[dict[str, str], tuple[str, ...]]:
+        """``extra_headers`` with each ``{env:NAME}`` read now, and the values read (secrets,
+        scrubbed from everything the vendor sends back). An unset variable is refused by
+        name: a header sent without its secret would fail as the vendor's 401."""
+        headers, secrets = {}, []
+        for name, template in (self.extra_headers or {}).items():
+
+            def read(match: re.Match[str], name: str = name) -> str:
+                value = env_secret(match.group(1))
+                if value is None:
+                    raise EnvError(f"extra_headers.{name}: {match.group(1)} is not set")
+                secrets.append(value)
+                return value
+
+            headers[name] = HEADER_ENV.sub(read, template)
+        return headers, tuple(secrets)
 
 
 class Suite(models.Model):

@@ -16,6 +16,12 @@ entirely different). Labels, in order:
    with its interval over prompts (:mod:`evals.stats.effect`).
 4. **no detectable difference (p, n; 80% power only above …)** — never "same model".
 
+A tier whose every answer was empty (refusals, a reasoning model that spent its tokens
+thinking, tool calls only) leaves the text test nothing to compare; when the other tier did
+answer and Fisher's test on empty answers rejects, the label is **outputs differ** with
+"fast tier answered nothing in N of N samples" (:func:`silent_tiers`), else inconclusive with
+those words.
+
 Empty answers and failed requests are rates of their own, compared by Fisher's exact test
 (:func:`rate_test`) and counted in the sentence; they do not enter the MMD test (the texts are
 normalised and empties left out by :func:`evals.stats.mmd.mmd_test`). The reference ladder is
@@ -140,10 +146,23 @@ def ladder_context(
             "label: MMD² depends on output length, entropy and prompts)")  # fmt: skip
 
 
-def _inconclusive(fvb, tiers, min_prompts, min_samples, max_dropped_share, max_failed_share):
+def silent_tiers(tiers: Mapping[str, TierCounts]) -> list[str]:
+    """ "fast tier answered nothing in 250 of 250 samples" for each tier whose every
+    successful answer was empty (refusals, a reasoning model that spent its tokens thinking,
+    tool calls only): the text test has nothing to compare there, and that is the finding."""
     out = []
+    for tier, c in tiers.items():
+        answered = c.requests - c.failed
+        if answered and c.empty == answered:
+            out.append(f"{tier} tier answered nothing in {c.empty} of {answered} samples")
+    return out
+
+
+def _inconclusive(fvb, tiers, min_prompts, min_samples, max_dropped_share, max_failed_share):
+    out = silent_tiers(tiers)
     if fvb.statistic is None:
-        out.append("no prompt has 2 non-empty texts on both tiers")
+        if not out:
+            out.append("no prompt has 2 non-empty texts on both tiers")
     else:
         if fvb.n_prompts < min_prompts:
             out.append(f"n too small: {fvb.n_prompts} prompts, need {min_prompts}")
@@ -232,6 +251,11 @@ def judge(
                              max_failed_share)  # fmt: skip
     common = dict(p_value=fvb.p_value, adjusted_p_values=adjusted, effect=effect, rates=rates,
                   context=context)  # fmt: skip
+    silent = silent_tiers(tiers)
+    emptier = [r for r in rates if r.what == "empty answers" and r.p_value < alpha]
+    if silent and emptier:  # one tier silent, the other not: the outputs differ, by count
+        sentence = f"{LABEL_WORDS['outputs_differ']} ({'; '.join(silent + rate_words)})"
+        return Judgement("outputs_differ", sentence, reasons=silent + reasons, **common)
     if problems:
         sentence = f"inconclusive ({'; '.join(problems + rate_words)})"
         return Judgement("inconclusive", sentence, reasons=problems + reasons, **common)

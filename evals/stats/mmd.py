@@ -65,7 +65,11 @@ class MMDResult:
     def to_dict(self) -> dict:
         """JSON-ready summary (the null is reduced to its quantiles)."""
         qs = (0.5, 0.9, 0.95, 0.99)
-        null_q = {f"q{int(q * 100)}": float(np.quantile(self.null_stats, q)) for q in qs}
+        null_q = (
+            {f"q{int(q * 100)}": float(np.quantile(self.null_stats, q)) for q in qs}
+            if self.null_stats.size  # no null when no prompt was usable (e.g. a silent tier)
+            else {}
+        )
         return {
             "statistic": self.statistic,
             "p_value": self.p_value,
@@ -74,7 +78,8 @@ class MMDResult:
             "min_per_prompt": list(self.min_per_prompt),
             "L": self.L,
             "B": self.B,
-            "null_quantiles": null_q if self.null_stats.size else {},
+            "null_quantiles": null_q,
+            "n_empty": list(self.n_empty),
             "dropped_prompts": list(self.dropped_prompts),
         }
 
