@@ -42,7 +42,7 @@ from evals.stats.multiple import holm
 Label = Literal["outputs_differ", "no_detectable_difference", "capability_difference",
                 "inconclusive"]  # fmt: skip
 LABELS: tuple[Label, ...] = get_args(Label)
-LABEL_WORDS: dict[Label, str] = {
+LABEL_WORDS: dict[str, str] = {  # keyed by Label; str keys so stored labels look up
     "outputs_differ": "outputs differ",
     "no_detectable_difference": "no detectable difference",
     "capability_difference": "capability difference",

@@ -18,6 +18,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+from evals.stats.labels import LABEL_WORDS
 from monitor import selectors
 from monitor.alerting import lifecycle, maintenance
 from monitor.models import Alert, Pair, Run
@@ -74,8 +75,8 @@ def verdict_events(runs: list[Run]) -> list[dict[str, Any]]:
         if v is None or run.kind != "audit":
             continue
         if v.label != previous:
-            title = f"Verdict: {v.label.replace('_', ' ')}" + (
-                f" (was {previous.replace('_', ' ')})" if previous else " (first verdict)"
+            title = f"Verdict: {LABEL_WORDS.get(v.label, v.label)}" + (
+                f" (was {LABEL_WORDS.get(previous, previous)})" if previous else " (first verdict)"
             )
             out.append(
                 _event(
