@@ -24,7 +24,7 @@ _BULLET = re.compile(r"^\s*(?:[-*•])\s+\S", re.MULTILINE)
 _NUMBERED = re.compile(r"^\s*\d+[.)]\s+\S", re.MULTILINE)
 
 
-def _strip_fence(text: str) -> str:
+def strip_fence(text: str) -> str:
     """Text without one surrounding ``` fence (models often wrap JSON in one)."""
     match = re.fullmatch(r"\s*```[\w-]*\n(.*?)\n?```\s*", text, re.DOTALL)
     return match.group(1) if match else text
@@ -73,7 +73,7 @@ def ends_with(text: str, suffix: str) -> bool:
 def json_valid(text: str, required_keys: list[str] | None = None) -> bool:
     """The whole reply (or its one surrounding fence) is JSON; with keys, an object having them."""
     try:
-        value = json.loads(_strip_fence(text))
+        value = json.loads(strip_fence(text))
     except ValueError:
         return False
     if required_keys:
