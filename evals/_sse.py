@@ -354,7 +354,7 @@ class Stream:
             rec.logprobs = self.logprobs
 
 
-_SCAN = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[attr-defined]
+_SCAN = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
 
 
 def _json_object(data: bytes) -> Any:

@@ -64,7 +64,9 @@ def paired_table(
         p_value=mcnemar_exact(fast_only, base_only),
         fast_pass_rate=fast_rate,
         base_pass_rate=base_rate,
-        diff_points=100.0 * (fast_rate - base_rate) if n else None,
+        diff_points=100.0 * (fast_rate - base_rate)
+        if fast_rate is not None and base_rate is not None
+        else None,
         unpaired=unpaired,
     )
 
