@@ -96,7 +96,7 @@ def hamming_gram(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def _usable(
-    samples_a: Mapping[Hashable, Sequence[str]], samples_b: Mapping[Hashable, Sequence[str]]
+    samples_a: Mapping[Any, Sequence[str]], samples_b: Mapping[Any, Sequence[str]]
 ) -> tuple[list[Hashable], list[str]]:
     keys, dropped = [], []
     for key in sorted(set(samples_a) | set(samples_b), key=str):
@@ -131,8 +131,8 @@ def _statistics(
 
 
 def mmd_test(
-    samples_a: Mapping[Hashable, Sequence[str]],
-    samples_b: Mapping[Hashable, Sequence[str]],
+    samples_a: Mapping[Any, Sequence[str]],
+    samples_b: Mapping[Any, Sequence[str]],
     *,
     L: int = DEFAULT_L,
     B: int = DEFAULT_B,
