@@ -11,7 +11,7 @@ So 50 pairs × 365 days ≈ 10.5 M samples. Payload sizes follow what the simula
 text ~300 B, ~60 chunk gaps and tokens per chunk, ~330 B of response headers.
 
 Each run is summarised with ``monitor.derived.summary.summarise_samples`` and finished with
-``monitor.derived.rollups.record_run`` when that exists (rollups, provenance events), so
+``monitor.derived.rollups.record_run`` (rollups, provenance events), so
 the data has the shape a worker would have written. The newest audit of each pair gets a real
 verdict (``compute_verdict``) so the verdict page has something to show.
 
@@ -36,6 +36,7 @@ django.setup()
 
 from django.db import transaction  # noqa: E402
 
+from monitor.derived.rollups import record_run  # noqa: E402
 from monitor.derived.summary import summarise_samples  # noqa: E402
 from monitor.judging.verdict import compute_verdict  # noqa: E402
 from monitor.models import Case, Endpoint, Pair, Run, Sample  # noqa: E402
@@ -280,10 +281,6 @@ def one_day(
     run_rows = Run.objects.bulk_create([p[0] for p in plans])
     samples_by_run = [draw_samples(rng, run, at, items, endpoints) for run, at, items in plans]
     Sample.objects.bulk_create([s for rows in samples_by_run for s in rows], batch_size=2000)
-    try:
-        from monitor.derived.rollups import record_run as finish
-    except ImportError:  # the code before rollups existed (the "before" figures)
-        finish = None
     for (run, at, items), rows in zip(plans, samples_by_run, strict=True):
         finish_run(run, at, items, rows)
     Run.objects.bulk_update(
@@ -291,9 +288,8 @@ def one_day(
         ["created_at", "started_at", "finished_at", "planned", "completed", "summary"],
         batch_size=200,
     )
-    if finish is not None:
-        for run, rows in zip(run_rows, samples_by_run, strict=True):
-            finish(run=run, samples=rows)
+    for run, rows in zip(run_rows, samples_by_run, strict=True):
+        record_run(run=run, samples=rows)
     return sum(len(r) for r in samples_by_run)
 
 

@@ -534,7 +534,7 @@ def _content_parts(content: Any) -> tuple[str, str]:
     return text, thinking
 
 
-_SCAN = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[attr-defined]
+_SCAN = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
 
 
 def _json_object(data: bytes) -> Any:

@@ -157,7 +157,7 @@ class _TimedConnector(aiohttp.TCPConnector):
 
     def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)
-        self._factory = functools.partial(StampingHandler, loop=self._loop)
+        self._factory = functools.partial(StampingHandler, loop=self._loop)  # type: ignore[assignment]
 
     async def _create_connection(
         self, req: aiohttp.ClientRequest, traces: Any, timeout: aiohttp.ClientTimeout

@@ -24,7 +24,7 @@ _BULLET = re.compile(r"^\s*(?:[-*•])\s+\S", re.MULTILINE)
 _NUMBERED = re.compile(r"^\s*\d+[.)]\s+\S", re.MULTILINE)
 
 
-def _strip_fence(text: str) -> str:
+def strip_fence(text: str) -> str:
     """Text without one surrounding ``` fence (models often wrap JSON in one)."""
     match = re.fullmatch(r"\s*```[\w-]*\n(.*?)\n?```\s*", text, re.DOTALL)
     return match.group(1) if match else text
@@ -73,7 +73,7 @@ def ends_with(text: str, suffix: str) -> bool:
 def json_valid(text: str, required_keys: list[str] | None = None) -> bool:
     """The whole reply (or its one surrounding fence) is JSON; with keys, an object having them."""
     try:
-        value = json.loads(_strip_fence(text))
+        value = json.loads(strip_fence(text))
     except ValueError:
         return False
     if required_keys:
@@ -125,12 +125,12 @@ def matches_regex(text: str, pattern: str) -> bool:
 @dataclass(frozen=True)
 class Check:
     fn: Callable[..., bool]
-    required: dict[str, type | tuple[type, ...]]
-    optional: dict[str, type | tuple[type, ...]]
+    required: dict[str, type]
+    optional: dict[str, type]
     needs_one_of: tuple[str, ...] = ()  # at least one of these optional params must be given
 
 
-_COUNT = {"n": int, "min": int, "max": int}
+_COUNT: dict[str, type] = {"n": int, "min": int, "max": int}
 CHECKS: dict[str, Check] = {
     "max_words": Check(max_words, {"n": int}, {}),
     "min_words": Check(min_words, {"n": int}, {}),
@@ -172,9 +172,9 @@ def validate(constraint: dict[str, Any], index: int = 0) -> None:
         wrong_bool = isinstance(value, bool) and expected is not bool
         if wrong_bool or not isinstance(value, expected):
             raise ValueError(f"{where}.{name}: expected {expected.__name__}, got {value!r}")
-        if expected is list and not all(isinstance(v, str) for v in value):
+        if expected is list and not all(isinstance(v, str) for v in params[name]):
             raise ValueError(f"{where}.{name}: expected a list of strings")
-        if expected is int and value < 0:
+        if expected is int and params[name] < 0:
             raise ValueError(f"{where}.{name}: must be >= 0")
     if check.needs_one_of and not any(p in params for p in check.needs_one_of):
         raise ValueError(f"{where}.{check.needs_one_of[0]}: {kind} needs one of n, min, max")

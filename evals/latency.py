@@ -33,7 +33,8 @@ def _get(record: Any, name: str) -> Any:
 
 def _finite(values: Iterable[float | None]) -> np.ndarray:
     arr = np.array([np.nan if v is None else v for v in values], dtype=float)
-    return arr[np.isfinite(arr)]
+    finite: np.ndarray = arr[np.isfinite(arr)]
+    return finite
 
 
 def min_n_for(q: float, confidence: float = 0.95) -> int:

@@ -15,7 +15,7 @@ Each hint is ``{"mechanism", "indication", "finding", "evidence", "link"}`` with
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import median
 from typing import Any, Protocol
@@ -49,7 +49,7 @@ class AuditRef:
     sentence: str
 
 
-def _med(values) -> float | None:
+def _med(values: Iterable[float | None]) -> float | None:
     vals = [v for v in values if v is not None]
     return median(vals) if vals else None
 
@@ -90,7 +90,9 @@ def mechanism_hints(
     ]
 
 
-def prefix_cache_hint(by: dict[tuple[str, str], list[Observed]], min_n: int) -> dict[str, Any]:
+def prefix_cache_hint(
+    by: Mapping[tuple[str, str], Sequence[Observed]], min_n: int
+) -> dict[str, Any]:
     """TTFT of a repeated long prefix (long_cached) vs the same prompts behind a unique nonce
     (long_cold), per tier: a prefix cache skips prefill only for the first. Plus the cached
     prompt tokens the usage reports."""
@@ -112,7 +114,7 @@ def prefix_cache_hint(by: dict[tuple[str, str], list[Observed]], min_n: int) -> 
         )
         reported = [s for s in by.get(("long_cached", tier), []) if s.cached_tokens is not None]
         if reported:
-            tokens = median(s.cached_tokens for s in reported)
+            tokens = median(s.cached_tokens for s in reported if s.cached_tokens is not None)
             prompt = _med(s.prompt_tokens for s in reported)
             of = f" of ~{prompt:,.0f} prompt tokens" if prompt else ""
             evidence.append(

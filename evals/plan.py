@@ -13,6 +13,7 @@ import threading
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
@@ -129,7 +130,7 @@ async def execute_plan(
     concurrency: dict[str, int],
     on_record: OnRecord,
     client: httpx.AsyncClient | None = None,
-    gate: Callable[[str], AbstractAsyncContextManager] | None = None,
+    gate: Callable[[str], AbstractAsyncContextManager[Any]] | None = None,
 ) -> int:
     """Send every planned request, at most ``concurrency[tier]`` at once per endpoint.
 

@@ -48,6 +48,9 @@ PROBE_HEADERS = frozenset(
 )
 
 # Error classes of a failed sample (never dropped, always classified; docs/measures.md).
+# The two tiers of a pair, in the order pages and exports list them: the one definition (evals
+# cannot import Django; monitor takes it from here).
+TIERS: tuple[str, str] = ("fast", "base")
 ERROR_CLASSES = (
     "connect",  # DNS, refused, TLS: the request never reached an HTTP server
     "timeout",  # connect/read/overall deadline passed

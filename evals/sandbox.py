@@ -48,6 +48,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from evals.records import SandboxResult
 
@@ -201,7 +202,8 @@ def _settings(
 class _Capture(threading.Thread):
     """Reads a pipe to EOF keeping only its head and tail, so endless printing costs nothing."""
 
-    def __init__(self, stream, head: int = OUTPUT_LIMIT, tail: int = 32_768) -> None:
+    def __init__(self, stream: Any, head: int = OUTPUT_LIMIT, tail: int = 32_768) -> None:
+        # stream: a buffered binary pipe (it needs read1, which IO[bytes] does not declare)
         super().__init__(daemon=True)
         self.stream, self.head_max, self.tail_max = stream, head, tail
         self.head, self.tail, self.dropped = bytearray(), bytearray(), False
@@ -243,6 +245,7 @@ def _spawn(
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     out, err = _Capture(proc.stdout), _Capture(proc.stderr)
     out.start()
     err.start()

@@ -253,7 +253,7 @@ def latest_done_runs(
     done = (
         Run.objects.trend()
         if kind == RunKind.PROBE
-        else Run.objects.filter(kind=kind, status="done")
+        else Run.objects.filter(kind=kind, status=RunStatus.DONE)
     )
     newest = done.filter(pair=OuterRef("pk")).order_by("-created_at", "-id").values("id")[:1]
     ids = (

@@ -182,7 +182,7 @@ def _json_lines(path: Path, label: str, errors: list[str]) -> list[tuple[int, An
             continue
         try:
             rows.append((n, json.loads(line)))
-        except ValueError as exc:
+        except json.JSONDecodeError as exc:
             errors.append(_problem(label, n, "line", f"not JSON: {exc.msg}"))
     return rows
 
@@ -244,7 +244,7 @@ def parse_file(
         rows = _json_lines(path, label, errors)
     else:
         return [], [_problem(label, 1, "file", "expected .jsonl, .jsonl.gz, .json or .yaml")]
-    answer_rows: dict[str, Any] = {}
+    answer_rows: dict[Any, Any] = {}
     if answers is not None:
         answer_rows = {
             r.get("id"): r
@@ -275,8 +275,8 @@ def parse_file(
         keys.add(case.key)
         cases.append(case)
     if errors:  # in line order, whichever step found them
-        at = re.compile(rf"^{re.escape(label)}:(\d+):")
-        errors.sort(key=lambda e: int(m.group(1)) if (m := at.match(e)) else 0)
+        numbered = re.compile(rf"^{re.escape(label)}:(\d+):")
+        errors.sort(key=lambda e: int(m.group(1)) if (m := numbered.match(e)) else 0)
         return [], errors
     return cases, []
 

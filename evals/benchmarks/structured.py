@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import jsonschema
 
 from evals.benchmarks.importer import builtin_cases
-from evals.constraints import _strip_fence
+from evals.constraints import strip_fence
 from evals.records import CaseSpec
 
 CATEGORY = "structured/json"
@@ -37,7 +37,7 @@ class StructuredVerdict:
 def check(case: CaseSpec, text: str) -> StructuredVerdict:
     fmt = case.response_format or {}
     try:
-        value = json.loads(_strip_fence(text))
+        value = json.loads(strip_fence(text))
     except ValueError as exc:
         return StructuredVerdict(False, "invalid_json", str(exc))
     if not isinstance(value, dict):

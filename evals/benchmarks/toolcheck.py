@@ -26,7 +26,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,7 +70,7 @@ def value_matches(value: Any, acceptable: Any) -> bool:
         return len(value) == len(acceptable) and all(
             value_matches(v, a) for v, a in zip(value, acceptable, strict=True)
         )
-    return value == acceptable
+    return bool(value == acceptable)
 
 
 def _alts(acceptable: Any) -> list[Any]:
@@ -118,7 +118,7 @@ def _parse(
     return args, None, ""
 
 
-def check(case: CaseSpec, tool_calls: list[Mapping[str, str]]) -> ToolVerdict:
+def check(case: CaseSpec, tool_calls: Sequence[Mapping[str, Any]]) -> ToolVerdict:
     """A tier's calls (``TimingRecord.tool_calls``) against the case's possible answers."""
     if case.tool_answers is None:
         raise ValueError(f"{case.key}: not a tool-call case (no tool_answers)")
@@ -130,7 +130,11 @@ def check(case: CaseSpec, tool_calls: list[Mapping[str, str]]) -> ToolVerdict:
         if error and first_error is None:
             first_error, detail = error, why
         parsed.append((call.get("name", ""), args or {}))
-    base = {"called": bool(tool_calls), "n_calls": len(tool_calls), "n_schema_valid": valid}
+    base: dict[str, Any] = {
+        "called": bool(tool_calls),
+        "n_calls": len(tool_calls),
+        "n_schema_valid": valid,
+    }
     if first_error:
         return ToolVerdict(False, error_class=first_error, detail=detail, **base)
     answers = case.tool_answers
@@ -197,8 +201,9 @@ def tool_metrics(fast: Mapping[str, ToolVerdict], base: Mapping[str, ToolVerdict
     def errors(side: Mapping[str, ToolVerdict]) -> dict[str, int]:
         out: dict[str, int] = {}
         for k in keys:
-            if side[k].error_class:
-                out[side[k].error_class] = out.get(side[k].error_class, 0) + 1
+            cls = side[k].error_class
+            if cls:
+                out[cls] = out.get(cls, 0) + 1
         return out
 
     return ToolMetrics(

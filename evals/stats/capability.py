@@ -6,8 +6,9 @@ A fast tier that is a distilled model loses on hard cases; comparing pass rates 
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from scipy.stats import binomtest
@@ -43,9 +44,7 @@ class PairedTable:
     unpaired: list[str] = field(default_factory=list)  # cases seen on one tier only
 
 
-def paired_table(
-    fast_pass: Mapping[Hashable, bool], base_pass: Mapping[Hashable, bool]
-) -> PairedTable:
+def paired_table(fast_pass: Mapping[Any, bool], base_pass: Mapping[Any, bool]) -> PairedTable:
     """Pair cases by key; cases present on one side only are listed, not counted."""
     common = sorted(set(fast_pass) & set(base_pass), key=str)
     unpaired = sorted(str(k) for k in set(fast_pass) ^ set(base_pass))
@@ -64,7 +63,9 @@ def paired_table(
         p_value=mcnemar_exact(fast_only, base_only),
         fast_pass_rate=fast_rate,
         base_pass_rate=base_rate,
-        diff_points=100.0 * (fast_rate - base_rate) if n else None,
+        diff_points=100.0 * (fast_rate - base_rate)
+        if fast_rate is not None and base_rate is not None
+        else None,
         unpaired=unpaired,
     )
 

@@ -38,8 +38,9 @@ The state is a frozen dataclass stored per category; :func:`update` once per fin
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
 from evals.stats.capability_paired import CaseCounts
 
@@ -83,11 +84,11 @@ class LossState:
     def detector(self) -> float:
         return sum(self.detectors) / len(self.detectors)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> LossState:
+    def from_dict(cls, data: Mapping[str, Any]) -> LossState:
         return cls(**{**data, "detectors": tuple(data.get("detectors", (1.0,) * len(LAMBDAS)))})
 
 

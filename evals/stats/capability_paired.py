@@ -134,7 +134,7 @@ def min_detectable_drop(
     def gap(d: float) -> float:
         q = p - d
         sd = np.sqrt(np.sum(p * (1 - p) / nb + q * (1 - q) / nf)) / m
-        return d - z * sd
+        return float(d - z * sd)
 
     if gap(p) < 0:  # even losing everything would go unseen
         return None
@@ -162,7 +162,7 @@ def cases_needed(
         return None
     v = float(np.mean(p * (1 - p) / nb + q * (1 - q) / nf))
     z = norm.ppf(1 - alpha / 2) + norm.ppf(power)
-    return max(MIN_CASES, math.ceil(z * z * v / tolerance**2))
+    return max(MIN_CASES, math.ceil(float(z * z * v / tolerance**2)))
 
 
 def compare(

@@ -73,7 +73,9 @@ def _normal_score(p: float) -> float:
 TRANSFORMS = {"log": _log, "p_normal": _normal_score, "identity": float}
 
 
-def siegmund_arl(h: float, k: float = K, shift: float = 0.0, sd: float = 1.0) -> np.ndarray:
+def siegmund_arl(
+    h: float, k: float = K, shift: float | np.ndarray = 0.0, sd: float | np.ndarray = 1.0
+) -> np.ndarray:
     """ARL of a one-sided CUSUM (reference k, threshold h) of N(shift, sd²) values, by
     Siegmund's approximation with Δ = (shift − k)/sd and b = h/sd + 1.166 (module docstring;
     in control, shift = 0 and sd = 1). Vectorised over ``shift`` and ``sd``."""
@@ -81,7 +83,7 @@ def siegmund_arl(h: float, k: float = K, shift: float = 0.0, sd: float = 1.0) ->
     b = h / np.asarray(sd, dtype=float) + SIEGMUND
     d = np.where(np.abs(d) < 1e-9, 1e-9, d)
     with np.errstate(over="ignore"):  # inf ARL: no false alarm at all
-        return (np.exp(-2 * d * b) + 2 * d * b - 1) / (2 * d * d)
+        return np.asarray((np.exp(-2 * d * b) + 2 * d * b - 1) / (2 * d * d))
 
 
 def _error_draws(n: int, phi: float = 0.0, draws: int = 4000) -> tuple[np.ndarray, np.ndarray]:
@@ -194,8 +196,8 @@ class Baseline:
             if spec.transform not in TRANSFORMS or spec.direction not in (1, -1):
                 raise ValueError(f"series {spec.name}: bad transform or direction")
             f = TRANSFORMS[spec.transform]
-            pts = [(f(r[spec.name]), None if hours is None else hours[i])
-                   for i, r in enumerate(runs) if r.get(spec.name) is not None]  # fmt: skip
+            pts = [(f(v), None if hours is None else hours[i])
+                   for i, r in enumerate(runs) if (v := r.get(spec.name)) is not None]  # fmt: skip
             if len(pts) < min_runs:
                 raise ValueError(
                     f"series {spec.name}: {len(pts)} baseline runs with a value, need {min_runs}"
@@ -206,7 +208,9 @@ class Baseline:
                                              1.0, 0.0, len(y), None))  # fmt: skip
                 continue
             offsets = _hour_offsets(y, [h for _, h in pts]) if hours is not None else None
-            resid = y - (np.array([offsets[h] for _, h in pts]) if offsets else 0.0)
+            resid = y - (
+                np.array([offsets[h] for _, h in pts if h is not None]) if offsets else 0.0
+            )
             center = float(np.median(resid))
             mad = float(median_abs_deviation(resid, scale="normal"))
             # φ from values clipped at 3 robust sd: one wild run must not hide the correlation
@@ -289,7 +293,9 @@ def update(
     if len(state.sums) != len(baseline.series):
         raise ValueError("state and baseline have different series")
     cap = CAP_H * baseline.h
-    sums, zs, first = list(state.sums), {}, None
+    sums = list(state.sums)
+    zs: dict[str, float | None] = {}
+    first: str | None = None
     for i, s in enumerate(baseline.series):
         value = run_values.get(s.name)
         if value is None:

@@ -48,7 +48,7 @@ from evals.stats.multiple import holm
 Label = Literal["outputs_differ", "no_detectable_difference", "capability_difference",
                 "inconclusive"]  # fmt: skip
 LABELS: tuple[Label, ...] = get_args(Label)
-LABEL_WORDS: dict[Label, str] = {
+LABEL_WORDS: dict[str, str] = {  # keyed by Label; str keys so stored labels look up
     "outputs_differ": "outputs differ",
     "no_detectable_difference": "no detectable difference",
     "capability_difference": "capability difference",
@@ -66,8 +66,11 @@ class TierCounts:
     empty: int = 0
 
 
-def fmt_p(p: float) -> str:
-    """A p-value as the sentences print it (the page's tables use the same words)."""
+def fmt_p(p: float | None) -> str:
+    """A p-value as the sentences print it (the page's tables use the same words); a test that
+    had no statistic has no p."""
+    if p is None:
+        return "p = —"
     return "p < 0.001" if p < 0.001 else f"p = {p:.2g}"
 
 
@@ -158,8 +161,15 @@ def silent_tiers(tiers: Mapping[str, TierCounts]) -> list[str]:
     return out
 
 
-def _inconclusive(fvb, tiers, min_prompts, min_samples, max_dropped_share, max_failed_share):
-    out = silent_tiers(tiers)
+def _inconclusive(
+    fvb: MMDResult,
+    tiers: Mapping[str, TierCounts],
+    min_prompts: int,
+    min_samples: int,
+    max_dropped_share: float,
+    max_failed_share: float,
+) -> list[str]:
+    out: list[str] = silent_tiers(tiers)
     if fvb.statistic is None:
         if not out:
             out.append("no prompt has 2 non-empty texts on both tiers")
@@ -205,11 +215,14 @@ def judge(
     """
     ladder = REFERENCE_LADDER if ladder is None else ladder
     fvb, tiers = fast_vs_base, tiers or {}
-    reasons, context = [], []
-    fam = {"mmd_fast_vs_base": fvb.p_value}
-    own_cap = capability is not None and capability.n > 0 and capability_from_run
-    if own_cap:
-        fam["mcnemar"] = capability.p_value
+    reasons: list[str] = []
+    context: list[str] = []
+    fam: dict[str, float | None] = {"mmd_fast_vs_base": fvb.p_value}
+    own = (
+        capability if capability is not None and capability.n > 0 and capability_from_run else None
+    )
+    if own is not None:
+        fam["mcnemar"] = own.p_value
     tested = {k: p for k, p in fam.items() if p is not None}
     adjusted = dict(zip(tested, holm(list(tested.values())), strict=True))
     effect = effect_size(fvb, alpha=alpha)
@@ -249,23 +262,26 @@ def judge(
 
     problems = _inconclusive(fvb, tiers, min_prompts, min_samples, max_dropped_share,
                              max_failed_share)  # fmt: skip
-    common = dict(p_value=fvb.p_value, adjusted_p_values=adjusted, effect=effect, rates=rates,
-                  context=context)  # fmt: skip
+
+    def judgement(label: Label, sentence: str, why: list[str]) -> Judgement:
+        return Judgement(label, sentence, p_value=fvb.p_value, adjusted_p_values=adjusted,
+                         effect=effect, rates=rates, reasons=why, context=context)  # fmt: skip
+
     silent = silent_tiers(tiers)
     emptier = [r for r in rates if r.what == "empty answers" and r.p_value < alpha]
     if silent and emptier:  # one tier silent, the other not: the outputs differ, by count
         sentence = f"{LABEL_WORDS['outputs_differ']} ({'; '.join(silent + rate_words)})"
-        return Judgement("outputs_differ", sentence, reasons=silent + reasons, **common)
+        return judgement("outputs_differ", sentence, silent + reasons)
     if problems:
         sentence = f"inconclusive ({'; '.join(problems + rate_words)})"
-        return Judgement("inconclusive", sentence, reasons=problems + reasons, **common)
+        return judgement("inconclusive", sentence, problems + reasons)
 
     n = n_words(fvb.n_per_tier)
     mmd_p = adjusted["mmd_fast_vs_base"]
-    if own_cap and adjusted["mcnemar"] < alpha:
-        pts = f"{capability.diff_points:+.0f}".replace("-", "\u2212")
+    if own is not None and adjusted["mcnemar"] < alpha:
+        pts = f"{own.diff_points:+.0f}".replace("-", "\u2212")
         parts = [f"unit tests pass@1 {pts} points", f"McNemar {fmt_p(adjusted['mcnemar'])}",
-                 f"{capability.n} cases"]  # fmt: skip
+                 f"{own.n} cases"]  # fmt: skip
         if mmd_p < alpha:
             parts.append(f"outputs differ too, {fmt_p(mmd_p)}")
         label: Label = "capability_difference"
@@ -280,4 +296,4 @@ def judge(
             parts.append(f"80% power only above MMD² {effect.detectable_80:.2g}")
         label = "no_detectable_difference"
     sentence = f"{LABEL_WORDS[label]} ({'; '.join(parts + rate_words)})"
-    return Judgement(label, sentence, reasons=reasons, **common)
+    return judgement(label, sentence, reasons)

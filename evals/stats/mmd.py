@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -62,7 +63,7 @@ class MMDResult:
             return None
         return float(np.quantile(self.null_stats, 1.0 - alpha))
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (the null is reduced to its quantiles)."""
         qs = (0.5, 0.9, 0.95, 0.99)
         null_q = (
@@ -95,11 +96,12 @@ def encode(texts: Sequence[str], L: int = DEFAULT_L) -> np.ndarray:
 
 def hamming_gram(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """k(x_i, y_j) = share of the L positions where the encoded texts agree, shape (n, m)."""
-    return (x[:, None, :] == y[None, :, :]).mean(axis=-1)
+    gram: np.ndarray = (x[:, None, :] == y[None, :, :]).mean(axis=-1)
+    return gram
 
 
 def _usable(
-    samples_a: Mapping[Hashable, Sequence[str]], samples_b: Mapping[Hashable, Sequence[str]]
+    samples_a: Mapping[Any, Sequence[str]], samples_b: Mapping[Any, Sequence[str]]
 ) -> tuple[list[Hashable], list[str]]:
     keys, dropped = [], []
     for key in sorted(set(samples_a) | set(samples_b), key=str):
@@ -129,12 +131,13 @@ def _statistics(
     s_bb = total - 2.0 * s_r + s_aa
     w_aa, w_bb, w_ab = weights
     terms = w_aa * s_aa + w_bb * s_bb - 2.0 * w_ab * s_ab
-    return terms if per_prompt else terms.sum(axis=1)
+    out: np.ndarray = terms if per_prompt else terms.sum(axis=1)
+    return out
 
 
 def mmd_test(
-    samples_a: Mapping[Hashable, Sequence[str]],
-    samples_b: Mapping[Hashable, Sequence[str]],
+    samples_a: Mapping[Any, Sequence[str]],
+    samples_b: Mapping[Any, Sequence[str]],
     *,
     L: int = DEFAULT_L,
     B: int = DEFAULT_B,

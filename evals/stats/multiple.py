@@ -34,4 +34,4 @@ def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
     p = np.asarray(p_values, dtype=float)
     if p.size == 0:
         return []
-    return np.asarray(false_discovery_control(p, method="bh")).tolist()
+    return [float(x) for x in np.asarray(false_discovery_control(p, method="bh"))]

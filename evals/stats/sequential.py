@@ -114,9 +114,9 @@ def _raw_payoffs(
 
     def witness(z: np.ndarray) -> np.ndarray:
         diff = hamming_gram(all_a, z) - hamming_gram(all_b, z)
-        return (diff * before).sum(axis=0) / count
+        return np.asarray((diff * before).sum(axis=0) / count)
 
-    return witness(new_a) - witness(new_b)
+    return np.asarray(witness(new_a) - witness(new_b))
 
 
 def sequential_test(

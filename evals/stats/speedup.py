@@ -47,11 +47,11 @@ class RatioCI:
 
 
 def _ratio_of_medians(num: np.ndarray, den: np.ndarray, axis: int = -1) -> np.ndarray:
-    return np.median(num, axis=axis) / np.median(den, axis=axis)
+    return np.asarray(np.median(num, axis=axis) / np.median(den, axis=axis))
 
 
 def _median_of_ratios(num: np.ndarray, den: np.ndarray, axis: int = -1) -> np.ndarray:
-    return np.median(num / den, axis=axis)
+    return np.asarray(np.median(num / den, axis=axis))
 
 
 STATISTICS = {"ratio_of_medians": _ratio_of_medians, "median_of_ratios": _median_of_ratios}

@@ -11,14 +11,15 @@ same minutes, whatever base did last week.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from evals.stats.mmd import DEFAULT_B, DEFAULT_L, MMDResult, mmd_test
 
 
 def base_stability(
-    base_now: Mapping[Hashable, Sequence[str]],
-    base_earlier: Mapping[Hashable, Sequence[str]],
+    base_now: Mapping[Any, Sequence[str]],
+    base_earlier: Mapping[Any, Sequence[str]],
     *,
     L: int = DEFAULT_L,
     B: int = DEFAULT_B,

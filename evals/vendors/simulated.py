@@ -227,7 +227,7 @@ def compose(
 
     case = find_case(messages)
     bench = _benchmark_case(messages) if case is None else None
-    answer = _simulate().answer_text(bench, fam) if bench is not None else None
+    answer: str | None = _simulate().answer_text(bench, fam) if bench is not None else None
     if answer is not None:
         return answer
     if case is not None and case.reference_solution:
@@ -237,7 +237,7 @@ def compose(
         intro = _CODE_INTROS[fam][pick(len(_CODE_INTROS[fam]), 0, "intro", False)]
         return f"{intro}\n\n```python\n{code.rstrip()}\n```\n"
 
-    last_user = next((m for m in reversed(messages) if m.get("role") == "user"), {})
+    last_user: dict[str, Any] = next((m for m in reversed(messages) if m.get("role") == "user"), {})
     kws = _keywords(_content_text(last_user.get("content", "")))
     templates = _TEMPLATES[fam]
     target = 3 + _h(fam, key, "length") % (4 if fam == "base" else 3)

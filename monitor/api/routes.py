@@ -2,13 +2,10 @@
 silence need ``monitor.change_alert``; starting a run needs ``monitor.add_run`` (operators).
 
 Acknowledge and silence go through the alert lifecycle (``monitor.alerting.lifecycle``);
-a change that does not apply to the alert's state is a 409 with the lifecycle's reason. (The
-import is guarded: without the module, the two writes answer 501.) No ``from __future__ import
-annotations`` here: django-ninja reads the parameter types at import.
+a change that does not apply to the alert's state is a 409 with the lifecycle's reason. No
+``from __future__ import annotations`` here: django-ninja reads the parameter types at import.
 """
 
-import importlib
-import importlib.util
 from datetime import datetime
 
 from django.core.exceptions import ValidationError
@@ -19,6 +16,7 @@ from ninja.errors import HttpError
 from ninja.pagination import PageNumberPagination, paginate
 
 from monitor import selectors
+from monitor.alerting import lifecycle
 from monitor.api.auth import BearerToken, require
 from monitor.api.schemas import (
     AlertOut,
@@ -34,11 +32,6 @@ from monitor.api.schemas import (
 )
 from monitor.models import Alert, Pair, Run, RunKind, RunStatus
 from monitor.tasks import enqueue_run
-
-_LIFECYCLE = "monitor.alerting.lifecycle"
-alert_lifecycle = (
-    importlib.import_module(_LIFECYCLE) if importlib.util.find_spec(_LIFECYCLE) else None
-)
 
 api = NinjaAPI(
     title="tierwatch API",
@@ -153,12 +146,10 @@ def list_alerts(
     return selectors.alerts(state=state, pair=pair)
 
 
-def _lifecycle(request: HttpRequest, alert_id: int):
+def _changeable(request: HttpRequest, alert_id: int) -> None:
+    """403 without the change permission, 404 for an unknown alert: before the lifecycle."""
     require(request, "monitor.change_alert")
     get_object_or_404(Alert, pk=alert_id)
-    if alert_lifecycle is None:
-        raise HttpError(501, "the alert lifecycle is not installed")
-    return alert_lifecycle
 
 
 def _alert(alert_id: int) -> Alert:
@@ -169,7 +160,7 @@ def _alert(alert_id: int) -> Alert:
     "/alerts/{alert_id}/acknowledge", response={200: AlertOut, 409: ErrorOut}, tags=["alerts"]
 )
 def acknowledge(request: HttpRequest, alert_id: int, body: NoteIn):
-    lifecycle = _lifecycle(request, alert_id)
+    _changeable(request, alert_id)
     try:
         lifecycle.acknowledge(alert_id=alert_id, user=request.auth, note=body.note)
     except (ValueError, ValidationError) as exc:
@@ -179,7 +170,7 @@ def acknowledge(request: HttpRequest, alert_id: int, body: NoteIn):
 
 @api.post("/alerts/{alert_id}/silence", response={200: AlertOut, 409: ErrorOut}, tags=["alerts"])
 def silence(request: HttpRequest, alert_id: int, body: SilenceIn):
-    lifecycle = _lifecycle(request, alert_id)
+    _changeable(request, alert_id)
     try:
         lifecycle.silence(alert_id=alert_id, user=request.auth, until=body.until, note=body.note)
     except (ValueError, ValidationError) as exc:

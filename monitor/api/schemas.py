@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from ninja import Schema
 
+from evals.stats.labels import Label
 from monitor.models import Alert, Pair, Run, Sample
 from monitor.reporting.exports import run_figures
 from monitor.selectors import alert_state
@@ -114,7 +115,7 @@ class VerdictOut(Schema):
     pair: str
     run_id: int
     at: datetime
-    label: str
+    label: Label  # the one label set (evals.stats.labels), an enum in the OpenAPI schema
     sentence: str
     p_value: float | None
     statistic: float | None

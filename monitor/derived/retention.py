@@ -22,7 +22,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from monitor.models import Pair, Run, Sample
+from monitor.models import Pair, Run, RunKind, Sample
 
 # Each payload column and its emptied value (the column's own default: no NULL in a list field).
 EMPTY = {
@@ -50,7 +50,7 @@ def exempt_runs(keep_audits: int) -> list[int]:
     ids: list[int] = []
     for pair_id in Pair.objects.values_list("id", flat=True):
         ids += (
-            Run.objects.filter(pair_id=pair_id, kind="audit")
+            Run.objects.filter(pair_id=pair_id, kind=RunKind.AUDIT)
             .order_by("-created_at", "-id")
             .values_list("id", flat=True)[:keep_audits]
         )

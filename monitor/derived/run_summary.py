@@ -43,8 +43,6 @@ from typing import Any
 
 from evals.latency import MIN_N
 
-TIERS = ("fast", "base")
-
 
 def _plain(value: Any) -> Any:
     """JSON's own types: dataclasses as dicts, tuples as lists (as JSON reads them back)."""

@@ -37,6 +37,7 @@ from django.conf import settings
 from evals.comparable import comparable_pairs
 from evals.latency import goodput, output_tps, percentiles
 from evals.mechanism import AuditRef, mechanism_hints
+from evals.records import TIERS
 from evals.stats.speedup import RatioCI
 from evals.stats.speedup_runs import MIN_PAIRS, assess_claim, cluster_ratio_ci
 from evals.suites import SCENARIOS
@@ -55,7 +56,6 @@ OTPS = (
     ("e2e", "output tok/s, tokens / E2E"),
 )
 TIMINGS = ("ttft_ms", "e2e_ms", "tpot_ms")
-TIERS = ("fast", "base")
 BREAKDOWN = (
     ("connect", "connect"),
     ("headers", "headers − connect"),

@@ -9,7 +9,7 @@ from django.conf import settings
 from django.template.loader import render_to_string
 
 from monitor.reporting.charts import report_charts
-from monitor.reporting.sla import SlaReport, _context
+from monitor.reporting.sla import SlaReport, report_context
 
 
 def render_report_html(report: SlaReport) -> str:
@@ -19,7 +19,8 @@ def render_report_html(report: SlaReport) -> str:
         for name, svg in report_charts(report).items()
     }
     return render_to_string(
-        "reports/sla.html", {**_context(report), "charts": charts, "site_url": settings.SITE_URL}
+        "reports/sla.html",
+        {**report_context(report), "charts": charts, "site_url": settings.SITE_URL},
     )
 
 

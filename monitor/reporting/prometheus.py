@@ -15,13 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import get_args
 
 from django.db.models import Count, Q
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from evals.stats.labels import Label
+from evals.stats.labels import LABELS
 from monitor import selectors
 from monitor.derived.run_summary import Percentiles, RunSummary, Timings
 from monitor.models import AlertState, Pair, Run, RunKind, RunStatus
@@ -170,7 +169,7 @@ def families(pairs: list[PairSnapshot]) -> list[GaugeMetricFamily]:
                     similarity.add_metric([p.name, comparison], sim.mean_ratio)
         v = p.audit.summary_obj.verdict if p.audit is not None else None
         if v is not None:
-            for label in get_args(Label):
+            for label in LABELS:
                 verdict.add_metric([p.name, label], 1.0 if v.label == label else 0.0)
             if v.p_value is not None:
                 p_value.add_metric([p.name], v.p_value)

@@ -31,6 +31,7 @@ from django.utils import timezone
 
 from evals import sketch
 from evals.latency import availability, downgrades, error_budget, min_n_for
+from evals.records import TIERS
 from monitor.alerting.transports import render_email
 from monitor.derived.rollups import slo_of
 from monitor.env import env_list
@@ -42,7 +43,6 @@ WEEK = re.compile(r"^(\d{4})-W(\d{2})$")
 MONTH = re.compile(r"^(\d{4})-(\d{2})$")
 QS = (50, 95, 99)
 TOO_SMALL = "n too small"
-TIERS = ("fast", "base")
 
 
 @dataclass
@@ -644,7 +644,8 @@ def render_csv(report: SlaReport) -> str:
     return out.getvalue()
 
 
-def _context(report: SlaReport) -> dict[str, Any]:
+def report_context(report: SlaReport) -> dict[str, Any]:
+    """The templates' context of one report, shared by the e-mail and the PDF."""
     return {
         "report": report,
         "heading": _heading(report),
@@ -656,7 +657,7 @@ def _context(report: SlaReport) -> dict[str, Any]:
 
 
 def render_html(report: SlaReport) -> str:
-    return render_to_string("emails/report-body.html", _context(report))
+    return render_to_string("emails/report-body.html", report_context(report))
 
 
 def email_weekly_report(*, week: str | None = None, recipients: list[str] | None = None) -> int:
@@ -669,7 +670,7 @@ def email_weekly_report(*, week: str | None = None, recipients: list[str] | None
         logger.info("SLA report %s not emailed: TIERWATCH_REPORT_RECIPIENTS is empty", week)
         return 0
     report = build_sla_report(week=week)
-    subject, text, html = render_email("report", _context(report))
+    subject, text, html = render_email("report", report_context(report))
     attachment = render_csv(report)
     messages = []
     for address in recipients:

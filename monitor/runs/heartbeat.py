@@ -28,7 +28,7 @@ from django.db import InterfaceError, OperationalError, connection
 from django.db.models import F, Q
 from django.utils import timezone
 
-from monitor.models import Run
+from monitor.models import Run, RunStatus
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ def stale_before(now: datetime | None = None) -> datetime:
 def abandoned(now: datetime | None = None) -> Q:
     """Running, but silent for longer than the stale limit (never beat: since it started)."""
     cutoff = stale_before(now)
-    return Q(status="running") & (
+    return Q(status=RunStatus.RUNNING) & (
         Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, started_at__lt=cutoff)
     )
 
@@ -56,7 +56,7 @@ def evaluation_lost(now: datetime | None = None) -> Q:
     """Evaluating, but its sandbox worker went silent, or none took it in time."""
     now = now or timezone.now()
     waited = now - timedelta(seconds=settings.TIERWATCH_QUEUED_STALE_S)
-    return Q(status="evaluating") & (
+    return Q(status=RunStatus.EVALUATING) & (
         Q(heartbeat_at__lt=stale_before(now)) | Q(heartbeat_at__isnull=True, measured_at__lt=waited)
     )
 
@@ -65,9 +65,9 @@ def claim(run_id: int) -> int | None:
     """Take a queued run, or an abandoned running one; the new attempt number, or None when
     the run is done, failed, gone, or alive in another worker."""
     now = timezone.now()
-    claimable = Q(status="queued") | abandoned(now)
+    claimable = Q(status=RunStatus.QUEUED) | abandoned(now)
     taken = Run.objects.filter(claimable, id=run_id).update(
-        status="running", started_at=now, heartbeat_at=now, attempt=F("attempt") + 1
+        status=RunStatus.RUNNING, started_at=now, heartbeat_at=now, attempt=F("attempt") + 1
     )
     if not taken:
         return None
@@ -78,8 +78,8 @@ def hand_off(run_id: int, attempt: int) -> bool:
     """Measured: the run waits for a sandbox worker (``evaluating``, no heartbeat until one
     claims it). False when the run was no longer this attempt's to hand off."""
     return bool(
-        Run.objects.filter(id=run_id, status="running", attempt=attempt).update(
-            status="evaluating", measured_at=timezone.now(), heartbeat_at=None
+        Run.objects.filter(id=run_id, status=RunStatus.RUNNING, attempt=attempt).update(
+            status=RunStatus.EVALUATING, measured_at=timezone.now(), heartbeat_at=None
         )
     )
 
@@ -88,7 +88,7 @@ def claim_evaluation(run_id: int) -> int | None:
     """Take a handed-off run for its sandbox step: not claimed yet, or abandoned by the sandbox
     worker that claimed it (a redelivered task). The new attempt number, or None."""
     now = timezone.now()
-    claimable = Q(status="evaluating") & (
+    claimable = Q(status=RunStatus.EVALUATING) & (
         Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=stale_before(now))
     )
     taken = Run.objects.filter(claimable, id=run_id).update(
@@ -104,7 +104,7 @@ def beat(run: Run) -> None:
     this attempt's; a database that is down is logged and left to the next beat."""
     try:
         alive = Run.objects.filter(
-            id=run.id, status__in=("running", "evaluating"), attempt=run.attempt
+            id=run.id, status__in=(RunStatus.RUNNING, RunStatus.EVALUATING), attempt=run.attempt
         ).update(heartbeat_at=timezone.now())
     except DB_LOST as exc:
         log.warning("run %s: heartbeat not stored (%s); retrying later", run.id, exc)

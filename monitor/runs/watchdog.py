@@ -35,7 +35,7 @@ from monitor.alerting import lifecycle
 from monitor.alerting.alerts import pair_link
 from monitor.alerting.metrics_catalogue import SYSTEM_METRICS
 from monitor.derived.run_end import record_run_end
-from monitor.models import Alert, AlertRule, Beacon, Pair, Run, RunStatus
+from monitor.models import Alert, AlertRule, Beacon, Pair, Run, RunStatus, RunTrigger
 from monitor.runs.heartbeat import abandoned, evaluation_lost
 from monitor.runs.steps import summarise_run
 
@@ -68,12 +68,12 @@ def _age(since: datetime | None, now: datetime) -> float:
 
 
 def lost_reason(run: Run, now: datetime) -> str:
-    if run.status == "queued":
+    if run.status == RunStatus.QUEUED:
         return (
             f"worker lost: queued for {_age(run.created_at, now):.0f} s and never started "
             "(the task message was lost, or no worker consumes the queue)"
         )
-    if run.status == "evaluating" and run.heartbeat_at is None:
+    if run.status == RunStatus.EVALUATING and run.heartbeat_at is None:
         return (
             f"worker lost: measured, then waited {_age(run.measured_at, now):.0f} s for a "
             "sandbox worker (the task message was lost, or no worker consumes the sandbox queue)"
@@ -98,8 +98,8 @@ def reap_stale_runs(now: datetime | None = None) -> list[Alert]:
     stuck = Run.objects.filter(
         abandoned(now)
         | evaluation_lost(now)
-        | Q(status="running", started_at__lt=overrun)
-        | Q(status="queued", created_at__lt=queued)
+        | Q(status=RunStatus.RUNNING, started_at__lt=overrun)
+        | Q(status=RunStatus.QUEUED, created_at__lt=queued)
     )
     opened = []
     for run in stuck.select_related("pair__fast", "pair__base").order_by("pk"):
@@ -191,7 +191,9 @@ def overdue_schedules(
         armed = [f"schedule-{task.pk}" for task, *_ in schedules]
         Beacon.objects.filter(name__startswith="schedule-").exclude(name__in=armed).delete()
     for task, pair, kind, every in schedules:
-        done = Run.objects.filter(pair=pair, kind=kind, trigger="scheduled", status="done")
+        done = Run.objects.filter(
+            pair=pair, kind=kind, trigger=RunTrigger.SCHEDULED, status=RunStatus.DONE
+        )
         last = done.order_by("-finished_at").values_list("finished_at", flat=True).first()
         since = max(t for t in (last, _armed_at(task, now, record)) if t)
         if _age(since, now) > every + settings.TIERWATCH_OVERDUE_GRACE_S:

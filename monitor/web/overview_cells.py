@@ -29,6 +29,7 @@ from django.utils.safestring import SafeString
 
 from evals import sketch
 from evals.latency import MIN_N
+from evals.records import TIERS
 from monitor.derived import page_cache
 from monitor.derived.run_summary import RunSummary
 from monitor.models import Pair, Run, RunKind, RunRollup, RunStatus
@@ -37,7 +38,6 @@ from monitor.web.cells import NO_DATA, fraction, percentile, similarity, speedup
 
 P95_WINDOW = timedelta(hours=24)
 TEMPLATE = "monitor/overview.html"
-TIERS = ("fast", "base")
 
 
 @dataclass(frozen=True)

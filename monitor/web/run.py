@@ -8,6 +8,7 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
+from evals.records import TIERS
 from monitor import selectors
 from monitor.derived.run_summary import RunSummary, Similarity, TierStats
 from monitor.runs import budget
@@ -16,7 +17,6 @@ from monitor.web.cells import NO_DATA, Cell, fraction, number, percentile, simil
 from monitor.web.htmx import render_page
 from monitor.web.worse import usd
 
-TIERS = ("fast", "base")
 PERCENTILES = ("p50", "p95")
 
 

@@ -18,9 +18,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+from evals.stats.labels import LABEL_WORDS
 from monitor import selectors
 from monitor.alerting import lifecycle, maintenance
-from monitor.models import Alert, Pair, Run
+from monitor.models import Alert, Pair, Run, RunKind
 from monitor.web.access import CHANGE_ALERT, VIEW_ALERT, requires
 from monitor.web.htmx import wants_fragment
 
@@ -71,11 +72,11 @@ def verdict_events(runs: list[Run]) -> list[dict[str, Any]]:
     out, previous = [], None
     for run in runs:
         v = run.summary_obj.verdict
-        if v is None or run.kind != "audit":
+        if v is None or run.kind != RunKind.AUDIT:
             continue
         if v.label != previous:
-            title = f"Verdict: {v.label.replace('_', ' ')}" + (
-                f" (was {previous.replace('_', ' ')})" if previous else " (first verdict)"
+            title = f"Verdict: {LABEL_WORDS.get(v.label, v.label)}" + (
+                f" (was {LABEL_WORDS.get(previous, previous)})" if previous else " (first verdict)"
             )
             out.append(
                 _event(

@@ -13,6 +13,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from evals.stats.labels import LABEL_WORDS
 from monitor.derived.run_summary import Verdict
 from monitor.web.chart_kit import (
     HEIGHT_PX,
@@ -276,7 +277,7 @@ def history_figure(
                     x=[h["at"] for h in rows],
                     y=[h["statistic"] for h in rows],
                     mode="markers",
-                    name=label.replace("_", " "),
+                    name=LABEL_WORDS[label],
                     marker={"color": colour, "size": 11},
                     customdata=[[h["run_id"], h["sentence"]] for h in rows],
                     hovertemplate="run #%{customdata[0]}: %{customdata[1]}<extra></extra>",

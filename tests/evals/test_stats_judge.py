@@ -98,3 +98,15 @@ def test_no_difference_reports_the_mmd_tests_own_p_not_the_family_adjusted_one()
     v = judge(fast_vs_base=result(0.58, 0.0001), capability=same)
     assert v.sentence.startswith("no detectable difference (p = 0.58;")
     assert v.adjusted_p_values["mmd_fast_vs_base"] == pytest.approx(1.0)
+
+
+def test_judge_writes_every_label_of_labels_and_no_other():
+    """LABELS is what /metrics, the API schema and the pages enumerate: it must be exactly
+    what judge can write."""
+    written = {
+        judge(fast_vs_base=result(0.41, 0.0)).label,
+        judge(fast_vs_base=result(0.001, 0.05)).label,
+        judge(fast_vs_base=result(0.5, 0.0), capability=cases_table(60, 50, 12)).label,
+        judge(fast_vs_base=result(0.3, 0.0, prompts=8)).label,
+    }
+    assert written == set(LABELS) and len(LABELS) == len(written)

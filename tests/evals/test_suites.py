@@ -22,14 +22,7 @@ from evals.suites import (
     fits_context,
     get_suite,
 )
-
-try:
-    from evals.tokens import estimate_tokens
-except ImportError:  # pragma: no cover - tokens.py is a sibling module
-
-    def estimate_tokens(text: str) -> int:
-        return len(text) // 4
-
+from evals.tokens import estimate_tokens
 
 ALL_CASES = [case for suite in BUILTIN_SUITES.values() for case in suite.cases]
 CODING = get_suite("coding").cases

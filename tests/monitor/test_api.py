@@ -4,7 +4,6 @@ the OpenAPI schema (validated by openapi-spec-validator), and the operator's wri
 
 from __future__ import annotations
 
-import importlib.util
 from datetime import timedelta
 
 import httpx
@@ -13,7 +12,7 @@ from django.core.management import call_command
 from django.utils import timezone
 from openapi_spec_validator import validate
 
-from monitor.api.routes import alert_lifecycle
+from monitor.alerting import lifecycle
 from monitor.derived.run_summary import Verdict
 from monitor.models import Alert, AlertRule, ApiToken, Run, RunKind
 from monitor.setup import roles
@@ -22,17 +21,12 @@ from tests import factories
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-HAS_LIFECYCLE = importlib.util.find_spec("monitor.alerting.lifecycle") is not None
 TIMEOUT = 30  # the first request imports the API; the machine is shared
-needs_lifecycle = pytest.mark.skipif(not HAS_LIFECYCLE, reason="needs alert_lifecycle")
 
 
 def resolve(alert: Alert) -> None:
-    """Through the lifecycle when it is installed (it keeps the state), else as before it."""
-    if alert_lifecycle is not None:
-        alert_lifecycle.resolve(alert_id=alert.id, note="cleared")
-    else:
-        Alert.objects.filter(pk=alert.pk).update(resolved_at=timezone.now())
+    """Through the lifecycle (it keeps the state)."""
+    lifecycle.resolve(alert_id=alert.id, note="cleared")
 
 
 def client_for(live_server, role: str | None) -> httpx.Client:
@@ -227,7 +221,6 @@ def test_an_operator_gets_404_for_an_unknown_pair(live_server, world):
     )
 
 
-@needs_lifecycle
 def test_an_operator_acknowledges_an_alert(live_server, world):
     alert = world["alert"].id
     response = client_for(live_server, roles.OPERATOR).post(
@@ -240,7 +233,6 @@ def test_an_operator_acknowledges_an_alert(live_server, world):
     assert response.json()["ack_note"] == "looking into it"
 
 
-@needs_lifecycle
 def test_an_operator_silences_an_alert(live_server, world):
     alert = world["alert"].id
     until = (timezone.now() + timedelta(hours=2)).isoformat()
@@ -252,7 +244,6 @@ def test_an_operator_silences_an_alert(live_server, world):
     assert Alert.objects.get(pk=alert).silenced_until is not None
 
 
-@needs_lifecycle
 def test_it_handles_a_change_that_does_not_apply_with_409(live_server, world):
     api = client_for(live_server, roles.OPERATOR)
     alert = world["alert"].id

@@ -73,7 +73,7 @@ def test_the_timeline_lists_alert_changes_verdicts_drift_models_and_maintenance(
         minutes_ago=50,
         kind="audit",
         summary=factories.summary(
-            verdict={"label": "same_model", "sentence": "Indistinguishable at n = 40."}
+            verdict={"label": "no_detectable_difference", "sentence": "No detectable difference."}
         ),
     )
     make_run(
@@ -81,7 +81,7 @@ def test_the_timeline_lists_alert_changes_verdicts_drift_models_and_maintenance(
         minutes_ago=40,
         kind="audit",
         summary=factories.summary(
-            verdict={"label": "different_model", "sentence": "Fast differs from base."}
+            verdict={"label": "outputs_differ", "sentence": "Fast differs from base."}
         ),
     )
     for minutes, state, baseline in ((30, "calibrating", None), (20, "ok", 7), (10, "drift", 7)):
@@ -122,8 +122,8 @@ def test_the_timeline_lists_alert_changes_verdicts_drift_models_and_maintenance(
         "fast-ttft) acknowledged",
         "by op",
         "on it",
-        "Verdict: same model (first verdict)",
-        "Verdict: different model (was same model)",
+        "Verdict: no detectable difference (first verdict)",
+        "Verdict: outputs differ (was no detectable difference)",
         "Baseline #7 set",
         "Drift detected in ttft_p50:fast",
         "model id changed to demo-v2",

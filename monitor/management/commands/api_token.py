@@ -1,8 +1,10 @@
 """``api_token create USER [--name NAME]`` prints a new API token once; ``api_token list
 [USER]`` shows tokens by prefix; ``api_token revoke PREFIX`` deletes one."""
 
+from typing import Any
+
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from monitor.models import ApiToken
 from monitor.setup.api_tokens import create_token
@@ -11,7 +13,7 @@ from monitor.setup.api_tokens import create_token
 class Command(BaseCommand):
     help = "Create, list or revoke API tokens (sent as 'Authorization: Bearer TOKEN')."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
         create = sub.add_parser("create", help="print a new token for USER, once")
         create.add_argument("user")
@@ -21,7 +23,7 @@ class Command(BaseCommand):
         revoke = sub.add_parser("revoke", help="delete the token with this prefix")
         revoke.add_argument("prefix")
 
-    def handle(self, *args, **opts):
+    def handle(self, *args: Any, **opts: Any) -> None:
         if opts["action"] == "create":
             user = get_user_model().objects.filter(username=opts["user"]).first()
             if user is None:

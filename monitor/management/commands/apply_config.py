@@ -1,4 +1,6 @@
-from django.core.management.base import BaseCommand, CommandError
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from monitor.setup.config import ConfigError, apply_config_file
 
@@ -6,10 +8,10 @@ from monitor.setup.config import ConfigError, apply_config_file
 class Command(BaseCommand):
     help = "Apply endpoints, suites, pairs, schedules, channels and alert rules from a YAML file."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("file")
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         try:
             counts = apply_config_file(options["file"])
         except ConfigError as exc:

@@ -19,11 +19,12 @@ import socket
 import subprocess
 import sys
 import time
+from typing import Any
 
 import httpx
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from evals.vendors.llamacpp import EngineError, build, cache_dir, models, vendor
 from monitor.celery import worker_argv
@@ -73,7 +74,7 @@ def _interrupt(signum, frame):
 class Command(BaseCommand):
     help = "Start the demo: simulated vendor, Celery worker with beat, and the web server."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--port", type=int, default=8000)
         parser.add_argument("--vendor-port", type=int, default=8811)
         parser.add_argument(
@@ -102,7 +103,7 @@ class Command(BaseCommand):
             help="suite of the probes (with --engine; default: smoke)",
         )
 
-    def handle(self, *args, **opts):
+    def handle(self, *args: Any, **opts: Any) -> None:
         procs: list[subprocess.Popen] = []
         owned: list[str] = []  # local vendor targets this command started (stopped on exit)
         engine = opts["engine"]

@@ -1,4 +1,6 @@
-from django.core.management.base import BaseCommand, CommandError
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from monitor.setup.suite_import import SuiteImportError, import_file
 
@@ -9,12 +11,12 @@ class Command(BaseCommand):
         "cases or none; a changed file becomes a new version of the suite."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("file")
         parser.add_argument("--name", help="suite name (default: from the file name)")
         parser.add_argument("--answers", help="BFCL: the matching possible_answer file")
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         try:
             suite, created = import_file(
                 options["file"], name=options["name"], answers=options["answers"]

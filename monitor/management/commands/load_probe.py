@@ -1,8 +1,9 @@
 """``load_probe PAIR``: each tier alone at concurrency 1, 4, 16 (bounded, short); a table."""
 
 import json
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from monitor.models import Pair, RunStatus, Suite
 from monitor.runs.load import LOAD_LEVELS, MAX_LOAD_REQUESTS, run_load_probe
@@ -19,7 +20,7 @@ class Command(BaseCommand):
         "(kind probe, trigger load); prints P50/P95 TTFT and E2E and goodput per level."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("pair")
         parser.add_argument(
             "--levels",
@@ -36,7 +37,7 @@ class Command(BaseCommand):
         parser.add_argument("--suite", default=None, help="suite name (default: the pair's)")
         parser.add_argument("--json", action="store_true", help="the load block as JSON")
 
-    def handle(self, *args, **opts):
+    def handle(self, *args: Any, **opts: Any) -> None:
         pair = Pair.objects.select_related("fast", "base").filter(name=opts["pair"]).first()
         if pair is None:
             names = ", ".join(Pair.objects.values_list("name", flat=True)) or "none yet"

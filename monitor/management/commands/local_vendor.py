@@ -11,8 +11,9 @@ and rows.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from evals.vendors.llamacpp import EngineError, vendor
 from monitor.models import Endpoint
@@ -22,7 +23,7 @@ from monitor.setup.local_vendor import deactivate, register
 class Command(BaseCommand):
     help = "Start/stop the local llama.cpp vendor and register its endpoints and pairs."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("action", choices=["up", "down", "status"])
         parser.add_argument(
             "--targets",
@@ -40,7 +41,7 @@ class Command(BaseCommand):
             help="state file (default: $TIERWATCH_CACHE/run/vendor.json)",
         )
 
-    def handle(self, *args, **opts):
+    def handle(self, *args: Any, **opts: Any) -> None:
         try:
             getattr(self, f"_{opts['action']}")(opts)
         except EngineError as exc:

@@ -21,9 +21,10 @@ import time
 from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import httpx
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from evals.plan import PlannedRequest, execute_plan, plan_run
 from evals.records import ChatRequest, EndpointSpec, TimingRecord
@@ -115,7 +116,7 @@ def sample(
 class Command(BaseCommand):
     help = "Re-measure the reference ladder (A-vs-A, Q8_0, Q4_0, different model) on llama.cpp."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--prompts", type=int, default=25, help="audit prompts (max 30)")
         parser.add_argument("--samples", type=int, default=10, help="samples per prompt and tier")
         parser.add_argument("--seed", type=int, default=0)
@@ -129,7 +130,7 @@ class Command(BaseCommand):
             help="measure a subset (different_model is required in the file)",
         )
 
-    def handle(self, *args, **opts):
+    def handle(self, *args: Any, **opts: Any) -> None:
         rungs = {k: RUNGS[k] for k in opts["rungs"]}
         if "different_model" not in rungs:
             raise CommandError("the ladder needs the different_model rung")

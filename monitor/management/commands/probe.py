@@ -1,8 +1,9 @@
 """``probe PAIR``: one paired probe now, in this process, printed as a table or JSON."""
 
 import json
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from monitor.models import Pair, RunStatus
 from monitor.runs.pipeline import execute_run
@@ -18,7 +19,7 @@ class Command(BaseCommand):
         "Run one paired probe of PAIR now and print per-tier latency, tokens, errors, similarity."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("pair")
         parser.add_argument("--cases", type=int, default=None, help="use N cases of the suite")
         parser.add_argument(
@@ -28,7 +29,7 @@ class Command(BaseCommand):
         parser.add_argument("--seed", type=int, default=None)
         parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
 
-    def handle(self, *args, **opts):
+    def handle(self, *args: Any, **opts: Any) -> None:
         pair = Pair.objects.filter(name=opts["pair"]).first()
         if pair is None:
             names = ", ".join(Pair.objects.values_list("name", flat=True)) or "none yet"

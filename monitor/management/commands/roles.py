@@ -1,9 +1,11 @@
 """``roles grant USER viewer|operator|admin``, ``roles list``, ``roles sync`` (re-apply the
 roles' permissions, e.g. after a new model was added)."""
 
+from typing import Any
+
 from django.apps import apps
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from monitor.setup.roles import ROLES, ensure_roles, grant
 
@@ -12,7 +14,7 @@ class Command(BaseCommand):
     help = "Give a user one role (viewer reads; operator acknowledges, silences, runs; admin "
     "configures and is staff), list users' roles, or re-sync the roles' permissions."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
         give = sub.add_parser("grant", help="give USER exactly this role")
         give.add_argument("user")
@@ -20,7 +22,7 @@ class Command(BaseCommand):
         sub.add_parser("list", help="every user with their role")
         sub.add_parser("sync", help="recreate the groups and their permissions")
 
-    def handle(self, *args, **opts):
+    def handle(self, *args: Any, **opts: Any) -> None:
         users = get_user_model().objects
         if opts["action"] == "sync":
             ensure_roles(apps)

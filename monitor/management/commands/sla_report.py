@@ -2,8 +2,9 @@
 [--email] [--archive]``."""
 
 from pathlib import Path
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from monitor.reporting.archive import RENDERERS, archive_report
 from monitor.reporting.sla import build_sla_report, email_weekly_report, last_complete_week
@@ -16,7 +17,7 @@ class Command(BaseCommand):
         "goodput, similarity and pass rate; the accounting stated."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         period = parser.add_mutually_exclusive_group()
         period.add_argument("--week", help="ISO week YYYY-Www (default: the last complete week)")
         period.add_argument("--month", help="month YYYY-MM, e.g. 2026-11")
@@ -31,7 +32,7 @@ class Command(BaseCommand):
             "--archive", action="store_true", help="store the PDF and CSV in the reports archive"
         )
 
-    def handle(self, *args, **opts):
+    def handle(self, *args: Any, **opts: Any) -> None:
         month = opts["month"]
         week = None if month else (opts["week"] or last_complete_week())
         try:
