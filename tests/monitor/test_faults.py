@@ -40,7 +40,8 @@ from tests.support import (
     worker_env,
 )
 
-pytestmark = [pytest.mark.faults, pytest.mark.timeout(120)]
+# serial: each kills workers and restarts servers on a tight clock; one at a time under xdist
+pytestmark = [pytest.mark.faults, pytest.mark.timeout(120), pytest.mark.xdist_group("serial")]
 
 PG_BIN = "/usr/lib/postgresql/15/bin"
 CASES = 8  # smoke cases; one request at a time per tier: a run of ~10 s at time scale 1
