@@ -22,6 +22,15 @@ from tests.factories import free_port
 from tests.support import WEBHOOK_ENV, Inbox, Receiver, start_process
 
 
+def pytest_configure(config) -> None:
+    """A fast password hasher in this process only: PBKDF2 at Django's million iterations costs
+    a third of a second per login or ``admin_client``, and no test here measures the hasher. The
+    processes a test starts (``manage.py``, Celery workers) keep the production settings."""
+    from django.conf import settings
+
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _empty_page_cache(django_db_blocker) -> None:
     """The figure cache (Redis with REDIS_URL) outlives a test session while the test

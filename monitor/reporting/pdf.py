@@ -8,12 +8,15 @@ import base64
 from django.conf import settings
 from django.template.loader import render_to_string
 
-from monitor.reporting.charts import report_charts
 from monitor.reporting.sla import SlaReport, report_context
 
 
 def render_report_html(report: SlaReport) -> str:
     """The PDF's HTML: the charts go in as ``data:`` URIs, so nothing is fetched."""
+    # imported here: matplotlib is the costliest import on the worker's path, and only a
+    # report draws charts (every Celery worker and manage.py process imports this module)
+    from monitor.reporting.charts import report_charts
+
     charts = {
         name: "data:image/svg+xml;base64," + base64.b64encode(svg.encode()).decode()
         for name, svg in report_charts(report).items()

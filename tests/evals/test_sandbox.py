@@ -209,6 +209,7 @@ def test_it_bounds_the_number_of_processes():
 
 
 @needs_bwrap
+@pytest.mark.xdist_group("serial")  # takes every core it can for its 2 s
 def test_it_survives_a_fork_bomb():
     bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"
     result = run_unit_tests(bomb, TESTS, timeout_s=2, mode="bwrap")

@@ -1,14 +1,18 @@
-"""The API over real HTTP: Django's live server on 127.0.0.1 and httpx. Bearer tokens per user
-(401 without one), the roles' permissions (a viewer cannot write: 403), pagination, filters,
-the OpenAPI schema (validated by openapi-spec-validator), and the operator's writes."""
+"""The API: Bearer tokens per user (401 without one), the roles' permissions (a viewer cannot
+write: 403), pagination, filters, the OpenAPI schema (validated by openapi-spec-validator), and
+the operator's writes. The token tests go over real HTTP (Django's live server on 127.0.0.1 and
+httpx); the rest read JSON through Django's test client inside the test's transaction, which
+needs no server, no flush and no role resync per test."""
 
 from __future__ import annotations
 
 from datetime import timedelta
+from json import dumps
 
 import httpx
 import pytest
 from django.core.management import call_command
+from django.test import Client
 from django.utils import timezone
 from openapi_spec_validator import validate
 
@@ -19,7 +23,8 @@ from monitor.setup import roles
 from monitor.setup.api_tokens import create_token, digest
 from tests import factories
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
+over_http = pytest.mark.django_db(transaction=True)  # live_server: the server sees the rows
 
 TIMEOUT = 30  # the first request imports the API; the machine is shared
 
@@ -29,13 +34,24 @@ def resolve(alert: Alert) -> None:
     lifecycle.resolve(alert_id=alert.id, note="cleared")
 
 
-def client_for(live_server, role: str | None) -> httpx.Client:
+class Api:
+    """Django's test client under ``/api`` with a Bearer token, called as httpx is (``params=``,
+    ``json=``)."""
+
+    def __init__(self, token: str) -> None:
+        self.client = Client(headers={"Authorization": f"Bearer {token}"})
+
+    def get(self, path: str, params: dict | None = None):
+        return self.client.get(f"/api{path}", params or {})
+
+    def post(self, path: str, json: dict | None = None):
+        body = dumps(json if json is not None else {})
+        return self.client.post(f"/api{path}", body, content_type="application/json")
+
+
+def client_for(role: str | None) -> Api:
     _, token = create_token(user=factories.user(f"api-{role}", role))
-    return httpx.Client(
-        base_url=f"{live_server.url}/api",
-        headers={"Authorization": f"Bearer {token}"},
-        timeout=TIMEOUT,
-    )
+    return Api(token)
 
 
 @pytest.fixture
@@ -69,6 +85,7 @@ def world():
     return {"pair": pair, "audit": audit, "alert": firing}
 
 
+@over_http
 def test_it_handles_no_token_and_a_wrong_token_with_401(live_server, world):
     url = f"{live_server.url}/api/pairs"
     assert httpx.get(url, timeout=TIMEOUT).status_code == 401
@@ -76,6 +93,7 @@ def test_it_handles_no_token_and_a_wrong_token_with_401(live_server, world):
     assert response.status_code == 401
 
 
+@over_http
 def test_a_token_is_stored_only_as_its_digest(live_server, world, capsys):
     factories.user("dora", roles.VIEWER)
     call_command("api_token", "create", "dora")
@@ -92,14 +110,14 @@ def test_a_token_is_stored_only_as_its_digest(live_server, world, capsys):
     assert row.last_used_at is not None
 
 
-def test_a_user_without_a_role_is_refused_reads(live_server, world):
-    response = client_for(live_server, None).get("/pairs")
+def test_a_user_without_a_role_is_refused_reads(world):
+    response = client_for(None).get("/pairs")
     assert response.status_code == 403
     assert "monitor.view_pair" in response.json()["detail"]
 
 
-def test_a_viewer_lists_pairs(live_server, world):
-    body = client_for(live_server, roles.VIEWER).get("/pairs").json()
+def test_a_viewer_lists_pairs(world):
+    body = client_for(roles.VIEWER).get("/pairs").json()
     assert body["count"] == 2
     assert body["items"][0] == {
         "name": "demo",
@@ -112,8 +130,8 @@ def test_a_viewer_lists_pairs(live_server, world):
     }
 
 
-def test_runs_are_paginated_newest_first(live_server, world):
-    api = client_for(live_server, roles.VIEWER)
+def test_runs_are_paginated_newest_first(world):
+    api = client_for(roles.VIEWER)
     pages = [
         api.get("/runs", params={"pair": "demo", "page": n, "page_size": 4}).json()
         for n in (1, 2, 3)
@@ -129,8 +147,8 @@ def test_runs_are_paginated_newest_first(live_server, world):
     assert ids == expected
 
 
-def test_runs_filter_by_kind_status_and_time(live_server, world):
-    api = client_for(live_server, roles.VIEWER)
+def test_runs_filter_by_kind_status_and_time(world):
+    api = client_for(roles.VIEWER)
     audits = api.get("/runs", params={"kind": "audit"}).json()
     assert [r["id"] for r in audits["items"]] == [world["audit"].id]
     assert api.get("/runs", params={"status": "failed"}).json()["count"] == 1
@@ -143,15 +161,15 @@ def test_runs_filter_by_kind_status_and_time(live_server, world):
     assert api.get("/runs", params={"kind": "nonsense"}).status_code == 422
 
 
-def test_a_run_carries_its_figures_and_summary(live_server, world):
+def test_a_run_carries_its_figures_and_summary(world):
     run = Run.objects.filter(pair__name="demo", status="done", kind="probe").first()
-    body = client_for(live_server, roles.VIEWER).get(f"/runs/{run.id}").json()
+    body = client_for(roles.VIEWER).get(f"/runs/{run.id}").json()
     assert body["figures"]["fast_ttft_p95_ms"] == 300.0
     assert body["figures"]["fast_availability"] == 1.0
     assert body["summary"]["tiers"]["fast"]["n"] == 20
 
 
-def test_samples_are_paginated_and_texts_only_on_request(live_server, world):
+def test_samples_are_paginated_and_texts_only_on_request(world):
     run = Run.objects.filter(pair__name="demo", status="done").first()
     case = world["pair"].suite.cases.get()
     for seq in range(5):
@@ -164,7 +182,7 @@ def test_samples_are_paginated_and_texts_only_on_request(live_server, world):
             ttft_ms=100.0 + seq,
             headers={"x-request-id": "abc"},
         )
-    api = client_for(live_server, roles.VIEWER)
+    api = client_for(roles.VIEWER)
     page = api.get(f"/runs/{run.id}/samples", params={"page_size": 2, "page": 2}).json()
     assert page["count"] == 5
     assert [s["seq"] for s in page["items"]] == [2, 3]
@@ -174,16 +192,16 @@ def test_samples_are_paginated_and_texts_only_on_request(live_server, world):
     assert with_text["items"][4]["text"] == "answer 4"
 
 
-def test_verdicts_are_the_newest_audit_per_pair(live_server, world):
-    body = client_for(live_server, roles.VIEWER).get("/verdicts").json()
+def test_verdicts_are_the_newest_audit_per_pair(world):
+    body = client_for(roles.VIEWER).get("/verdicts").json()
     assert body["count"] == 1
     verdict = body["items"][0]
     assert (verdict["pair"], verdict["run_id"]) == ("demo", world["audit"].id)
     assert verdict["label"] == "no_detectable_difference" and verdict["p_value"] == 0.41
 
 
-def test_alerts_filter_by_state_and_pair(live_server, world):
-    api = client_for(live_server, roles.VIEWER)
+def test_alerts_filter_by_state_and_pair(world):
+    api = client_for(roles.VIEWER)
     firing = api.get("/alerts", params={"state": "firing"}).json()
     assert [a["id"] for a in firing["items"]] == [world["alert"].id]
     assert firing["items"][0]["rule"] == "ttft" and firing["items"][0]["state"] == "firing"
@@ -191,8 +209,8 @@ def test_alerts_filter_by_state_and_pair(live_server, world):
     assert api.get("/alerts", params={"state": "sleeping"}).status_code == 422
 
 
-def test_a_viewer_cannot_write(live_server, world):
-    api = client_for(live_server, roles.VIEWER)
+def test_a_viewer_cannot_write(world):
+    api = client_for(roles.VIEWER)
     alert = world["alert"].id
     assert api.post(f"/alerts/{alert}/acknowledge", json={"note": "x"}).status_code == 403
     until = (timezone.now() + timedelta(hours=2)).isoformat()
@@ -201,10 +219,8 @@ def test_a_viewer_cannot_write(live_server, world):
     assert Run.objects.filter(status="queued").count() == 0
 
 
-def test_an_operator_runs_a_probe_now(live_server, world):
-    response = client_for(live_server, roles.OPERATOR).post(
-        "/pairs/demo/runs", json={"kind": "audit"}
-    )
+def test_an_operator_runs_a_probe_now(world):
+    response = client_for(roles.OPERATOR).post("/pairs/demo/runs", json={"kind": "audit"})
     assert response.status_code == 201
     run = Run.objects.get(pk=response.json()["id"])
     assert (run.pair.name, run.kind, run.status, run.trigger) == (
@@ -215,15 +231,13 @@ def test_an_operator_runs_a_probe_now(live_server, world):
     )
 
 
-def test_an_operator_gets_404_for_an_unknown_pair(live_server, world):
-    assert (
-        client_for(live_server, roles.OPERATOR).post("/pairs/nope/runs", json={}).status_code == 404
-    )
+def test_an_operator_gets_404_for_an_unknown_pair(world):
+    assert client_for(roles.OPERATOR).post("/pairs/nope/runs", json={}).status_code == 404
 
 
-def test_an_operator_acknowledges_an_alert(live_server, world):
+def test_an_operator_acknowledges_an_alert(world):
     alert = world["alert"].id
-    response = client_for(live_server, roles.OPERATOR).post(
+    response = client_for(roles.OPERATOR).post(
         f"/alerts/{alert}/acknowledge", json={"note": "looking into it"}
     )
     assert response.status_code == 200, response.text
@@ -233,10 +247,10 @@ def test_an_operator_acknowledges_an_alert(live_server, world):
     assert response.json()["ack_note"] == "looking into it"
 
 
-def test_an_operator_silences_an_alert(live_server, world):
+def test_an_operator_silences_an_alert(world):
     alert = world["alert"].id
     until = (timezone.now() + timedelta(hours=2)).isoformat()
-    response = client_for(live_server, roles.OPERATOR).post(
+    response = client_for(roles.OPERATOR).post(
         f"/alerts/{alert}/silence", json={"until": until, "note": "vendor maintenance"}
     )
     assert response.status_code == 200, response.text
@@ -244,8 +258,8 @@ def test_an_operator_silences_an_alert(live_server, world):
     assert Alert.objects.get(pk=alert).silenced_until is not None
 
 
-def test_it_handles_a_change_that_does_not_apply_with_409(live_server, world):
-    api = client_for(live_server, roles.OPERATOR)
+def test_it_handles_a_change_that_does_not_apply_with_409(world):
+    api = client_for(roles.OPERATOR)
     alert = world["alert"].id
     assert api.post(f"/alerts/{alert}/acknowledge", json={}).status_code == 200
     again = api.post(f"/alerts/{alert}/acknowledge", json={})
@@ -254,8 +268,8 @@ def test_it_handles_a_change_that_does_not_apply_with_409(live_server, world):
     assert api.post(f"/alerts/{alert}/silence", json={"until": past}).status_code == 409
 
 
-def test_the_openapi_schema_is_valid_and_lists_every_endpoint(live_server):
-    response = httpx.get(f"{live_server.url}/api/openapi.json", timeout=TIMEOUT)
+def test_the_openapi_schema_is_valid_and_lists_every_endpoint(client):
+    response = client.get("/api/openapi.json")
     assert response.status_code == 200
     schema = response.json()
     validate(schema)
@@ -272,6 +286,6 @@ def test_the_openapi_schema_is_valid_and_lists_every_endpoint(live_server):
     assert schema["components"]["securitySchemes"]["BearerToken"]["scheme"] == "bearer"
 
 
-def test_the_docs_page_loads_its_assets_from_this_server(live_server):
-    html = httpx.get(f"{live_server.url}/api/docs", timeout=TIMEOUT).text
+def test_the_docs_page_loads_its_assets_from_this_server(client):
+    html = client.get("/api/docs").text
     assert "swagger" in html.lower() and "cdn." not in html

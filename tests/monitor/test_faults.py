@@ -15,6 +15,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 
 import psycopg
 import pytest
@@ -40,7 +41,8 @@ from tests.support import (
     worker_env,
 )
 
-pytestmark = [pytest.mark.faults, pytest.mark.timeout(120)]
+# serial: each kills workers and restarts servers on a tight clock; one at a time under xdist
+pytestmark = [pytest.mark.faults, pytest.mark.timeout(120), pytest.mark.xdist_group("serial")]
 
 PG_BIN = "/usr/lib/postgresql/15/bin"
 CASES = 8  # smoke cases; one request at a time per tier: a run of ~10 s at time scale 1
@@ -109,8 +111,12 @@ def test_a_worker_killed_mid_run_is_reaped_with_its_samples_kept(
 ):
     run, stored = killed_mid_run(slow_vendor_url, tmp_path)
     settings.TIERWATCH_STALE_AFTER_S = 1
-    time.sleep(1.5)
-    (alert,) = [a for a in watchdog.run_watchdog() if a.run_id == run.id]
+    # polled: the watchdog reaps the run on the first pass after its heartbeat is 1 s old
+    (alert,) = wait_for(
+        lambda: [a for a in watchdog.run_watchdog() if a.run_id == run.id],
+        10,
+        "the killed run reaped as stale",
+    )
     assert watchdog.reap_stale_runs() == []  # once per run
     run.refresh_from_db()
     assert run.status == "failed" and run.error.startswith("worker lost: no heartbeat for")
@@ -127,7 +133,13 @@ def test_a_worker_killed_mid_run_is_reaped_with_its_samples_kept(
 def test_a_redelivered_task_takes_over_and_stores_only_what_is_missing(slow_vendor_url, tmp_path):
     run, stored = killed_mid_run(slow_vendor_url, tmp_path)
     env = worker_env(TIERWATCH_STALE_AFTER_S="2")
-    time.sleep(2.5)  # the dead owner's heartbeat is now stale for the new worker
+    wait_for(  # the dead owner's heartbeat is now stale for the new worker (with a margin)
+        lambda: Run.objects.filter(
+            id=run.id, heartbeat_at__lt=timezone.now() - timedelta(seconds=2.5)
+        ).exists(),
+        10,
+        "the dead owner's heartbeat 2.5 s old",
+    )
     worker = start_worker(env, tmp_path, "worker-b")
     try:
         execute_run_task.delay(run.id)  # what acks_late redelivers

@@ -62,6 +62,7 @@ def test_the_limit_holds_across_two_processes():
 
 
 @needs_redis
+@pytest.mark.xdist_group("serial")  # a wait measured against a 1 s pause
 def test_a_pause_from_one_client_holds_back_another_for_retry_after():
     from redis.asyncio import Redis
 
@@ -84,6 +85,7 @@ def test_a_pause_from_one_client_holds_back_another_for_retry_after():
 
 
 @needs_redis
+@pytest.mark.xdist_group("serial")  # the pause is watched within its 2 s
 @pytest.mark.django_db(transaction=True)  # the run executes in a thread, on its own connection
 def test_a_429_with_retry_after_pauses_the_vendor_for_every_worker(demo_vendor_url):
     from redis import Redis

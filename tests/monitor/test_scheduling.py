@@ -71,7 +71,7 @@ def test_a_scheduled_probe_runs_in_a_real_worker(demo_vendor_url):
             run = Run.objects.filter(pair__name="sched", trigger="scheduled", status="done").first()
             if run:
                 break
-            time.sleep(1)
+            time.sleep(0.2)
         assert run is not None, "no scheduled run completed"
         assert run.planned == run.completed == run.samples.count() == 6
         assert run.summary["tiers"]["fast"]["n_ok"] == 3

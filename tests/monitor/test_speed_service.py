@@ -23,7 +23,9 @@ from monitor.setup.suites import sync_builtin_suite
 from tests.factories import free_port
 from tests.support import start_process
 
-pytestmark = pytest.mark.django_db
+# one xdist worker for the module: its runs against the vendor are a module fixture (made once,
+# not once per worker), and the hints read timings that crowding the vendor would blur
+pytestmark = [pytest.mark.django_db, pytest.mark.xdist_group("speed_service")]
 
 
 @pytest.fixture(scope="module")
