@@ -224,6 +224,8 @@ TIERWATCH_ROUTE_TOLERANCE_POINTS = env_float("TIERWATCH_ROUTE_TOLERANCE_POINTS",
 TIERWATCH_HTTP_TIMEOUT_S = env_float("TIERWATCH_HTTP_TIMEOUT_S", 120.0)
 # Bearer token Prometheus sends to /metrics; unset, /metrics answers 404.
 TIERWATCH_METRICS_TOKEN = env_str("TIERWATCH_METRICS_TOKEN", "")
+# Runs one API token may start (``POST /api/pairs/{name}/runs``): "N/s|min|h|d"; past it 429
+TIERWATCH_API_RUN_RATE = env_str("TIERWATCH_API_RUN_RATE", "10/min")
 # Retention (monitor.derived.retention): sample payloads kept this many days; the samples of each
 # pair's newest K audits kept whole.
 TIERWATCH_RETENTION_DAYS = env_int("TIERWATCH_RETENTION_DAYS", 30)

@@ -8,6 +8,8 @@ run from a page or a command: services never import this module.
 
 from __future__ import annotations
 
+import logging
+
 from celery import shared_task
 from django.db import OperationalError
 
@@ -18,6 +20,7 @@ from monitor.reporting import archive, sla
 from monitor.runs import pipeline, steps, watchdog
 
 TRANSIENT = (OperationalError, ConnectionError)
+log = logging.getLogger(__name__)
 
 
 def enqueue_run(
@@ -27,8 +30,9 @@ def enqueue_run(
     trigger: str = RunTrigger.MANUAL,
     repeat: int | None = None,
 ) -> Run:
-    """Create the run now; the worker picks it up once the transaction has committed."""
-    run = steps.create_run(pair=pair, kind=kind, trigger=trigger, repeat=repeat)
+    """Create the run now (``steps.queue_run``: raises ``steps.RunAlreadyQueued`` while one of
+    the pair and kind waits); the worker picks it up once the transaction has committed."""
+    run = steps.queue_run(pair=pair, kind=kind, trigger=trigger, repeat=repeat)
     execute_run_task.delay_on_commit(run.id, kind=run.kind)  # the kind picks the queue
     return run
 
@@ -68,7 +72,11 @@ def probe_pair_task(pair_name: str, kind: str = RunKind.PROBE) -> int | None:
     pair = Pair.objects.filter(name=pair_name, active=True).first()
     if pair is None:
         return None
-    return enqueue_run(pair=pair, kind=kind, trigger=RunTrigger.SCHEDULED).id
+    try:
+        return enqueue_run(pair=pair, kind=kind, trigger=RunTrigger.SCHEDULED).id
+    except steps.RunAlreadyQueued as exc:  # the one waiting measures the same; skip this tick
+        log.info("schedule of %s: %s", pair_name, exc)
+        return None
 
 
 @shared_task(acks_late=True, time_limit=120, autoretry_for=TRANSIENT, max_retries=3)

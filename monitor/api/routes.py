@@ -8,18 +8,22 @@ a change that does not apply to the alert's state is a 409 with the lifecycle's 
 
 from datetime import datetime
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
-from ninja import NinjaAPI, Query, Status
+from ninja import Field, NinjaAPI, Schema, Status
 from ninja.errors import HttpError
 from ninja.pagination import PageNumberPagination, paginate
+from ninja.throttling import SimpleRateThrottle
 
 from monitor import selectors
 from monitor.alerting import lifecycle
 from monitor.api.auth import BearerToken, require
 from monitor.api.schemas import (
     AlertOut,
+    AlertState,
+    DateTime,
     ErrorOut,
     NoteIn,
     PairOut,
@@ -31,6 +35,8 @@ from monitor.api.schemas import (
     VerdictOut,
 )
 from monitor.models import Alert, Pair, Run, RunKind, RunStatus
+from monitor.runs.steps import RunAlreadyQueued
+from monitor.setup.api_tokens import digest
 from monitor.tasks import enqueue_run
 
 api = NinjaAPI(
@@ -40,37 +46,73 @@ api = NinjaAPI(
     urls_namespace="api",
     description="Pairs, runs, samples, verdicts and alerts. Send `Authorization: Bearer TOKEN` "
     "(make one with `manage.py api_token create USER`). Lists are paginated: `page`, "
-    "`page_size` (≤ 500).",
+    "`page_size` (≤ 500). Runs started per token are rate-limited (429 with Retry-After).",
 )
 
 
+MAX_PAGE = 1_000_000  # 500 M rows at the largest page: past any table here, far below 2**63
+MAX_PAGE_SIZE = 500
+
+# What any endpoint may answer besides its success, in the schema so a client (or a fuzzer)
+# knows them: no or a wrong token, a missing permission, and a parameter that does not validate.
+COMMON = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 422: ErrorOut}
+FOUND = {**COMMON, 404: ErrorOut}
+
+
 class Pages(PageNumberPagination):
+    """``page``/``page_size`` bounded in the schema (422 past them): an unbounded page once
+    turned into an OFFSET past 2**63 − 1 and a 500; a page past the end is an empty page."""
+
+    class Input(Schema):
+        page: int = Field(1, ge=1, le=MAX_PAGE)
+        page_size: int | None = Field(None, ge=1, le=MAX_PAGE_SIZE)
+
     def __init__(self, **kwargs) -> None:
-        super().__init__(page_size=50, max_page_size=500, **kwargs)
+        super().__init__(page_size=50, max_page_size=MAX_PAGE_SIZE, **kwargs)
 
 
-@api.get("/pairs", response=list[PairOut], tags=["pairs"])
+class RunCreationRate(SimpleRateThrottle):
+    """Runs started per API token (``TIERWATCH_API_RUN_RATE``, e.g. ``"10/min"``): each run is
+    minutes of a worker and of vendor calls, so one token cannot queue them by the hundred.
+    Keyed by the token's digest (never the token), read from settings at each request."""
+
+    scope = "api-runs"
+
+    def __init__(self) -> None:
+        super().__init__(settings.TIERWATCH_API_RUN_RATE)
+
+    def allow_request(self, request: HttpRequest) -> bool:
+        self.rate = settings.TIERWATCH_API_RUN_RATE
+        self.num_requests, self.duration = self.parse_rate(self.rate)
+        return super().allow_request(request)
+
+    def get_cache_key(self, request: HttpRequest) -> str:
+        token = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+        return self.cache_format % {"scope": self.scope, "ident": digest(token)}
+
+
+@api.get("/pairs", response={200: list[PairOut], **COMMON}, tags=["pairs"])
 @paginate(Pages)
 def list_pairs(request: HttpRequest):
     require(request, "monitor.view_pair")
     return Pair.objects.select_related("fast", "base", "suite").order_by("name")
 
 
-@api.get("/pairs/{name}", response=PairOut, tags=["pairs"])
+@api.get("/pairs/{name}", response={200: PairOut, **FOUND}, tags=["pairs"])
 def get_pair(request: HttpRequest, name: str):
     require(request, "monitor.view_pair")
     return selectors.get_pair_for_user(request.auth, name)
 
 
-@api.get("/runs", response=list[RunOut], tags=["runs"])
+@api.get("/runs", response={200: list[RunOut], **COMMON}, tags=["runs"])
 @paginate(Pages)
 def list_runs(
     request: HttpRequest,
     pair: str | None = None,
     kind: RunKind | None = None,
     status: RunStatus | None = None,
-    since: datetime | None = None,
-    until: datetime | None = None,
+    since: DateTime | None = None,
+    until: DateTime | None = None,
 ):
     """Newest first; ``since``/``until`` bound the creation time (ISO 8601)."""
     require(request, "monitor.view_run")
@@ -87,13 +129,13 @@ def list_runs(
     )
 
 
-@api.get("/runs/{run_id}", response=RunDetailOut, tags=["runs"])
+@api.get("/runs/{run_id}", response={200: RunDetailOut, **FOUND}, tags=["runs"])
 def get_run(request: HttpRequest, run_id: int):
     require(request, "monitor.view_run")
     return get_object_or_404(Run.objects.select_related("pair"), pk=run_id)
 
 
-@api.get("/runs/{run_id}/samples", response=list[SampleOut], tags=["runs"])
+@api.get("/runs/{run_id}/samples", response={200: list[SampleOut], **FOUND}, tags=["runs"])
 @paginate(Pages)
 def list_samples(request: HttpRequest, run_id: int, include_text: bool = False):
     """The run's samples in plan order; texts only with ``include_text=true``."""
@@ -103,7 +145,7 @@ def list_samples(request: HttpRequest, run_id: int, include_text: bool = False):
     return run.samples.select_related("case").defer(*heavy).order_by("seq", "id")
 
 
-@api.get("/verdicts", response=list[VerdictOut], tags=["verdicts"])
+@api.get("/verdicts", response={200: list[VerdictOut], **COMMON}, tags=["verdicts"])
 @paginate(Pages)
 def list_verdicts(request: HttpRequest):
     """Per pair the verdict of its newest finished audit (pairs without one are left out)."""
@@ -133,16 +175,14 @@ def list_verdicts(request: HttpRequest):
     return out
 
 
-@api.get("/alerts", response=list[AlertOut], tags=["alerts"])
+@api.get("/alerts", response={200: list[AlertOut], **COMMON}, tags=["alerts"])
 @paginate(Pages)
 def list_alerts(
     request: HttpRequest,
-    state: str | None = Query(None, description=f"one of {', '.join(selectors.ALERT_STATES)}"),
+    state: AlertState | None = None,
     pair: str | None = None,
 ):
     require(request, "monitor.view_alert")
-    if state is not None and state not in selectors.ALERT_STATES:
-        raise HttpError(422, f"state must be one of {', '.join(selectors.ALERT_STATES)}")
     return selectors.alerts(state=state, pair=pair)
 
 
@@ -157,7 +197,9 @@ def _alert(alert_id: int) -> Alert:
 
 
 @api.post(
-    "/alerts/{alert_id}/acknowledge", response={200: AlertOut, 409: ErrorOut}, tags=["alerts"]
+    "/alerts/{alert_id}/acknowledge",
+    response={200: AlertOut, 409: ErrorOut, 501: ErrorOut, **FOUND},
+    tags=["alerts"],
 )
 def acknowledge(request: HttpRequest, alert_id: int, body: NoteIn):
     _changeable(request, alert_id)
@@ -168,7 +210,11 @@ def acknowledge(request: HttpRequest, alert_id: int, body: NoteIn):
     return Status(200, _alert(alert_id))
 
 
-@api.post("/alerts/{alert_id}/silence", response={200: AlertOut, 409: ErrorOut}, tags=["alerts"])
+@api.post(
+    "/alerts/{alert_id}/silence",
+    response={200: AlertOut, 409: ErrorOut, 501: ErrorOut, **FOUND},
+    tags=["alerts"],
+)
 def silence(request: HttpRequest, alert_id: int, body: SilenceIn):
     _changeable(request, alert_id)
     try:
@@ -178,9 +224,18 @@ def silence(request: HttpRequest, alert_id: int, body: SilenceIn):
     return Status(200, _alert(alert_id))
 
 
-@api.post("/pairs/{name}/runs", response={201: RunOut}, tags=["runs"])
+@api.post(
+    "/pairs/{name}/runs",
+    response={201: RunOut, 409: ErrorOut, 429: ErrorOut, **FOUND},
+    tags=["runs"],
+    throttle=RunCreationRate(),
+)
 def run_now(request: HttpRequest, name: str, body: RunIn):
-    """Queue a run of the pair now (a probe, or an audit); a worker executes it."""
+    """Queue a run of the pair now (a probe, or an audit); a worker executes it. 409 while a
+    run of the pair and kind is still queued; 429 (with Retry-After) past the token's rate."""
     require(request, "monitor.add_run")
     pair = selectors.get_pair_for_user(request.auth, name)
-    return Status(201, enqueue_run(pair=pair, kind=body.kind))
+    try:
+        return Status(201, enqueue_run(pair=pair, kind=body.kind))
+    except RunAlreadyQueued as exc:
+        return Status(409, {"detail": str(exc)})

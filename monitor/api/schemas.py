@@ -5,14 +5,15 @@ CSV export's columns), so both leave out headers and error messages."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from ninja import Schema
+from pydantic import BeforeValidator, ConfigDict
 
 from evals.stats.labels import Label
 from monitor.models import Alert, Pair, Run, Sample
 from monitor.reporting.exports import run_figures
-from monitor.selectors import alert_state
+from monitor.selectors import ALERT_STATES, alert_state
 
 
 class PairOut(Schema):
@@ -162,18 +163,53 @@ class AlertOut(Schema):
         return alert_state(obj)
 
 
+def _not_a_number(value: Any) -> Any:
+    """pydantic reads a bare number as Unix time; the schema says an ISO 8601 date-time, and a
+    client that sent ``0.5`` meant something else."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        raise ValueError("an ISO 8601 date-time (e.g. 2026-11-01T00:00:00Z), not a number")
+    if isinstance(value, str):
+        try:
+            float(value)
+        except ValueError:
+            return value
+        raise ValueError("an ISO 8601 date-time (e.g. 2026-11-01T00:00:00Z), not a number")
+    return value
+
+
+# A date-time in a query or a body: ISO 8601 only, as the schema's format says
+DateTime = Annotated[datetime, BeforeValidator(_not_a_number)]
+
+
 class NoteIn(Schema):
+    """A JSON object; anything else (a list, a string, unknown fields) is a 422."""
+
+    model_config = ConfigDict(extra="forbid")
+
     note: str = ""
 
 
 class SilenceIn(Schema):
-    until: datetime
+    model_config = ConfigDict(extra="forbid")
+
+    until: DateTime
     note: str = ""
 
 
 class RunIn(Schema):
+    """A JSON object (``[]``, ``"x"`` or ``null`` are a 422 naming the body); unknown fields
+    refused too, so a misspelt ``kind`` is not silently a probe."""
+
+    model_config = ConfigDict(extra="forbid")
+
     kind: Literal["probe", "audit"] = "probe"
 
 
 class ErrorOut(Schema):
-    detail: str
+    """Every error: a sentence, or (422) the list of fields that did not validate."""
+
+    detail: str | list[dict[str, Any]]
+
+
+# The states ``selectors.alerts`` filters by (``selectors.ALERT_STATES``), as an enum in the schema
+AlertState = Literal[ALERT_STATES]  # type: ignore[valid-type]

@@ -33,7 +33,7 @@ from django.db.models.functions import Greatest, Least
 
 from evals import sketch
 from evals.client import RETRIED_MARKER
-from monitor.models import ProvenanceEvent, Run, RunRollup
+from monitor.models import ProvenanceEvent, Run, RunKind, RunRollup, RunStatus
 
 log = logging.getLogger(__name__)
 
@@ -240,3 +240,20 @@ def record_run_safely(*, run_id: int) -> None:
         record_run(run=Run.objects.select_related("pair").get(id=run_id))
     except Exception:
         log.exception("rollups of run %s not written", run_id)
+
+
+def window_sketches(since: datetime) -> dict[tuple[int, str], dict[str, dict[str, int]]]:
+    """(pair id, tier) → {"ttft": counts, "e2e": counts}: the sketches of the done probes
+    (what the overview's windowed P95 merges) that started since ``since``, merged. One query
+    and no samples, so ``/metrics`` can export the window's percentiles that a single probe
+    is too small for."""
+    merged: dict[tuple[int, str], dict[str, dict[str, int]]] = {}
+    rows = RunRollup.objects.filter(
+        kind=RunKind.PROBE, at__gte=since, run__status=RunStatus.DONE
+    ).values_list("pair_id", "tier", "ttft_sketch", "e2e_sketch")
+    for pair_id, tier, *sketches in rows:
+        into = merged.setdefault((pair_id, tier), {"ttft": {}, "e2e": {}})
+        for name, counts in zip(("ttft", "e2e"), sketches, strict=True):
+            for key, n in (counts or {}).items():
+                into[name][key] = into[name].get(key, 0) + n
+    return merged

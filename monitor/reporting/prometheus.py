@@ -6,26 +6,42 @@ open alerts and run counts: six queries however many pairs there are.
 
 Names follow Prometheus' conventions: base units (``_seconds``; the summaries store ms),
 ratios as ``_ratio`` in 0..1 (a speed-up is a ratio > 1), labels ``pair``, ``tier``,
-``scenario`` ("all" for the whole run) and ``quantile``. A percentile below the run's
-minimum n is absent, as on the pages. The verdict is a state set: one series per label, 1 for
-the current one.
+``scenario`` ("all" for the whole run) and ``percentile`` (``p50``…``p99``). Not
+``quantile``: Prometheus reserves that label for summaries, and these are gauges of stored
+percentiles (a summary would need a count and sum per scrape window that a run does not have;
+``promtool check metrics`` refuses a gauge with it). A percentile below its minimum n is
+absent, as on the pages.
+
+A single probe is usually too small for a P95 (n ≥ 59), so the ``tierwatch_window_*``
+families merge the TTFT/E2E sketches of the done probes of the last ``WINDOW``
+(``monitor.derived.rollups.window_sketches``, what the overview's P95 reads) and export the
+window's percentiles with its n as its own series (``tierwatch_window_samples``): a reader
+sees how much a P95 rests on, and a P99 appears once n allows it. The verdict is a state set:
+one series per label, 1 for the current one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import timedelta
 
 from django.db.models import Count, Q
+from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from evals import sketch
+from evals.latency import MIN_N
 from evals.stats.labels import LABELS
 from monitor import selectors
+from monitor.derived import rollups
 from monitor.derived.run_summary import Percentiles, RunSummary, Timings
 from monitor.models import AlertState, Pair, Run, RunKind, RunStatus
 
-QUANTILES = (("p50", "0.5"), ("p90", "0.9"), ("p95", "0.95"), ("p99", "0.99"))
+PERCENTILES = ("p50", "p90", "p95", "p99")
+WINDOW = timedelta(hours=24)  # as the overview's P95 (monitor.web.overview_cells.P95_WINDOW)
+WINDOWED = (("ttft", "time to first token"), ("e2e", "end-to-end latency"))
 TIMINGS = (
     ("ttft_ms", "ttft", "time to first token"),
     ("e2e_ms", "e2e", "end-to-end latency"),
@@ -42,10 +58,12 @@ class PairSnapshot:
     probe: Run | None
     audit: Run | None
     runs_by_status: dict[str, int]
+    # tier → {"ttft"/"e2e": merged sketch} of the window's done probes
+    window: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
 
 
 def snapshot() -> list[PairSnapshot]:
-    """Everything a scrape reports, in a fixed number of queries."""
+    """Everything a scrape reports, in a fixed number of queries (seven)."""
     pairs = list(
         Pair.objects.order_by("name").annotate(
             firing=Count("alerts", filter=Q(alerts__state=AlertState.FIRING))
@@ -57,6 +75,9 @@ def snapshot() -> list[PairSnapshot]:
     # Count("*"), not Count("id"): the (pair, status) index alone answers it (index-only scan)
     for row in Run.objects.order_by().values("pair_id", "status").annotate(n=Count("*")):
         counts.setdefault(row["pair_id"], {})[row["status"]] = row["n"]
+    window: dict[int, dict[str, dict[str, dict[str, int]]]] = {}
+    for (pair_id, tier), sketches in rollups.window_sketches(timezone.now() - WINDOW).items():
+        window.setdefault(pair_id, {})[tier] = sketches
     return [
         PairSnapshot(
             p.name,
@@ -65,6 +86,7 @@ def snapshot() -> list[PairSnapshot]:
             probes.get(p.pk),
             audits.get(p.pk),
             counts.get(p.pk, {}),
+            window.get(p.pk, {}),
         )
         for p in pairs
     ]
@@ -73,12 +95,34 @@ def snapshot() -> list[PairSnapshot]:
 def _timings(
     families: dict[str, GaugeMetricFamily], pair: str, tier: str, scenario: str, timings: Timings
 ) -> None:
-    for field, short, _ in TIMINGS:
-        stats: Percentiles = timings.metric(field)
-        for key, quantile in QUANTILES:
+    for name, short, _ in TIMINGS:
+        stats: Percentiles = timings.metric(name)
+        for key in PERCENTILES:
             value = stats.get(key)
             if value is not None:
-                families[short].add_metric([pair, tier, scenario, quantile], value / 1000.0)
+                families[short].add_metric([pair, tier, scenario, key], value / 1000.0)
+
+
+def _window(
+    families: dict[str, GaugeMetricFamily],
+    samples: GaugeMetricFamily,
+    pair: str,
+    window: dict[str, dict[str, dict[str, int]]],
+) -> None:
+    qs = [float(key[1:]) for key in PERCENTILES]
+    for tier, sketches in sorted(window.items()):
+        for short, _ in WINDOWED:
+            stats = sketch.quantiles(sketches[short], qs, MIN_N, per_quantile=True)
+            if not stats["n"]:
+                continue
+            samples.add_metric([pair, tier, short], stats["n"])
+            for key in PERCENTILES:
+                if stats.get(key) is not None:
+                    families[short].add_metric([pair, tier, key], stats[key] / 1000.0)
+
+
+def _hours(span: timedelta) -> str:
+    return f"{span.total_seconds() / 3600:g}"
 
 
 def _gauge(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
@@ -90,10 +134,23 @@ def families(pairs: list[PairSnapshot]) -> list[GaugeMetricFamily]:
         short: _gauge(
             f"tierwatch_{short}_seconds",
             f"{doc}, percentile of the newest finished probe",
-            ["pair", "tier", "scenario", "quantile"],
+            ["pair", "tier", "scenario", "percentile"],
         )
         for _, short, doc in TIMINGS
     }
+    windowed = {
+        short: _gauge(
+            f"tierwatch_window_{short}_seconds",
+            f"{doc}, percentile over the done probes of the last {_hours(WINDOW)} h",
+            ["pair", "tier", "percentile"],
+        )
+        for short, doc in WINDOWED
+    }
+    window_n = _gauge(
+        "tierwatch_window_samples",
+        f"values behind the window's percentiles (done probes, last {_hours(WINDOW)} h)",
+        ["pair", "tier", "metric"],
+    )
     requests = _gauge(
         "tierwatch_probe_requests", "requests in the newest finished probe", ["pair", "tier"]
     )
@@ -148,6 +205,7 @@ def families(pairs: list[PairSnapshot]) -> list[GaugeMetricFamily]:
             if run is not None:
                 when = run.finished_at or run.created_at
                 last_run.add_metric([p.name, kind], when.timestamp())
+        _window(windowed, window_n, p.name, p.window)
         if p.probe is not None:
             summary = p.probe.summary_obj
             for tier, stats in summary.tiers.items():
@@ -175,6 +233,8 @@ def families(pairs: list[PairSnapshot]) -> list[GaugeMetricFamily]:
                 p_value.add_metric([p.name], v.p_value)
     return [
         *timing.values(),
+        *windowed.values(),
+        window_n,
         requests,
         avail,
         errors,

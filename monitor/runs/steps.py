@@ -64,6 +64,42 @@ def create_run(
     )
 
 
+class RunAlreadyQueued(Exception):
+    """A run of the pair and kind is queued already: a second would only wait behind it, and
+    a flood of them (a script, a fuzzer, an impatient click) starves the scheduled probes."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        super().__init__(
+            f"{run.kind} run {run.pk} of {run.pair.name} is queued already; wait for it to start"
+        )
+
+
+def queue_run(
+    *,
+    pair: Pair,
+    kind: str = RunKind.PROBE,
+    trigger: str = RunTrigger.MANUAL,
+    repeat: int | None = None,
+    seed: int | None = None,
+) -> Run:
+    """``create_run`` unless a run of the pair and kind is still queued
+    (``RunAlreadyQueued``): the one way the buttons, the API, the schedules and ``manage.py
+    probe`` start a run. The pair's row is locked while checking, so two requests at once
+    cannot both pass (PostgreSQL; SQLite serialises writers anyway)."""
+    with transaction.atomic():
+        Pair.objects.select_for_update().filter(pk=pair.pk).exists()
+        queued = (
+            Run.objects.select_related("pair")
+            .filter(pair=pair, kind=kind, status=RunStatus.QUEUED)
+            .order_by("id")
+            .first()
+        )
+        if queued is not None:
+            raise RunAlreadyQueued(queued)
+        return create_run(pair=pair, kind=kind, trigger=trigger, repeat=repeat, seed=seed)
+
+
 def split_by_context(
     cases: Iterable[Case], endpoints: Sequence[Endpoint]
 ) -> tuple[list[Case], list[dict[str, str]]]:

@@ -12,6 +12,7 @@ from django.views.decorators.http import require_GET, require_POST
 from monitor import selectors
 from monitor.derived import page_cache
 from monitor.runs import budget
+from monitor.runs.steps import RunAlreadyQueued
 from monitor.tasks import enqueue_run
 from monitor.web import page_figures
 from monitor.web.access import ADD_RUN, VIEW_PAIR, requires
@@ -52,12 +53,25 @@ def pair_detail(request: HttpRequest, name: str) -> HttpResponse:
     )
 
 
+def _refused(request: HttpRequest, pair, exc: RunAlreadyQueued) -> HttpResponse:
+    """The button's answer when a probe of the pair waits already: the waiting one, and why.
+    htmx swaps only a 2xx answer, so the fragment is a 200; the full page says 409."""
+    context = _pair_context(pair, queued=exc.run, refused=str(exc))
+    response = render_page(request, "monitor/pair.html", "charts", context)
+    if not wants_fragment(request):
+        response.status_code = 409
+    return response
+
+
 @requires(ADD_RUN)
 @require_POST
 def run_probe(request: HttpRequest, name: str) -> HttpResponse:
     """Queue a manual probe run of the pair; htmx gets the refreshed live part of the page."""
     pair = selectors.get_pair_for_user(request.user, name)
-    run = enqueue_run(pair=pair)
+    try:
+        run = enqueue_run(pair=pair)
+    except RunAlreadyQueued as exc:
+        return _refused(request, pair, exc)
     if not wants_fragment(request):
         return redirect("monitor:run", run_id=run.pk)
     return render(request, "monitor/pair.html#charts", _pair_context(pair, queued=run))

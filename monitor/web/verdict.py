@@ -21,6 +21,7 @@ from monitor import selectors
 from monitor.derived import evidence
 from monitor.models import Run, RunKind, RunStatus, Sample
 from monitor.runs import budget
+from monitor.runs.steps import RunAlreadyQueued
 from monitor.tasks import enqueue_run
 from monitor.web import page_figures
 from monitor.web.access import ADD_RUN, CHANGE_ALERT, VIEW_RUN, VIEW_SAMPLE, requires
@@ -167,12 +168,24 @@ def verdict_page(request: HttpRequest, name: str) -> HttpResponse:
     return render_page(request, "monitor/verdict.html", "live", _context(pair))
 
 
+def _refused(request: HttpRequest, pair, exc: RunAlreadyQueued) -> HttpResponse:
+    """As the pair page's: the waiting audit and why (fragment 200 for htmx, full page 409)."""
+    context = {**_context(pair), "queued": exc.run, "refused": str(exc)}
+    response = render_page(request, "monitor/verdict.html", "live", context)
+    if not wants_fragment(request):
+        response.status_code = 409
+    return response
+
+
 @requires(ADD_RUN)
 @require_POST
 def run_audit(request: HttpRequest, name: str) -> HttpResponse:
     """Queue an audit run of the pair now (the scheduled ones run every few hours)."""
     pair = selectors.get_pair_for_user(request.user, name)
-    run = enqueue_run(pair=pair, kind=RunKind.AUDIT)
+    try:
+        run = enqueue_run(pair=pair, kind=RunKind.AUDIT)
+    except RunAlreadyQueued as exc:
+        return _refused(request, pair, exc)
     if not wants_fragment(request):
         return redirect("verdict:page", name=pair.name)
     return render(request, "monitor/verdict.html#live", {**_context(pair), "queued": run})

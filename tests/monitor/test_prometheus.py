@@ -1,6 +1,7 @@
 """``/metrics``: the bearer token (404 without one configured, 401 when wrong), and the text
 format parsed by prometheus-client's own parser: names, labels, units (seconds), values from
-the newest finished probe and audit, and a query count that does not grow with the pairs."""
+the newest finished probe and audit, a query count that does not grow with the pairs, and the
+window's percentiles merged from the rollup sketches with their n."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
+from monitor.derived import rollups
 from monitor.derived.run_summary import ScenarioStats, SpeedUp, Timings, Verdict
 from monitor.models import Alert, AlertRule, RunKind
 from tests import factories
@@ -78,9 +80,9 @@ def test_it_reports_the_newest_probe_in_seconds(client, token):
     got = samples(client)
 
     ttft = got["tierwatch_ttft_seconds"]
-    assert ttft[labels(pair="demo", tier="fast", scenario="all", quantile="0.95")] == 0.25
-    assert ttft[labels(pair="demo", tier="fast", scenario="all", quantile="0.5")] == 0.1
-    assert ttft[labels(pair="demo", tier="fast", scenario="long_cached", quantile="0.5")] == 0.08
+    assert ttft[labels(pair="demo", tier="fast", scenario="all", percentile="p95")] == 0.25
+    assert ttft[labels(pair="demo", tier="fast", scenario="all", percentile="p50")] == 0.1
+    assert ttft[labels(pair="demo", tier="fast", scenario="long_cached", percentile="p50")] == 0.08
     assert not [k for k in ttft if ("tier", "base") in k]
     assert got["tierwatch_availability_ratio"][labels(pair="demo", tier="fast")] == 0.9
     assert got["tierwatch_error_ratio"][labels(pair="demo", tier="fast")] == pytest.approx(0.1)
@@ -130,6 +132,31 @@ def test_it_reports_the_verdict_as_a_state_set_and_firing_alerts(client, token):
     assert "tierwatch_ttft_seconds" not in got  # no finished probe yet
 
 
+def _probe_with_rollups(pair, *, minutes_ago: float, n: int, fast_ms: float = 100.0):
+    run = factories.run(pair, minutes_ago=minutes_ago, summary=factories.summary())
+    rows = factories.rollup_rows(run, fast_ms=fast_ms, base_ms=400.0, n=n)
+    rollups.record_run(run=run, samples=rows)
+    return run
+
+
+def test_it_reports_the_windows_percentiles_from_the_rollup_sketches_with_their_n(client, token):
+    pair = factories.pair()
+    _probe_with_rollups(pair, minutes_ago=30, n=40)  # 40 + 40 in the window: P95, no P99
+    _probe_with_rollups(pair, minutes_ago=10, n=40)
+    _probe_with_rollups(pair, minutes_ago=25 * 60, n=400, fast_ms=9000.0)  # out of the window
+    factories.run(pair, kind=RunKind.AUDIT, minutes_ago=5)  # audits are not in the window
+    got = samples(client)
+    n = got["tierwatch_window_samples"]
+    assert n[labels(pair="demo", tier="fast", metric="ttft")] == 80
+    assert n[labels(pair="demo", tier="base", metric="e2e")] == 80
+    ttft = got["tierwatch_window_ttft_seconds"]
+    p95 = ttft[labels(pair="demo", tier="fast", percentile="p95")]
+    assert 0.13 <= p95 <= 0.141  # TTFT 100..139 ms twice (sketch bins: within a few %)
+    assert labels(pair="demo", tier="fast", percentile="p99") not in ttft  # n < 299
+    e2e = got["tierwatch_window_e2e_seconds"]
+    assert e2e[labels(pair="demo", tier="base", percentile="p50")] == pytest.approx(4.0, rel=0.03)
+
+
 def _pairs(n: int, prefix: str) -> None:
     """n pairs, each with a finished probe and a finished audit."""
     suite = factories.suite(prefix)
@@ -145,10 +172,10 @@ def test_a_scrape_costs_the_same_queries_for_1_or_12_pairs(
     client, token, django_assert_num_queries
 ):
     _pairs(1, "p")
-    with django_assert_num_queries(6):
+    with django_assert_num_queries(7):
         client.get("/metrics", **AUTH)
     _pairs(11, "q")
-    with django_assert_num_queries(6):
+    with django_assert_num_queries(7):
         response = client.get("/metrics", **AUTH)
     assert 'tierwatch_ttft_seconds{pair="q10"' in response.content.decode()
 
@@ -159,6 +186,7 @@ def test_the_example_dashboard_queries_only_metrics_that_exist(client, token, se
     wanted = {name for e in exprs for name in re.findall(r"tierwatch_[a-z0-9_]+", e)}
     pair = factories.pair(claimed_speedup=6)
     factories.run(pair, summary=factories.summary(speedup=SpeedUp(ttft=4.0)))
+    _probe_with_rollups(pair, minutes_ago=5, n=60)
     verdict = {"label": "inconclusive"}
     factories.run(
         pair,

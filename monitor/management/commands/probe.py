@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from monitor.models import Pair, RunStatus
 from monitor.runs.pipeline import execute_run
-from monitor.runs.steps import create_run
+from monitor.runs.steps import RunAlreadyQueued, queue_run
 
 
 def _fmt(value, unit: str = "") -> str:
@@ -34,7 +34,10 @@ class Command(BaseCommand):
         if pair is None:
             names = ", ".join(Pair.objects.values_list("name", flat=True)) or "none yet"
             raise CommandError(f"no pair named {opts['pair']!r} (pairs: {names})")
-        run = create_run(pair=pair, kind=opts["kind"], repeat=opts["repeat"], seed=opts["seed"])
+        try:
+            run = queue_run(pair=pair, kind=opts["kind"], repeat=opts["repeat"], seed=opts["seed"])
+        except RunAlreadyQueued as exc:
+            raise CommandError(str(exc)) from exc
         run = execute_run(run_id=run.id, cases_limit=opts["cases"])
         if run.status != RunStatus.DONE:
             raise CommandError(f"run {run.id} {run.status}: {run.error}")
