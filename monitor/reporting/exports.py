@@ -3,7 +3,9 @@ mappings with fixed columns.
 
 Columns are listed, never derived from the model, so a new field (a header, a logprob) is not
 exported by accident: response headers and error messages stay out (an error message could
-quote a request), and texts only when asked for. Keys are never stored, so none can leak here.
+quote a request), and texts only when asked for. The export holds no more than the database,
+where every value from a vendor or the sandbox was scrubbed of the endpoint's key before it
+was stored (``evals.scrub``); keys themselves are never stored.
 """
 
 from __future__ import annotations
