@@ -48,6 +48,18 @@ SAMPLE_COLUMNS = (
 _SAMPLE_SOURCES = {"case": "case__key", "scenario": "case__scenario"}
 TEXT_COLUMN = "text"
 
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def safe_cell(value: Any) -> Any:
+    """A text cell a spreadsheet would run as a formula (``=HYPERLINK(...)``, ``+1+1``,
+    ``@SUM``; tab and CR too, which some spreadsheets skip before the ``=``) is prefixed with
+    ``'``, OWASP's rule for CSV injection: vendor-controlled values (model id, fingerprint,
+    served tier, texts) and case keys reach these cells. Numbers are left as numbers."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
 
 def sample_columns(include_text: bool = False) -> tuple[str, ...]:
     return SAMPLE_COLUMNS + ((TEXT_COLUMN,) if include_text else ())
