@@ -298,6 +298,7 @@ def task_check(*, case: Case, record: TimingRecord) -> tuple[bool | None, dict |
             "output": result.output[-2000:],
             "duration_ms": result.duration_ms,
             "isolation": result.isolation,
+            "n_in_child": result.n_in_child,
         }
     n_passed, n_total, failures = check_all(record.text, case.constraints)
     return n_passed == n_total, {
