@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import re
 import secrets
+import urllib.parse
 from collections.abc import Iterable
 
 from croniter import croniter
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.core.validators import validate_email
 from django.db import models, transaction
 from django.db.models import F
 from django.db.models.signals import post_delete
@@ -488,6 +490,26 @@ class Channel(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind}:{self.name}"
+
+    def clean(self) -> None:
+        """A webhook's URL is http(s) with a host (no ``file://``, no bare path), checked when
+        the channel is configured rather than when an alert fails to go out; email targets
+        are addresses."""
+        super().clean()
+        if self.kind == "webhook":
+            parts = urllib.parse.urlsplit(self.target.strip())
+            if parts.scheme not in ("https", "http") or not parts.hostname:
+                raise ValidationError(
+                    {"target": f"{self.target[:80]!r}: a webhook URL must be https:// or http://"}
+                )
+        elif self.kind == "email":
+            for address in filter(None, (a.strip() for a in self.target.split(","))):
+                try:
+                    validate_email(address)
+                except ValidationError:
+                    raise ValidationError(
+                        {"target": f"{address[:80]!r} is not an email address"}
+                    ) from None
 
 
 class AlertRule(models.Model):
