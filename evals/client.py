@@ -42,12 +42,9 @@ sample. A response that says ``Connection: close`` is not pooled: both wires alr
 from __future__ import annotations
 
 import asyncio
-import base64
 import email.utils
 import errno
-import functools
 import json
-import re
 import ssl
 import time
 import urllib.parse
@@ -58,7 +55,7 @@ from typing import Any
 import aiohttp
 import httpx
 
-from evals._sse import SNIPPET_CHARS, Failure, Stream
+from evals._sse import Failure, Stream
 from evals._wire import (
     HTTPCORE_MARKS,
     MARKS,
@@ -69,6 +66,7 @@ from evals._wire import (
     ssl_context,
 )
 from evals.records import TEXT_KEPT_CHARS, ChatRequest, EndpointSpec, TimingRecord
+from evals.scrub import key_scrubber, scrub_record
 from evals.toolcalls import anthropic_fields, openai_fields
 
 __all__ = [
@@ -414,7 +412,9 @@ async def _read_snippet(read: Callable[[], Awaitable[bytes]]) -> str:
     data = b""
     while len(data) < _ERROR_BODY_BYTES and (chunk := await read()):
         data += chunk
-    return data[:_ERROR_BODY_BYTES].decode("utf-8", "replace")[:SNIPPET_CHARS]
+    # whole: the message is cut only once scrubbed of the key (``_scrub``), so no cut hides
+    # a piece of the key from the scrubber
+    return data[:_ERROR_BODY_BYTES].decode("utf-8", "replace")
 
 
 def _kept_headers(headers: Mapping[str, str]) -> dict[str, str]:
@@ -647,51 +647,16 @@ def _scrub(message: str, endpoint: EndpointSpec) -> str:
     return text[:300]
 
 
-@functools.lru_cache(maxsize=64)
-def key_scrubber(key: str | None) -> Callable[[str], str]:
-    """A function that replaces the key with ``***`` in a string, in every form a server may
-    echo it: stripped, in any letter case, URL-encoded (``quote`` and ``quote_plus``), base64
-    of the key and of ``:key`` / ``user:key`` (HTTP Basic), and its first 8 / last 6
-    characters, which vendors show as masked keys ("sk-abc...wxyz")."""
-    key = (key or "").strip()
-    if not key:
-        return lambda text: text
-    forms = {key, urllib.parse.quote(key, safe=""), urllib.parse.quote_plus(key)}
-    for raw in (key, f":{key}", f"user:{key}"):
-        forms.add(base64.b64encode(raw.encode()).decode().rstrip("="))
-    if len(key) >= 12:
-        forms |= {key[:8], key[-6:]}
-    pattern = re.compile(
-        "|".join(re.escape(f) for f in sorted(forms, key=len, reverse=True)), re.IGNORECASE
-    )
-    return lambda text: pattern.sub("***", text)
-
-
 def _scrub_record(rec: TimingRecord, key: str | None) -> None:
-    """Every string of the record that came from the server, scrubbed of the key, before it
-    reaches storage, a page or a log; bounded where its column is."""
-    scrub = key_scrubber(key)
-
-    def deep(value: Any) -> Any:
-        if isinstance(value, str):
-            return scrub(value)
-        if isinstance(value, dict):
-            return {deep(k): deep(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [deep(v) for v in value]
-        return value
-
-    rec.text, rec.reasoning_text = scrub(rec.text), scrub(rec.reasoning_text)
-    rec.model_id = scrub(rec.model_id)[:200]
-    rec.system_fingerprint = scrub(rec.system_fingerprint)[:200]
+    """Every string of the record that came from the server (every field, every string inside
+    its JSON values, the logprobs as one joined text), scrubbed of the key before it reaches
+    storage, a page or a log (``evals.scrub``); then bounded where its column is."""
+    scrub_record(rec, key)
+    rec.model_id = rec.model_id[:200]
+    rec.system_fingerprint = rec.system_fingerprint[:200]
     if rec.finish_reason is not None:
-        rec.finish_reason = scrub(rec.finish_reason)[:32]
-    rec.error_message = scrub(rec.error_message)
-    rec.headers = {k: v[:200] for k, v in deep(rec.headers).items()}
-    if rec.logprobs:
-        rec.logprobs = deep(rec.logprobs)
-    if rec.server_timings:
-        rec.server_timings = deep(rec.server_timings)
+        rec.finish_reason = rec.finish_reason[:32]
+    rec.headers = {k: v[:200] for k, v in rec.headers.items()}
 
 
 def parse_retry_after(value: str | None) -> float | None:

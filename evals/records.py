@@ -241,3 +241,5 @@ class SandboxResult:
     output: str = ""  # truncated stdout+stderr, for the samples table
     duration_ms: float = 0.0
     isolation: str = "none"  # bwrap | unsafe-subprocess | none (nothing ran)
+    # tests decided inside the process that ran the candidate (its code could forge them)
+    n_in_child: int = 0

@@ -365,7 +365,10 @@ def _run(
         if verdict["failures"]:
             output = _truncate(output + "\n" + "\n".join(verdict["failures"]))
         passed = error is None and n_tests > 0 and n_failed == 0
-        return SandboxResult(passed, n_tests, n_failed, error, output, duration_ms, mode)
+        n_in_child = verdict.get("n_in_child", 0)
+        return SandboxResult(
+            passed, n_tests, n_failed, error, output, duration_ms, mode, n_in_child
+        )
     if timed_out:
         error = "timeout"
     elif mode == BWRAP and stderr.startswith("bwrap:"):

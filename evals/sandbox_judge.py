@@ -14,7 +14,13 @@ So this process (standard library only, started as ``python -I sandbox_judge.py`
    comparison happens here with exact types (``True`` is not ``1``, an object whose ``__eq__``
    always answers True encodes as "other" and equals nothing). Any other statement (setup,
    other asserts, ``test_*`` functions) runs in the child, which reports pass or fail: those
-   checks are as trustworthy as the child, and the verdict counts them as ``n_in_child``;
+   checks are as trustworthy as the child, and the verdict counts them as ``n_in_child``.
+   But when the solution's names appear in the tests only as calls (``f(x)``) or as arguments
+   of a test-defined function (HumanEval's ``check(candidate)``), the whole test file runs
+   *here* instead (``judge_here``): each solution name is a proxy that sends the call's
+   arguments to the child and takes back the result in the typed encoding, so every
+   comparison, and every ``assert`` inside ``check``, happens in this process. Fake reply
+   lines, an always-equal object or an early exit then fail the tests they touch;
 3. starts the child (``sandbox_child.py``) with an empty environment, its own session, the
    rlimits, as ``nobody`` when this process is root, and with the verdict channel (this
    process's stdout) closed to it: the child's stdout and stderr both go to our stderr;
@@ -23,6 +29,8 @@ So this process (standard library only, started as ``python -I sandbox_judge.py`
 """
 
 import ast
+import asyncio
+import builtins
 import ctypes
 import json
 import os
@@ -140,6 +148,185 @@ def judge(item_check, reply):
     return True, not held, "" if held else f"line {reply.get('line')}: AssertionError"
 
 
+def encode(value, depth=0):
+    """The test's arguments in the child's typed encoding (see sandbox_child.encode)."""
+    kind = type(value)
+    simple = {type(None): "none", bool: "bool", int: "int", str: "str"}
+    if depth > 50:
+        raise TypeError("argument nested too deep")
+    if kind in simple:
+        return [simple[kind], value]
+    if kind is float:
+        return ["float", repr(value)]
+    if kind is bytes:
+        return ["bytes", value.hex()]
+    if kind in (list, tuple, set, frozenset):
+        items = sorted(value, key=repr) if kind in (set, frozenset) else list(value)
+        return [kind.__name__, [encode(v, depth + 1) for v in items]]
+    if kind is dict:
+        return ["dict", [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]]
+    raise TypeError(f"an argument of type {kind.__name__} cannot be sent to the candidate")
+
+
+def remote_names(tests):
+    """The solution's names if the tests use them only as calls or as arguments of a call to a
+    test-defined function (then the tests can run here), else None (also when they use none:
+    such tests check the child's own world, its uid or files, and must run there)."""
+    tree = ast.parse(tests)
+    bound, loads, parents = set(), [], {}
+    for node in ast.walk(tree):
+        for sub in ast.iter_child_nodes(node):
+            parents[sub] = node
+        if isinstance(node, ast.Name):
+            (loads.append(node) if isinstance(node.ctx, ast.Load) else bound.add(node.id))
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.alias):
+            bound.add((node.asname or node.name).split(".")[0])
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, ast.Global | ast.Nonlocal | ast.ImportFrom) and (
+            not isinstance(node, ast.ImportFrom) or node.module == "solution"
+        ):
+            return None
+    free = {n.id for n in loads} - bound - set(dir(builtins))
+    for name in loads:
+        if name.id not in free:
+            continue
+        up = parents.get(name)
+        if isinstance(up, ast.Call) and up.func is name:
+            continue
+        if isinstance(up, ast.Call) and name in up.args:
+            if isinstance(up.func, ast.Name) and up.func.id in bound:
+                continue
+        return None
+    return free or None  # tests that use no solution name look at the child itself
+
+
+class _Deadline(BaseException):
+    """The evaluation's time is up (a BaseException: no test's ``except`` swallows it)."""
+
+
+class RemoteError(Exception):
+    pass
+
+
+class Channel:
+    """Calls into the child: one request line on its stdin, one typed reply per request."""
+
+    def __init__(self, child, reply_r, deadline):
+        self.child, self.reply_r, self.deadline = child, reply_r, deadline
+        self.buf, self.n, self.gone, self.memory = b"", 0, False, False
+        self.unsupported = False  # a value that cannot cross in the typed encoding
+
+    def line(self):
+        while b"\n" not in self.buf:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise _Deadline()
+            ready, _, _ = select.select([self.reply_r], [], [], left)
+            if not ready:
+                raise _Deadline()
+            chunk = os.read(self.reply_r, 65536)
+            if not chunk or len(self.buf) > 4_000_000:
+                self.gone = True
+                raise RemoteError("the candidate's process has exited")
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        try:
+            reply = json.loads(line)
+        except (ValueError, RecursionError):
+            return {}
+        return reply if type(reply) is dict else {}
+
+    def setup(self):
+        while True:
+            reply = self.line()
+            if reply.get("kind") == "setup":
+                return reply.get("error")
+
+    def call(self, name, args, kwargs):
+        if self.gone:
+            raise RemoteError("the candidate's process has exited")
+        self.n += 1
+        try:
+            args_kwargs = encode(list(args)), encode(kwargs)
+        except TypeError:
+            self.unsupported = True
+            raise
+        request = {"n": self.n, "name": name, "args": args_kwargs[0], "kwargs": args_kwargs[1]}
+        try:
+            self.child.stdin.write(json.dumps(request).encode() + b"\n")
+            self.child.stdin.flush()
+        except OSError:
+            self.gone = True
+            raise RemoteError("the candidate's process has exited") from None
+        while True:  # lines for another request (written ahead by the code) are skipped
+            reply = self.line()
+            if reply.get("n") == self.n and type(reply.get("n")) is int:
+                break
+        if not reply.get("ok"):
+            self.memory = self.memory or reply.get("memory") is True
+            # the candidate's own exception, as a built-in of that name (tests expect
+            # ``ValueError`` for bad input): nothing but its name and message crosses
+            cls = getattr(builtins, str(reply.get("exc_type")), None)
+            if isinstance(cls, type) and issubclass(cls, Exception):
+                raise cls(str(reply.get("exc_message"))[:1000])
+            raise RemoteError(str(reply.get("error"))[:200])
+        try:
+            return decode(reply["value"])
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError):
+            self.unsupported = True
+            raise
+
+
+def judge_here(tests, names, channel, result):
+    """Run the whole test file in this process, ``names`` answered by the child."""
+
+    def proxy(name):
+        def call(*args, **kwargs):
+            return channel.call(name, args, kwargs)
+
+        call.__name__ = name
+        return call
+
+    namespace = {"__name__": "tests", **{name: proxy(name) for name in names}}
+    outcomes, test_fns = [], []
+
+    def attempt(run, line):
+        try:
+            run()
+        except _Deadline:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - a failing test, whatever it raised
+            return f"line {line}: {type(exc).__name__}: {exc}"[:200]
+        return None
+
+    for node in ast.parse(tests).body:
+        code = compile(ast.Module([node], []), "tests.py", "exec")
+        error = attempt(lambda code=code: exec(code, namespace), node.lineno)
+        is_fn = isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        if is_fn and node.name.startswith("test_") and error is None:
+            test_fns.append(node)
+        elif error is not None or isinstance(node, ast.Assert):
+            outcomes.append(error)
+
+    def call_test(name):
+        value = namespace[name]()
+        if asyncio.iscoroutine(value):
+            asyncio.run(value)
+
+    for node in test_fns:
+        outcomes.append(attempt(lambda name=node.name: call_test(name), node.lineno))
+    result["n_tests"] = len(outcomes)
+    result["n_failed"] = sum(o is not None for o in outcomes)
+    result["failures"] = [o for o in outcomes if o is not None][:20]
+    if channel.memory:
+        result["error"] = "memory"
+
+
 def _descendants_killed(child):
     """SIGKILL the child's group, then every process re-parented to us, until none is left.
 
@@ -190,27 +377,38 @@ def main():
             resource.setrlimit(getattr(resource, name), (soft, hard))
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
-    reply_r, reply_w = os.pipe()
-    child = subprocess.Popen(
-        [settings["python"], "-I", "sandbox_child.py", str(reply_w)],
-        stdin=subprocess.PIPE,
-        stdout=2,
-        stderr=2,
-        env=ENV,
-        pass_fds=(reply_w,),
-        start_new_session=True,
-        preexec_fn=limits,
-        user=drop_to,
-        group=drop_to,
-        extra_groups=[] if drop_to is not None else None,
-    )
-    os.close(reply_w)
+    def start():
+        reply_r, reply_w = os.pipe()
+        child = subprocess.Popen(
+            [settings["python"], "-I", "sandbox_child.py", str(reply_w)],
+            stdin=subprocess.PIPE,
+            stdout=2,
+            stderr=2,
+            env=ENV,
+            pass_fds=(reply_w,),
+            start_new_session=True,
+            preexec_fn=limits,
+            user=drop_to,
+            group=drop_to,
+            extra_groups=[] if drop_to is not None else None,
+        )
+        os.close(reply_w)
+        return child, reply_r
+
+    child, reply_r = start()
+    deadline = time.monotonic() + settings["timeout_s"]
+    names = remote_names(settings["tests"])
+    if names is not None:
+        strict = _humaneval_form(settings["tests"])
+        if _judged_here(settings["tests"], names, child, reply_r, deadline, strict):
+            return None
+        os.close(reply_r)  # a value that cannot cross: the file runs in a fresh child
+        child, reply_r = start()
     try:
         child.stdin.write(json.dumps(items).encode() + b"\n")
         child.stdin.close()
     except OSError:
         pass
-    deadline = time.monotonic() + settings["timeout_s"]
     buf, replies, timed_out = b"", [], False
     # Read until the child exits (processes it left may hold the pipe open), the pipe closes,
     # or the deadline passes.
@@ -277,6 +475,57 @@ def main():
                 result["failures"].append(message)
     sys.stdout.write(json.dumps(result) + "\n")
     sys.stdout.flush()
+
+
+def _humaneval_form(tests):
+    """HumanEval's ``def check(candidate)``: its values are plain, so it is always judged
+    here, and a result that cannot cross (an always-equal object) is a failure."""
+    return any(
+        isinstance(n, ast.FunctionDef) and [a.arg for a in n.args.args] == ["candidate"]
+        for n in ast.parse(tests).body
+    )
+
+
+def _judged_here(tests, names, child, reply_r, deadline, strict):
+    """Print the verdict of the test file run in this process (``judge_here``; nothing in it
+    came from the child but the typed results of calls) and say True; False, with nothing
+    printed, when a value could not cross between the two (a class instance, a date) and
+    ``strict`` is off: the caller then runs the file in a child as before."""
+    result = {"n_tests": 0, "n_failed": 0, "n_in_child": 0, "error": None, "failures": []}
+    result.update(timed_out=False, child_rc=None, judged_here=True)
+    verdict_out, sys.stdout = sys.stdout, sys.stderr  # the tests' prints stay off the verdict
+    channel = Channel(child, reply_r, deadline)
+    try:
+        child.stdin.write(b'{"serve": true}\n')
+        child.stdin.flush()
+        error = channel.setup()
+        if error:
+            result["error"] = error
+        else:
+            judge_here(tests, names, channel, result)
+            if channel.unsupported and not strict:
+                sys.stdout = verdict_out
+                child.stdin.close()
+                _descendants_killed(child)
+                return False
+    except _Deadline:
+        result["timed_out"] = True
+    except (RemoteError, OSError):
+        result["error"] = "crash"
+    try:
+        child.stdin.close()
+    except OSError:
+        pass
+    try:  # closed stdin ends the child's serve loop: let it exit before the kill
+        rc = child.wait(timeout=max(0.1, min(1.0, deadline - time.monotonic())))
+    except subprocess.TimeoutExpired:
+        rc = None
+    killed_rc = _descendants_killed(child)
+    result["child_rc"] = killed_rc if rc is None else rc
+    verdict_out.write(json.dumps(result) + "\n")
+    verdict_out.flush()
+    sys.stdout = verdict_out
+    return True
 
 
 main()

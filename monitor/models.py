@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import re
 import secrets
+import urllib.parse
 from collections.abc import Iterable
 
 from croniter import croniter
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.core.validators import validate_email
 from django.db import models, transaction
 from django.db.models import F
 from django.db.models.signals import post_delete
@@ -28,6 +30,26 @@ from monitor.derived.run_summary import RunSummary
 from monitor.env import EnvError, env_secret
 
 ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+
+
+# An endpoint's key may come only from a variable named like a key, and never from the
+# project's own settings: otherwise an admin could send DATABASE_URL or the secret key as the
+# bearer token to any host.
+KEY_ENV = re.compile(r"^[A-Z][A-Z0-9_]*_(API_KEY|KEY|TOKEN)$")
+KEY_ENV_REFUSED_PREFIXES = ("TIERWATCH_", "DJANGO_", "CELERY_", "POSTGRES", "REDIS", "DATABASE")
+
+
+def key_env_problem(name: str) -> str | None:
+    """Why ``name`` may not hold an endpoint's key, or None when it may."""
+    if not KEY_ENV.match(name):
+        return (
+            f"{name!r}: an endpoint's key variable must be named like a key "
+            "(A-Z, 0-9, _, ending in _API_KEY, _KEY or _TOKEN), e.g. ACME_API_KEY"
+        )
+    if name.startswith(KEY_ENV_REFUSED_PREFIXES):
+        refused = ", ".join(KEY_ENV_REFUSED_PREFIXES)
+        return f"{name!r}: names starting with {refused} are the project's settings, not a key"
+    return None
 
 
 def validate_env_name(value: str) -> None:
@@ -150,10 +172,20 @@ class Endpoint(models.Model):
     def __str__(self) -> str:
         return self.name + (" (simulated)" if self.simulated else "")
 
+    def clean(self) -> None:
+        super().clean()
+        if self.api_key_env and (problem := key_env_problem(self.api_key_env)):
+            raise ValidationError({"api_key_env": problem})
+
     def api_key(self) -> str | None:
         """Read at request time, so a rotated key needs no database change; stripped, and
-        refused naming the variable if it holds a control character (``env_secret``)."""
-        return env_secret(self.api_key_env) if self.api_key_env else None
+        refused naming the variable if it holds a control character (``env_secret``). A
+        variable not named like a key is refused here too, whatever wrote the row."""
+        if not self.api_key_env:
+            return None
+        if problem := key_env_problem(self.api_key_env):
+            raise ValueError(f"endpoint {self.name}: {problem}")
+        return env_secret(self.api_key_env)
 
     def spec(self) -> EndpointSpec:
         """What the client needs; the key is read from the environment now and lives only in
@@ -539,6 +571,26 @@ class Channel(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind}:{self.name}"
+
+    def clean(self) -> None:
+        """A webhook's URL is http(s) with a host (no ``file://``, no bare path), checked when
+        the channel is configured rather than when an alert fails to go out; email targets
+        are addresses."""
+        super().clean()
+        if self.kind == "webhook":
+            parts = urllib.parse.urlsplit(self.target.strip())
+            if parts.scheme not in ("https", "http") or not parts.hostname:
+                raise ValidationError(
+                    {"target": f"{self.target[:80]!r}: a webhook URL must be https:// or http://"}
+                )
+        elif self.kind == "email":
+            for address in filter(None, (a.strip() for a in self.target.split(","))):
+                try:
+                    validate_email(address)
+                except ValidationError:
+                    raise ValidationError(
+                        {"target": f"{address[:80]!r} is not an email address"}
+                    ) from None
 
 
 class AlertRule(models.Model):

@@ -8,10 +8,12 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+import unicodedata
 import urllib.parse
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -147,6 +149,48 @@ def canary_forms(key: str) -> list[str]:
         key[:8] + "...",
         key[-6:],
     ]
+
+
+def key_decoded_hits(text: str, key: str = CANARY, piece: int = 8) -> list[str]:
+    """Where ``text`` holds ``piece`` consecutive characters of ``key`` once decoded the ways a
+    server may encode it: as is, folded (NFKC, format characters dropped, dashes made ``-``),
+    reversed, and every run of base64 (at each of its 4 offsets, both alphabets) or hex
+    (at each of its 2 offsets) decoded. Written apart from ``evals.scrub`` on purpose: it
+    decodes what it finds rather than matching the forms the scrubber knows."""
+    low = key.lower()
+    pieces = {t[i : i + piece] for t in (low, low[::-1]) for i in range(len(t) - piece + 1)}
+
+    def fold(s: str) -> str:
+        s = unicodedata.normalize("NFKC", s)
+        s = "".join(
+            "-" if unicodedata.category(c) == "Pd" else c
+            for c in s
+            if unicodedata.category(c) != "Cf" and c != "\u00ad"
+        )
+        return s.lower()
+
+    found = []
+    candidates = {"text": text, "folded": fold(text)}
+    for i, run in enumerate(re.findall(r"[A-Za-z0-9+/_-]{12,}", text)):
+        for off in range(4):
+            body = run[off:]
+            body = body[: len(body) - len(body) % 4]
+            for alt in (None, b"-_"):
+                try:
+                    raw = base64.b64decode(body, altchars=alt, validate=True)
+                except ValueError:
+                    continue
+                candidates[f"base64 run {i} at {off}"] = raw.decode("latin-1")
+    for i, run in enumerate(re.findall(r"[0-9A-Fa-f]{16,}", text)):
+        for off in range(2):
+            body = run[off:]
+            body = body[: len(body) - len(body) % 2]
+            candidates[f"hex run {i} at {off}"] = bytes.fromhex(body).decode("latin-1")
+    for where, decoded in candidates.items():
+        d = decoded.lower()
+        if any(p in d for p in pieces):
+            found.append(where)
+    return found
 
 
 WEBHOOK_ENV = "TIERWATCH_TEST_SLACK_WEBHOOK"

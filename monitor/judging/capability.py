@@ -85,6 +85,7 @@ def check(case: Case, record: TimingRecord) -> tuple[bool | None, dict | None]:
             n_failed=verdict.n_failed,
             output=verdict.output[-2000:],
             isolation=verdict.isolation,
+            n_in_child=getattr(verdict, "n_in_child", 0),
         )
     elif outcome.kind == "constraints":
         detail.update(

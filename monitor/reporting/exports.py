@@ -3,7 +3,9 @@ mappings with fixed columns.
 
 Columns are listed, never derived from the model, so a new field (a header, a logprob) is not
 exported by accident: response headers and error messages stay out (an error message could
-quote a request), and texts only when asked for. Keys are never stored, so none can leak here.
+quote a request), and texts only when asked for. The export holds no more than the database,
+where every value from a vendor or the sandbox was scrubbed of the endpoint's key before it
+was stored (``evals.scrub``); keys themselves are never stored.
 """
 
 from __future__ import annotations
@@ -45,6 +47,18 @@ SAMPLE_COLUMNS = (
 )
 _SAMPLE_SOURCES = {"case": "case__key", "scenario": "case__scenario"}
 TEXT_COLUMN = "text"
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def safe_cell(value: Any) -> Any:
+    """A text cell a spreadsheet would run as a formula (``=HYPERLINK(...)``, ``+1+1``,
+    ``@SUM``; tab and CR too, which some spreadsheets skip before the ``=``) is prefixed with
+    ``'``, OWASP's rule for CSV injection: vendor-controlled values (model id, fingerprint,
+    served tier, texts) and case keys reach these cells. Numbers are left as numbers."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
 
 
 def sample_columns(include_text: bool = False) -> tuple[str, ...]:

@@ -36,6 +36,7 @@ from monitor.alerting.transports import render_email
 from monitor.derived.rollups import slo_of
 from monitor.env import env_list
 from monitor.models import Endpoint, Pair, Run, RunKind, RunRollup
+from monitor.reporting.exports import safe_cell
 
 logger = logging.getLogger(__name__)
 
@@ -592,6 +593,14 @@ def _round(value: float | None, digits: int) -> float | None:
     return None if value is None else round(value, digits)
 
 
+class _SafeWriter(csv.DictWriter):
+    """Every cell through ``exports.safe_cell``: names and model ids are vendor- or
+    config-controlled text a spreadsheet could run as a formula."""
+
+    def writerow(self, rowdict: Any) -> Any:
+        return super().writerow({k: safe_cell(v) for k, v in rowdict.items()})
+
+
 def render_csv(report: SlaReport) -> str:
     """One row per endpoint (kind=endpoint) and per pair (kind=pair) under one header.
 
@@ -599,7 +608,7 @@ def render_csv(report: SlaReport) -> str:
     column says why), so that every numeric column parses as a number.
     """
     out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    writer = _SafeWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n")
     writer.writeheader()
     for e in report.endpoints:
         row: dict[str, Any] = {

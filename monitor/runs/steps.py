@@ -24,6 +24,7 @@ from evals.constraints import check_all
 from evals.plan import AUDIT_TIERS, STREAMS, PlannedRequest, execute_plan, plan_run
 from evals.records import ChatRequest, TimingRecord, storable
 from evals.sandbox import extract_code, run_unit_tests
+from evals.scrub import scrub_value
 from evals.suites import context_needed, fill_nonce, prompt_estimate
 from monitor.derived.run_summary import RunSummary
 from monitor.derived.summary import summarise_samples
@@ -333,6 +334,7 @@ def task_check(*, case: Case, record: TimingRecord) -> tuple[bool | None, dict |
             "output": result.output[-2000:],
             "duration_ms": result.duration_ms,
             "isolation": result.isolation,
+            "n_in_child": result.n_in_child,
         }
     n_passed, n_total, failures = check_all(record.text, case.constraints)
     return n_passed == n_total, {
@@ -365,7 +367,7 @@ def evaluate(*, run_id: int, attempt: int | None = None) -> int:
         run.attempt = attempt
     pending = Sample.objects.filter(run_id=run_id, tests_detail__has_key=PENDING)
     done = 0
-    for sample in pending.select_related("case").order_by("seq"):
+    for sample in pending.select_related("case", "endpoint").order_by("seq"):
         record = TimingRecord(
             ok=sample.ok,
             error_class=sample.error_class or None,
@@ -373,6 +375,7 @@ def evaluate(*, run_id: int, attempt: int | None = None) -> int:
             tool_calls=sample.tests_detail.get("tool_calls") or [],
         )
         passed, detail = task_check(case=sample.case, record=record)
+        detail = scrub_value(detail, sample.endpoint.api_key())  # the sandbox's output too
         Sample.objects.filter(id=sample.id, tests_detail__has_key=PENDING).update(
             tests_passed=passed, tests_detail=storable(detail)
         )
@@ -408,6 +411,8 @@ def save_sample(
         tests_detail = {PENDING: True, "tool_calls": record.tool_calls}
     elif run.kind == RunKind.PROBE:
         tests_passed, tests_detail = task_check(case=case, record=record)
+    # generated code can print the key rebuilt from pieces no scrubber sees in the text
+    tests_detail = scrub_value(tests_detail, endpoint.api_key())
     measured = {f.name: getattr(record, f.name) for f in fields(record) if f.name in RECORD_COLUMNS}
     row = dict(
         run=run,

@@ -35,7 +35,7 @@ class _Line:
 
 
 def _cell(value: Any) -> Any:
-    return value.isoformat() if isinstance(value, datetime) else value
+    return value.isoformat() if isinstance(value, datetime) else exports.safe_cell(value)
 
 
 def csv_lines(columns: Sequence[str], records: Iterable[dict[str, Any]]) -> Iterator[str]:
