@@ -188,7 +188,10 @@ def test_a_canary_key_through_every_fault_is_found_nowhere(
         f"lost, {len(hits)} secrets found; fast-tier classes {sorted(classes)}"
     )
     assert hits == []
-    assert all(r.status == "done" for r in runs) and stored == planned == 4 * len(runs)
+    # each run ended; one whose fast requests all failed is failed in the vendor's words
+    # (``monitor.derived.failures``), never by a crash
+    assert all(r.status == "done" or r.error.startswith("fast tier: ") for r in runs)
+    assert stored == planned == 4 * len(runs)
     assert {
         "empty_stream",
         "body_too_large",
