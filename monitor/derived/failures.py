@@ -58,8 +58,24 @@ def describe(error_class: str, status: int | None, message: str) -> str:
     if status and error_class in ("http_status", "rate_limited"):
         return f"HTTP {status}"
     head = UNREACHABLE.get(error_class, error_class or "error")
-    detail = (message or "").strip()[:MESSAGE_CHARS]
+    detail = _plain_exception((message or "").strip())[:MESSAGE_CHARS]
     return f"{head}: {detail}" if detail and head != detail else head
+
+
+_EXC_NAME = re.compile(r"^[A-Za-z_.]*(Error|Exception|Timeout)[A-Za-z_]*: ")
+
+
+def _plain_exception(text: str) -> str:
+    """A client library's exception in words: its class name dropped, aiohttp's "Cannot
+    connect to host H:P ssl:default [Connect call failed ('H', P)]" as "cannot connect to H:P
+    (connection refused)"."""
+    text = _EXC_NAME.sub("", text)
+    match = re.search(r"Cannot connect to host (\S+)(?: ssl:\S+)? \[(.*)\]", text)
+    if match:
+        why = match.group(2)
+        why = "connection refused" if "Connect call failed" in why else why
+        return f"cannot connect to {match.group(1)} ({why})"
+    return text
 
 
 def top_errors(samples: Iterable[Any], limit: int = TOP) -> list[dict[str, Any]]:

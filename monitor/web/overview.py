@@ -38,6 +38,7 @@ from django_celery_beat.models import PeriodicTask
 from monitor import selectors
 from monitor.alerting import maintenance
 from monitor.derived import evidence
+from monitor.derived.evidence import every_words
 from monitor.models import MaintenanceWindow
 from monitor.web import overview_answers as answers
 from monitor.web import overview_cells
@@ -102,14 +103,15 @@ def status(item: selectors.PairOverview, ctx: Context) -> tuple[str, str]:
     done = item.last_done
     finished = (done.finished_at or done.created_at) if done else None
     if interval and finished is None and item.last_run is None:
-        return "new", f"first scheduled probe due within {interval}"
+        every = every_words(int(interval.total_seconds()))
+        return "new", f"its first scheduled probe is due (probes {every})"
     first = item.last_run.created_at if item.last_run else None  # its first run, still going
     if interval and ctx.now - (finished or first) > 2 * interval:  # type: ignore[operator]
         return "stale", (
             f"no finished probe since {finished:%Y-%m-%d %H:%M} UTC"
             if finished
             else "no finished probe yet"
-        ) + f" (schedule every {interval})"
+        ) + f" (probes {every_words(int(interval.total_seconds()))})"
     if done is None:
         if interval:
             return "new", "its first probe is running"

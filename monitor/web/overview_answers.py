@@ -15,6 +15,7 @@ from django.utils.timesince import timesince
 
 from evals.stats.error_budget import MIN_BASELINE_RUNS
 from evals.stats.labels import LABEL_WORDS
+from monitor.derived.evidence import every_words
 from monitor.web.overview_cells import Measured
 
 
@@ -34,13 +35,17 @@ def _ago(at: datetime | None, now: datetime) -> str:
     return f"{timesince(at, now, depth=1)} ago"
 
 
+def _every(interval: timedelta | None) -> str:
+    return every_words(int(interval.total_seconds())) if interval else ""
+
+
 def same_model(cells: Measured, audit_every: timedelta | None, now: datetime) -> Answer:
     """The e-detector's state and the newest audit's label with its age; says so when the
     pair has no audit schedule (a verdict then ages without anything renewing it)."""
     audit = cells.audit
     schedule = "" if audit_every else "no audit schedule"
     if audit is None:
-        return Answer("no audit yet", "wait", schedule or f"first one due within {audit_every}")
+        return Answer("no audit yet", "wait", schedule or f"audits {_every(audit_every)}")
     label = LABEL_WORDS.get(audit.label, audit.label.replace("_", " "))
     age = f"audit {_ago(audit.at, now)}"
     sub = " · ".join(x for x in (age, schedule) if x)
@@ -68,7 +73,9 @@ def changed(cells: Measured, probe_every: timedelta | None, now: datetime) -> An
         return Answer(f"no change{since}", "ok", f"{cells.baseline_runs} probes in the baseline")
     have = cells.baseline_runs
     if not state:
-        return Answer("no probe yet", "wait", f"the baseline needs {MIN_BASELINE_RUNS} probes")
+        return Answer(
+            "no finished probe yet", "wait", f"the baseline needs {MIN_BASELINE_RUNS} probes"
+        )
     if probe_every:
         left = probe_every * (MIN_BASELINE_RUNS - have)
         ready = f"ready in ~{timesince(now, now + left, depth=1)}"
