@@ -12,10 +12,12 @@ refreshes the pair's cached pages, so the first view after a run is fast too.
 
 Measuring and summarising either succeed or mark the run failed with the reason. The judging
 steps after "done" read the finished run and never fail it: a verdict that cannot be computed
-is stored as its error, a monitoring step that fails is logged. Alerts are evaluated only on a
-done run; an alert whose condition cleared is resolved by ``lifecycle.resolve`` (user
-None), and ``notify`` (the task passes ``notify_task.delay``) announces each alert opened or
-resolved now (``lifecycle.announce``: held during maintenance, silences, flapping).
+is stored as its error, a monitoring step that fails is logged. Alerts are evaluated on a
+done run, and on a run its vendor failed (its requests mostly failed): the rules on error
+rate and availability only (``alerts.HEALTH_METRICS``), else the pair's vendor alert. An
+alert whose condition cleared is resolved by ``lifecycle.resolve`` (user None), and
+``notify`` (the task passes ``notify_task.delay``) announces each alert opened or resolved
+now (``lifecycle.announce``: held during maintenance, silences, flapping).
 """
 
 from __future__ import annotations
@@ -122,8 +124,11 @@ def _steps(
         else:
             log.exception("run %s failed", run_id)
         steps.mark_failed(run_id=run_id, exc=exc, attempt=attempt)
-        if by_vendor:
-            for alert in vendor.failing(run_id=run_id):
+        if by_vendor:  # the rules on the vendor's health, else the pair's vendor alert
+            changed = evaluate_alerts(run_id=run_id)
+            if not vendor.health_alert_open(run_id=run_id):
+                changed += vendor.failing(run_id=run_id)
+            for alert in changed:
                 if notify is not None:
                     notify(alert.id)
         record_run_end(run_id)  # its requests still count in availability; its pages warm
@@ -155,8 +160,9 @@ def judge(*, run_id: int) -> None:
 
 
 def evaluate_alerts(*, run_id: int) -> list[Alert]:
-    """The rules after a done run: alerts opened now (recorded, perhaps flapping) and open
-    ones whose condition cleared, resolved now with user None; both returned for notifying."""
+    """The rules after a done run (or, on the vendor's health only, a run its vendor failed):
+    alerts opened now (recorded, perhaps flapping) and open ones whose condition cleared,
+    resolved now with user None; both returned for notifying."""
     changed = []
     for outcome in alerts.evaluate_after_run(run_id=run_id):
         if outcome.opened:
@@ -168,5 +174,8 @@ def evaluate_alerts(*, run_id: int) -> list[Alert]:
             )
         except lifecycle.LifecycleError:  # resolved meanwhile (by hand, a retry)
             log.info("alert %s was already resolved", outcome.alert.id)
+    run = Run.objects.get(id=run_id)
+    if run.status != RunStatus.DONE:  # failed by its vendor: the health rules only
+        return changed
     changed += vendor.recovered(run_id=run_id)
-    return changed + watchdog.sandbox_unavailable(run=Run.objects.get(id=run_id))
+    return changed + watchdog.sandbox_unavailable(run=run)

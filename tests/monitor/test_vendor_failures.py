@@ -143,3 +143,14 @@ def test_run_pair_and_overview_pages_show_the_failure_in_red(failing_pair, admin
     assert "<strong>Failing:</strong>" in page and said in page
     page = admin_client.get("/").content.decode()
     assert '<span class="pstatus failing">failing</span>' in page and said in page
+
+
+def test_an_error_rate_rule_still_fires_and_carries_what_failed(failing_pair):
+    AlertRule.objects.create(
+        name="fast-errors", pair=failing_pair, metric="error_rate", tier="fast", op="gt",
+        threshold=0.5, last_k=1, min_n=2,
+    )  # fmt: skip
+    execute_run(run_id=create_run(pair=failing_pair).id, cases_limit=2)
+    (alert,) = Alert.objects.filter(pair=failing_pair)  # no second, vendor_failed alert
+    assert alert.rule.name == "fast-errors" and alert.value == 1.0
+    assert f"What failed: fast tier: HTTP 401: {NO_KEY}" in alert.message
