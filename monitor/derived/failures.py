@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 MOSTLY = 0.5  # a tier whose failed share is above this failed the run
@@ -98,10 +98,11 @@ def failure(tiers: Mapping[str, Any]) -> str | None:
     ``TierStats`` (its n, n_ok and top_errors)."""
     parts = []
     for name, stats in tiers.items():
-        failed = stats.n - stats.n_ok
+        # a sample we could not store (store_error) is our failure, not the vendor's
+        failed = stats.n - stats.n_ok - stats.errors.get("store_error", 0)
         if not stats.n or failed / stats.n <= MOSTLY:
             continue
-        top: Sequence[Mapping[str, Any]] = stats.top_errors or ()
+        top = [e for e in stats.top_errors or () if e["class"] != "store_error"]
         said = top[0]["message"] if top else "requests failed"
         parts.append(f"{name} tier: {said} ({failed} of {stats.n} requests failed)")
     return "; ".join(parts) or None
