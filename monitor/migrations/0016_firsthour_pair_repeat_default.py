@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('monitor', '0014_scale_indexes'),
+        ('monitor', '0015_pair_generation'),
     ]
 
     operations = [
