@@ -117,6 +117,8 @@ def test_the_overview_answers_three_questions_per_pair_at_1280_px(
             page.locator(".run-error a").first.click()
             page.wait_for_selector("p.run-error")
             assert "vendor unreachable" in page.locator("p.run-error").inner_text()
+            wide = page.evaluate("document.documentElement.scrollWidth")
+            assert wide <= WIDTH, wide  # the errors' messages wrap
             page.screenshot(path=str(shots / "run-failing.png"), full_page=False)
         finally:
             browser.close()
