@@ -77,7 +77,9 @@ def test_it_sends_the_key_from_the_environment_and_stores_it_nowhere(vendor, mon
     bad = Endpoint.objects.create(
         name="bad", base_url=f"{vendor}/fail/v1", model="m", api_key_env="ACME_TEST_KEY"
     )
-    pair = Pair.objects.create(name="s", fast=bad, base=ok, suite=sync_builtin_suite(name="smoke"))
+    pair = Pair.objects.create(
+        name="s", fast=bad, base=ok, suite=sync_builtin_suite(name="smoke"), repeat=1
+    )
     run = execute_run(run_id=create_run(pair=pair).id, cases_limit=2)
     assert f"Bearer {SECRET}" in VendorRecordingAuth.seen
     assert Sample.objects.filter(run=run, tier="base", ok=True).count() == 2
