@@ -5,13 +5,14 @@ Every configuration admin (``AuditedAdmin``) writes its adds, changes and delete
 log with the fields that changed (``monitor.setup.audit``), shown at /audit/.
 """
 
+from django import forms
 from django.contrib import admin, messages
 from django_celery_beat.admin import PeriodicTaskAdmin
 from django_celery_beat.models import PeriodicTask
 
 from monitor import models
 from monitor.alerting.channels import send_test
-from monitor.setup import audit
+from monitor.setup import audit, pair_defaults
 
 
 class AuditedAdmin(admin.ModelAdmin):
@@ -75,9 +76,62 @@ class CaseAdmin(admin.ModelAdmin):
     list_filter = ("suite", "category", "scenario")
 
 
+class PairForm(forms.ModelForm):
+    """The pair with its schedules: a pair saved without one never runs, so the form asks
+    for both cadences with the README's defaults (empty: no scheduled runs of that kind)."""
+
+    probe_every_minutes = forms.IntegerField(
+        required=False,
+        min_value=1,
+        initial=pair_defaults.PROBE_EVERY_MIN,
+        help_text="A probe (temperature 0, timings, pass rates) every N minutes. Empty: no "
+        "scheduled probes; the pair runs only when started by hand.",
+    )
+    audit_every_hours = forms.IntegerField(
+        required=False,
+        min_value=1,
+        initial=pair_defaults.AUDIT_EVERY_H,
+        help_text="An audit (temperature 1, the same-model test) every N hours. Empty: no "
+        "audits, so no answer to 'same model?'.",
+    )
+
+    class Meta:
+        model = models.Pair
+        fields = "__all__"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        pair_defaults.sync_suites()  # the built-in suites to choose from, synced if missing
+        self.fields["suite"].queryset = models.Suite.objects.order_by("name", "-version")
+        if self.instance.pk:  # an existing pair: its schedules as they are
+            every = pair_defaults.schedules(self.instance.name)
+            probe, audit = every["probe"], every["audit"]
+            self.initial["probe_every_minutes"] = probe // 60 if probe else None
+            self.initial["audit_every_hours"] = audit // 3600 if audit else None
+
+    def every_s(self) -> dict[str, int | None]:
+        minutes = self.cleaned_data.get("probe_every_minutes")
+        hours = self.cleaned_data.get("audit_every_hours")
+        return {
+            "probe": minutes * 60 if minutes else None,
+            "audit": hours * 3600 if hours else None,
+        }
+
+
 @admin.register(models.Pair)
 class PairAdmin(AuditedAdmin):
+    form = PairForm
     list_display = ("name", "fast", "base", "suite", "claimed_speedup", "active")
+
+    def save_related(self, request, form, formsets, change):
+        """After the pair: its schedules, and for a new pair its "outputs differ" rule."""
+        super().save_related(request, form, formsets, change)
+        pair = form.instance
+        for row, before in pair_defaults.set_schedules(pair, form.every_s()):
+            after = audit.snapshot(row)
+            audit.record(obj=row, before=before, after=after, source="admin", user=request.user)
+        if not change:
+            pair_defaults.ensure_outputs_differ_rule(pair)
 
 
 @admin.register(models.Run)

@@ -294,7 +294,10 @@ class Pair(models.Model):
     base = models.ForeignKey(Endpoint, on_delete=models.PROTECT, related_name="pairs_as_base")
     suite = models.ForeignKey(Suite, on_delete=models.PROTECT, related_name="pairs")
     claimed_speedup = models.FloatField(null=True, blank=True, help_text="Vendor's claim, e.g. 6")
-    repeat = models.PositiveSmallIntegerField(default=1, help_text="Repetitions per case per tier")
+    repeat = models.PositiveSmallIntegerField(
+        default=2,
+        help_text="Repetitions per case per tier; 2 or more gives the noise floor (base vs base)",
+    )
     cases_per_run = models.PositiveIntegerField(null=True, blank=True)
     slo_ttft_ms = models.FloatField(null=True, blank=True)
     slo_e2e_ms = models.FloatField(null=True, blank=True)

@@ -73,6 +73,14 @@ class PairOverview:
     last_run: Run | None
     last_done: Run | None
     open_alerts: int
+    last_ended: Run | None = None  # newest probe or audit that ended, done or failed
+
+    @property
+    def failing(self) -> Run | None:
+        """The newest ended run when it failed: what the overview shows in red until a run
+        of the pair is done again."""
+        run = self.last_ended
+        return run if run is not None and run.status == RunStatus.FAILED else None
 
     @property
     def simulated(self) -> bool:
@@ -90,16 +98,22 @@ def pairs_overview() -> list[PairOverview]:
     a temperature-0 probe, not an audit or a load probe) and open alerts: two queries."""
     newest = Run.objects.filter(pair=OuterRef("pk")).order_by("-created_at", "-id")
     newest_done = Run.objects.trend().filter(pair=OuterRef("pk")).order_by("-created_at", "-id")
+    newest_ended = Run.objects.filter(
+        pair=OuterRef("pk"),
+        status__in=(RunStatus.DONE, RunStatus.FAILED),
+        kind__in=(RunKind.PROBE, RunKind.AUDIT),
+    ).order_by("-created_at", "-id")
     pairs = list(
         Pair.objects.select_related("fast", "base")
         .annotate(
             n_open_alerts=Count("alerts", filter=Q(alerts__resolved_at__isnull=True)),
             last_run_id=Subquery(newest.values("id")[:1]),
             last_done_id=Subquery(newest_done.values("id")[:1]),
+            last_ended_id=Subquery(newest_ended.values("id")[:1]),
         )
         .order_by("name")
     )
-    ids = {p.last_run_id for p in pairs} | {p.last_done_id for p in pairs}
+    ids = {i for p in pairs for i in (p.last_run_id, p.last_done_id, p.last_ended_id)}
     runs = (
         Run.objects.only(*RUN_LIST_FIELDS)
         .defer("summary")  # cached: overview_cells
@@ -111,6 +125,7 @@ def pairs_overview() -> list[PairOverview]:
             last_run=runs.get(p.last_run_id),
             last_done=runs.get(p.last_done_id),
             open_alerts=p.n_open_alerts,
+            last_ended=runs.get(p.last_ended_id),
         )
         for p in pairs
     ]

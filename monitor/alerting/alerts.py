@@ -125,13 +125,15 @@ def pair_link(pair: Pair) -> str:
 
 
 def _describe(
-    rule: AlertRule, pair: Pair, value: float, n: int, runs: int, budget: str = ""
+    rule: AlertRule, pair: Pair, value: float, n: int, runs: int, budget: str = "", cause: str = ""
 ) -> str:
+    """``cause``: what failed, when the run was failed by its vendor (its error in words)."""
     word = "above" if rule.op == "gt" else "below"
     where = f"pair {pair.name}" + (" (simulated)" if pair.simulated else "")
     return (
         f"{label(rule)} is {fmt(rule, value)} (mean of {runs} run{'s' * (runs != 1)}, "
         f"n = {n}), {word} the threshold of {fmt(rule, rule.threshold)}, on {where}. "
+        + (f"What failed: {cause}. " if cause else "")
         + (f"This alarm is set for an error budget: {budget}. " if budget else "")
         + pair_link(pair)
     )
@@ -162,6 +164,8 @@ def _evaluate_rule(rule: AlertRule, run: Run) -> Outcome | None:
     source = (
         Run.objects.filter(status=RunStatus.DONE, kind=RunKind.AUDIT)
         if rule.metric == "verdict_different"
+        else health_runs()
+        if rule.metric in HEALTH_METRICS
         else Run.objects.trend()
     )
     runs = list(source.filter(pair=pair).order_by("-created_at", "-pk")[: rule.last_k])
@@ -176,7 +180,8 @@ def _evaluate_rule(rule: AlertRule, run: Run) -> Outcome | None:
         current = Alert.objects.filter(rule=rule, pair=pair, resolved_at__isnull=True).first()
         if breached and current is None:
             budget = budget_of(runs[0].summary_obj, rule.metric) if runs else ""
-            message = _describe(rule, pair, value, n, used, budget)
+            cause = run.error if run.status == RunStatus.FAILED else ""
+            message = _describe(rule, pair, value, n, used, budget, cause)
             alert = Alert.objects.create(
                 rule=rule, pair=pair, run=run, message=message, value=value
             )
@@ -190,14 +195,35 @@ def _evaluate_rule(rule: AlertRule, run: Run) -> Outcome | None:
     return None
 
 
+# Rules on the vendor's health also read the probes its failures failed (their requests
+# mostly failed: ``monitor.derived.failures``), or an error rate above one half could never be
+# seen; every other metric reads done runs only.
+HEALTH_METRICS = ("error_rate", "availability")
+
+
+def refused(runs: QuerySet[Run]) -> QuerySet[Run]:
+    """Probes failed after they were summarised: failed by their vendor's answers."""
+    return runs.filter(kind=RunKind.PROBE, status=RunStatus.FAILED, summary__has_key="tiers")
+
+
+def health_runs() -> QuerySet[Run]:
+    """Done probes and those their vendor failed: what the health metrics aggregate."""
+    probes = Run.objects.filter(kind=RunKind.PROBE)
+    return probes.filter(Q(status=RunStatus.DONE) | Q(pk__in=refused(probes).values("pk")))
+
+
 def evaluate_after_run(*, run_id: int) -> list[Outcome]:
     """Evaluate every enabled rule for the run's pair: the alerts opened now and the open ones
-    whose condition cleared (the pipeline resolves those)."""
+    whose condition cleared (the pipeline resolves those). A probe its vendor failed is
+    evaluated on the health metrics only."""
     run = Run.objects.select_related("pair__fast", "pair__base").get(pk=run_id)
-    if run.status != RunStatus.DONE:
+    by_vendor = refused(Run.objects.filter(pk=run_id)).exists()
+    if run.status != RunStatus.DONE and not by_vendor:
         return []
     rules = AlertRule.objects.filter(enabled=True).filter(Q(pair=run.pair) | Q(pair__isnull=True))
     rules = rules.exclude(metric__in=catalogue.SYSTEM_METRICS)
+    if by_vendor:
+        rules = rules.filter(metric__in=HEALTH_METRICS)
     changed = []
     for rule in rules.order_by("pk"):
         problem = catalogue.problem(rule.metric, rule.tier)

@@ -48,6 +48,10 @@ SYSTEM_METRICS = {
     "sandbox_unavailable": Metric(
         "sandbox_unavailable", None, "generated code not run: no working sandbox", ""
     ),
+    # opened by a run whose requests mostly failed (monitor.alerting.vendor), not the watchdog
+    "vendor_failed": Metric(
+        "vendor_failed", None, "run failed: the vendor refused or did not answer", ""
+    ),
 }
 
 

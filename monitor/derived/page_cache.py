@@ -32,7 +32,7 @@ from django.core.cache import cache
 from django.db import connection
 from django.db.models import Model
 
-CODE_VERSION = 5
+CODE_VERSION = 6  # 6: overview cells carry the three answers (overview_cells.Measured)
 T = TypeVar("T")
 
 

@@ -9,7 +9,9 @@ Blocks (every one may be missing: a run still running, an older row; readers get
   by class, 429s apart (``rate_limited``), availability with 429s left out of both counts,
   TTFT/E2E/TPOT ``Percentiles`` (each with its n), decode speed (1000 / TPOT P50), completion
   tokens as the server counts them and as our tokenizer estimates them, samples whose two counts
-  disagree, the unit-test pass rate with its n, model ids and system fingerprints returned.
+  disagree, the unit-test pass rate with its n over the answered requests (a failed request is
+  not a failed test), model ids and system fingerprints returned, and the top errors with
+  their HTTP status and the vendor's message (``monitor.derived.failures``).
 - ``similarity`` — ``fast_vs_base`` beside ``base_vs_base`` (the noise floor): Indel ratios of
   temperature-0 texts of the same case and repetition, only texts whose prompts were identical
   (``evals.similarity.comparable_pairs``). None when there is no pair.
@@ -110,6 +112,9 @@ class TierStats(Timings):
     model_ids: tuple[str, ...] = ()
     fingerprints: tuple[str, ...] = ()
     served_tier: Mapping[str, Any] = field(default_factory=dict)  # evals.latency.downgrades
+    # the most frequent failures, each {"class", "status", "message", "n"}, message in words
+    # (``monitor.derived.failures``); () in runs summarised before it was stored
+    top_errors: tuple[Mapping[str, Any], ...] = ()
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> TierStats:
@@ -125,6 +130,7 @@ class TierStats(Timings):
             tpot_ms=timings.tpot_ms,
             model_ids=tuple(plain.model_ids),
             fingerprints=tuple(plain.fingerprints),
+            top_errors=tuple(plain.top_errors),
         )
 
     @property

@@ -15,6 +15,7 @@ from django.conf import settings
 from evals.comparable import comparable_pairs
 from evals.latency import downgrades, percentiles, summarise_tier
 from evals.similarity import compare_pairs
+from monitor.derived.failures import top_errors
 from monitor.models import Endpoint
 
 
@@ -52,6 +53,7 @@ def tier_block(samples: Sequence[Any], min_n: int) -> dict[str, Any]:
         "n_tested": len(tested),
         "model_ids": sorted({s.model_id for s in samples if s.model_id}),
         "fingerprints": sorted({s.system_fingerprint for s in samples if s.system_fingerprint}),
+        "top_errors": top_errors(samples),
     }
 
 

@@ -95,8 +95,9 @@ def check(case: Case, record: TimingRecord) -> tuple[bool | None, dict | None]:
         )
     elif outcome.kind == "structured":
         detail.update(output=verdict.detail)
-    elif outcome.kind == "request_failed":
+    elif outcome.kind == "request_failed":  # not checked: a refusal is not a wrong answer
         detail.update(output=record.error_class or "")
+        return None, detail
     return outcome.passed, detail
 
 

@@ -28,7 +28,14 @@ from evals.suites import fill_nonce
 from monitor.derived.run_end import record_run_end
 from monitor.models import Case, Pair, Run, RunKind, RunStatus
 from monitor.runs.ratelimit import RunGate
-from monitor.runs.steps import create_run, mark_failed, save_sample, summarise_run
+from monitor.runs.steps import (
+    check_answered,
+    check_keys,
+    create_run,
+    mark_failed,
+    save_sample,
+    summarise_run,
+)
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +112,7 @@ def run_load_probe(
     levels = sorted({min(MAX_LOAD_CONCURRENCY, int(c)) for c in concurrency_levels if c >= 1})
     min_n, slo = int(settings.TIERWATCH_MIN_N), pair.slo
     try:
+        check_keys(pair)
         cases = load_cases(list(run.suite.cases.order_by("key")))
         if not cases:
             raise ValueError(f"suite {run.suite} has no cases")
@@ -144,6 +152,7 @@ def run_load_probe(
                 )
         summarise_run(run_id=run.id)
         Run.objects.merge_summary(run.id, load=load)
+        check_answered(run_id=run.id)
         Run.objects.filter(id=run.id).end(RunStatus.DONE)
     except Exception as exc:  # the run says why; samples already saved stay
         log.exception("load probe %s failed", run.id)

@@ -12,10 +12,12 @@ refreshes the pair's cached pages, so the first view after a run is fast too.
 
 Measuring and summarising either succeed or mark the run failed with the reason. The judging
 steps after "done" read the finished run and never fail it: a verdict that cannot be computed
-is stored as its error, a monitoring step that fails is logged. Alerts are evaluated only on a
-done run; an alert whose condition cleared is resolved by ``lifecycle.resolve`` (user
-None), and ``notify`` (the task passes ``notify_task.delay``) announces each alert opened or
-resolved now (``lifecycle.announce``: held during maintenance, silences, flapping).
+is stored as its error, a monitoring step that fails is logged. Alerts are evaluated on a
+done run, and on a run its vendor failed (its requests mostly failed): the rules on error
+rate and availability only (``alerts.HEALTH_METRICS``), else the pair's vendor alert. An
+alert whose condition cleared is resolved by ``lifecycle.resolve`` (user None), and
+``notify`` (the task passes ``notify_task.delay``) announces each alert opened or resolved
+now (``lifecycle.announce``: held during maintenance, silences, flapping).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from monitor.alerting import alerts, lifecycle, maintenance
+from monitor.alerting import alerts, lifecycle, maintenance, vendor
 from monitor.derived import evidence, loss_detectors, rollups
 from monitor.derived.run_end import record_run_end
 from monitor.judging import verdict
@@ -48,7 +50,8 @@ def execute_run(
     if attempt is None:
         log.info("run %s is not queued (or gone, or alive elsewhere); skipping", run_id)
         return Run.objects.filter(id=run_id).first()
-    if not _steps(run_id, attempt, partial(steps.measure, run_id=run_id, cases_limit=cases_limit)):
+    measure = partial(steps.measure, run_id=run_id, cases_limit=cases_limit)
+    if not _steps(run_id, attempt, measure, notify=notify):
         return Run.objects.get(id=run_id)
     if evaluate is not None and steps.has_pending(run_id):
         if not heartbeat.hand_off(run_id, attempt):
@@ -83,6 +86,8 @@ def finish(*, run_id: int, attempt: int, notify: Callable[[int], Any] | None = N
         lambda: rollups.record_run(run=Run.objects.get(id=run_id)),  # kept past payloads
         lambda: budget.settle(Run.objects.select_related("pair").get(id=run_id)),
         partial(maintenance.mark_run, run_id=run_id),
+        partial(steps.check_answered, run_id=run_id),  # mostly failed requests: a failed run
+        notify=notify,
     ):
         return Run.objects.get(id=run_id)
     steps.mark_done(run_id=run_id, attempt=attempt)
@@ -97,9 +102,15 @@ def finish(*, run_id: int, attempt: int, notify: Callable[[int], Any] | None = N
     return Run.objects.get(id=run_id)
 
 
-def _steps(run_id: int, attempt: int, *actions: Callable[[], Any]) -> bool:
+def _steps(
+    run_id: int,
+    attempt: int,
+    *actions: Callable[[], Any],
+    notify: Callable[[int], Any] | None = None,
+) -> bool:
     """Run the steps in order; False when one failed (the run is marked failed with its
-    reason, its samples stay) or the run was lost to the watchdog or another worker."""
+    reason, its samples stay) or the run was lost to the watchdog or another worker. A run
+    failed by its vendor (or a missing key) opens the pair's vendor alert (``vendor.failing``)."""
     try:
         for step in actions:
             step()
@@ -107,8 +118,19 @@ def _steps(run_id: int, attempt: int, *actions: Callable[[], Any]) -> bool:
         log.warning("%s; stopping", exc)
         return False
     except Exception as exc:
-        log.exception("run %s failed", run_id)
+        by_vendor = isinstance(exc, steps.VENDOR_FAILURES)
+        if by_vendor:  # said in words; no traceback to read
+            log.warning("run %s failed: %s", run_id, exc)
+        else:
+            log.exception("run %s failed", run_id)
         steps.mark_failed(run_id=run_id, exc=exc, attempt=attempt)
+        if by_vendor:  # the rules on the vendor's health, else the pair's vendor alert
+            changed = evaluate_alerts(run_id=run_id)
+            if not vendor.health_alert_open(run_id=run_id):
+                changed += vendor.failing(run_id=run_id)
+            for alert in changed:
+                if notify is not None:
+                    notify(alert.id)
         record_run_end(run_id)  # its requests still count in availability; its pages warm
         return False
     return True
@@ -138,8 +160,9 @@ def judge(*, run_id: int) -> None:
 
 
 def evaluate_alerts(*, run_id: int) -> list[Alert]:
-    """The rules after a done run: alerts opened now (recorded, perhaps flapping) and open
-    ones whose condition cleared, resolved now with user None; both returned for notifying."""
+    """The rules after a done run (or, on the vendor's health only, a run its vendor failed):
+    alerts opened now (recorded, perhaps flapping) and open ones whose condition cleared,
+    resolved now with user None; both returned for notifying."""
     changed = []
     for outcome in alerts.evaluate_after_run(run_id=run_id):
         if outcome.opened:
@@ -151,4 +174,8 @@ def evaluate_alerts(*, run_id: int) -> list[Alert]:
             )
         except lifecycle.LifecycleError:  # resolved meanwhile (by hand, a retry)
             log.info("alert %s was already resolved", outcome.alert.id)
-    return changed + watchdog.sandbox_unavailable(run=Run.objects.get(id=run_id))
+    run = Run.objects.get(id=run_id)
+    if run.status != RunStatus.DONE:  # failed by its vendor: the health rules only
+        return changed
+    changed += vendor.recovered(run_id=run_id)
+    return changed + watchdog.sandbox_unavailable(run=run)

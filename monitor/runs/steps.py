@@ -26,6 +26,7 @@ from evals.records import ChatRequest, TimingRecord, storable
 from evals.sandbox import extract_code, run_unit_tests
 from evals.scrub import scrub_value
 from evals.suites import context_needed, fill_nonce, prompt_estimate
+from monitor.derived import failures
 from monitor.derived.run_summary import RunSummary
 from monitor.derived.summary import summarise_samples
 from monitor.judging import capability
@@ -167,6 +168,7 @@ def measure(*, run_id: int, cases_limit: int | None = None) -> None:
     """Plan a claimed run and send what is not stored yet, storing each sample as it
     completes."""
     run = Run.objects.select_related("pair__fast", "pair__base", "suite").get(id=run_id)
+    check_keys(run.pair)
     cases = select_cases(run, cases_limit or run.pair.cases_per_run)
     plan = plan_run([c.key for c in cases], repeat=run.repeat, seed=run.seed, tiers=run_tiers(run))
     mine = Run.objects.filter(id=run.id, attempt=run.attempt)  # writes only while it is ours
@@ -194,8 +196,45 @@ def mark_done(*, run_id: int, attempt: int | None = None) -> None:
 
 
 def mark_failed(*, run_id: int, exc: BaseException, attempt: int | None = None) -> None:
-    """The run says why it failed; samples already stored stay."""
-    _mine(run_id, attempt).end(RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
+    """The run says why it failed; samples already stored stay. A failure that is already in
+    words (the vendor's, a missing key) is kept as it is, without a Python class name."""
+    said = isinstance(exc, VENDOR_FAILURES)
+    error = str(exc) if said else f"{type(exc).__name__}: {exc}"
+    _mine(run_id, attempt).end(RunStatus.FAILED, error=error)
+
+
+class MissingKey(Exception):
+    """An endpoint names a key variable that is not set in the worker's environment."""
+
+
+# failures already in words, of the vendor or its set-up: the run's error as they say it
+VENDOR_FAILURES = (failures.VendorFailed, MissingKey)
+
+
+def check_keys(pair: Pair) -> None:
+    """Before any request: every endpoint that names a key variable finds it set. Without
+    this, requests go out with no Authorization header and the vendor's 401s are the first
+    sign, far from the cause."""
+    missing = [
+        f"{tier} endpoint {ep.name!r} names api_key_env {ep.api_key_env!r}"
+        for tier, ep in (("fast", pair.fast), ("base", pair.base))
+        if ep.api_key_env and not ep.api_key()
+    ]
+    if missing:
+        raise MissingKey(
+            "API key not set: "
+            + "; ".join(missing)
+            + ", but that environment variable is unset or empty in the worker's environment "
+            "(set it where the worker runs, then run again)"
+        )
+
+
+def check_answered(*, run_id: int) -> None:
+    """After summarising: a run whose requests mostly failed is a failed run, with the top
+    error in words (``monitor.derived.failures``)."""
+    said = failures.failure(Run.objects.only("summary").get(id=run_id).summary_obj.tiers)
+    if said:
+        raise failures.VendorFailed(said)
 
 
 def _execute(run: Run, cases: dict[str, Case], plan: list[PlannedRequest]) -> None:
@@ -317,14 +356,15 @@ RECORD_COLUMNS = frozenset(
 def task_check(*, case: Case, record: TimingRecord) -> tuple[bool | None, dict | None]:
     """The task-level check of a temperature-0 sample (the article's "verify, don't trust"):
     generated code against the case's unit tests, inside the sandbox, or the text against the
-    case's stacked constraints. ``(None, None)`` for a case with neither; a failed request
-    fails the check."""
+    case's stacked constraints. ``(None, None)`` for a case with neither. A failed request is
+    not checked (``None``, its detail says why): the vendor's refusal says nothing of the
+    code its model writes, and a missing key must not read as a pass rate of 0 %."""
     if case.is_benchmark:  # tool calls, formats, benchmark categories
         return capability.check(case, record)
     if not (case.unit_tests or case.constraints):
         return None, None
     if not record.ok:
-        return False, {"error_class": "request_failed", "output": record.error_class or ""}
+        return None, {"error_class": "request_failed", "output": record.error_class or ""}
     if case.unit_tests:
         result = run_unit_tests(extract_code(record.text), case.unit_tests)
         return result.passed, {

@@ -276,6 +276,21 @@ class _Applier:
                 source=f"apply_config {self.source}",
             )
 
+    def planned(self) -> list[str]:
+        """What applying changes, row by row, as the audit log would record it."""
+        lines = []
+        for obj, before in self.touched:
+            after = audit.snapshot(obj)
+            what = f"{obj._meta.verbose_name} {getattr(obj, 'name', obj)}"
+            if not before:
+                lines.append(f"add {what}")
+                continue
+            changes = audit.diff(before, after)
+            if changes:
+                said = ", ".join(f"{k} {old!r} → {new!r}" for k, (old, new) in changes.items())
+                lines.append(f"change {what}: {said}")
+        return lines
+
     def error(self, line: int, path: str, message: str) -> None:
         self.errors.append(f"{self.source}:{line}: {path}: {message}")
 
@@ -357,6 +372,17 @@ class _Applier:
 
 def apply_config_text(text: str, *, source: str = "<config>") -> dict[str, int]:
     """Validate and apply; raises ConfigError listing every problem, with nothing applied."""
+    return _apply_text(text, source=source, check=False)[0]
+
+
+def check_config_text(text: str, *, source: str = "<config>") -> list[str]:
+    """The dry run (``apply_config --check``): validate and apply inside a transaction that is
+    rolled back, and say what would change, one line per row ("added pair demo", "changed
+    endpoint x: base_url 'a' → 'b'"); nothing is stored. Raises ConfigError like applying."""
+    return _apply_text(text, source=source, check=True)[1]
+
+
+def _apply_text(text: str, *, source: str, check: bool) -> tuple[dict[str, int], list[str]]:
     if len(text) > MAX_FILE_BYTES or len(text.encode("utf-8", "replace")) > MAX_FILE_BYTES:
         raise ConfigError(f"{source}:1: (file): larger than {MAX_FILE_BYTES} bytes")
     node = _compose(text, source)
@@ -378,8 +404,12 @@ def apply_config_text(text: str, *, source: str = "<config>") -> dict[str, int]:
         _apply_all(applier, root.value, counts)
         if applier.errors:
             raise ConfigError("\n".join(applier.errors))
+        if check:
+            planned = applier.planned()
+            transaction.set_rollback(True)  # a dry run: every write above is undone
+            return counts, planned
         applier.audit()
-    return counts
+    return counts, []
 
 
 def _apply_named(a: _Applier, model: Any, path: str, item: Located) -> bool:
@@ -579,6 +609,10 @@ def _apply_rule(a: _Applier, path: str, item: Located) -> bool:
 
 
 def apply_config_file(path: str | Path) -> dict[str, int]:
+    return apply_config_text(_read_config(path), source=str(path))
+
+
+def _read_config(path: str | Path) -> str:
     path = Path(path)
     try:
         with path.open("rb") as f:
@@ -595,4 +629,9 @@ def apply_config_file(path: str | Path) -> dict[str, int]:
             f"{path}:{line}: (file): not UTF-8 (byte 0x{data[exc.start]:02x}); save the file "
             "as UTF-8"
         ) from None
-    return apply_config_text(text, source=str(path))
+    return text
+
+
+def check_config_file(path: str | Path) -> list[str]:
+    """``check_config_text`` of a file: what applying it would change, nothing stored."""
+    return check_config_text(_read_config(path), source=str(path))

@@ -61,6 +61,9 @@ def register(*, urls: dict[str, str], ctx: int, suite_name: str) -> list[Pair]:
                     "fast": endpoints[spec.fast],
                     "suite": suite,
                     "active": True,
+                    # one repetition, not the default 2: on one llama.cpp thread each costs
+                    # minutes a probe; the audits measure the noise floor instead
+                    "repeat": 1,
                 },
             )
             pairs.append(pair)

@@ -8,7 +8,7 @@ from django import forms
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from monitor import selectors
@@ -33,15 +33,25 @@ class WindowForm(forms.ModelForm):
 def add_window(request: HttpRequest, name: str) -> HttpResponse:
     pair = selectors.get_pair_for_user(request.user, name)
     form = WindowForm(request.POST, instance=MaintenanceWindow(pair=pair, created_by=request.user))
+    if not form.is_valid():  # the page again, the form open with each error by its field
+        return _invalid(request, pair, form)
     try:
-        if not form.is_valid():
-            raise ValidationError(form.errors.as_text())
         window = form.save()
     except ValidationError as exc:
-        messages.error(request, f"Maintenance window not saved: {' '.join(exc.messages)}")
-        return redirect("monitor:pair", name=pair.name)
+        form.add_error(None, exc)
+        return _invalid(request, pair, form)
     audit.record(
         obj=window, before={}, after=audit.snapshot(window), source="pair page", user=request.user
     )
     messages.success(request, f"Maintenance window saved: {window}")
     return redirect("monitor:pair", name=pair.name)
+
+
+def _invalid(request: HttpRequest, pair, form: WindowForm) -> HttpResponse:
+    """The pair page with the typed values kept and the errors in words, not a redirect that
+    loses both."""
+    from monitor.web.pair import _pair_context  # the page's own context (pair imports this)
+
+    messages.error(request, "Maintenance window not saved: see the form below.")
+    context = _pair_context(pair, maintenance_form=form)
+    return render(request, "monitor/pair.html", context, status=400)

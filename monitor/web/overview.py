@@ -10,9 +10,13 @@ A pair's status, the first that applies in this order:
 
 - **maintenance** — a maintenance window of the pair is active now (checks still run;
   notifications are held).
+- **failing** — its newest probe or audit that ended failed: the run's error says what
+  failed ("fast tier: HTTP 401: …", "vendor unreachable"), in red, until a run is done again.
 - **alerting** — it has an open alert (firing, acknowledged or silenced).
+- **new** — it has a probe schedule and its first probe is due or running.
 - **stale** — it has a probe schedule but no finished run within twice the schedule's
-  interval (or none at all): the monitor itself is not measuring.
+  interval (counted from its first run while none finished): the monitor itself is not
+  measuring.
 - **degraded** — no alert, but its newest comparable run shows a problem: its CUSUM is in
   drift against the frozen baseline, either tier's availability is below
   ``DEGRADED_AVAILABILITY``, or e-BH across pairs flags its outputs as differing.
@@ -34,7 +38,9 @@ from django_celery_beat.models import PeriodicTask
 from monitor import selectors
 from monitor.alerting import maintenance
 from monitor.derived import evidence
+from monitor.derived.evidence import every_words
 from monitor.models import MaintenanceWindow
+from monitor.web import overview_answers as answers
 from monitor.web import overview_cells
 from monitor.web.access import VIEW_PAIR, requires
 from monitor.web.htmx import render_page
@@ -43,15 +49,17 @@ from monitor.web.overview_cells import TIERS, Measured
 DEGRADED_AVAILABILITY = 0.99
 
 
-def probe_intervals(names: Sequence[str]) -> dict[str, timedelta]:
-    """Pair name → its enabled probe schedule's interval (one query)."""
+def schedule_intervals(names: Sequence[str]) -> dict[str, dict[str, timedelta]]:
+    """Kind ("probe", "audit") → pair name → its enabled schedule's interval (one query)."""
+    kinds = ("probe", "audit")
     tasks = PeriodicTask.objects.filter(
-        name__in=[f"probe:{n}" for n in names], enabled=True, interval__isnull=False
+        name__in=[f"{k}:{n}" for k in kinds for n in names], enabled=True, interval__isnull=False
     ).select_related("interval")
-    return {
-        t.name.removeprefix("probe:"): timedelta(**{t.interval.period: t.interval.every})
-        for t in tasks
-    }
+    out: dict[str, dict[str, timedelta]] = {k: {} for k in kinds}
+    for t in tasks:
+        kind, name = t.name.split(":", 1)
+        out[kind][name] = timedelta(**{t.interval.period: t.interval.every})
+    return out
 
 
 @dataclass(frozen=True)
@@ -61,6 +69,7 @@ class Context:
     now: datetime
     windows: dict[int, MaintenanceWindow]
     intervals: dict[str, timedelta]
+    audit_intervals: dict[str, timedelta]
     measured: dict[int, Measured]  # verdict, trend, windowed P95: cached per pair
     differs: dict[int, bool]  # e-BH across the pairs shown
 
@@ -69,10 +78,12 @@ class Context:
         now = timezone.now()
         pairs = [i.pair for i in items]
         newest = [(i.pair, i.last_done) for i in items]
+        every = schedule_intervals([p.name for p in pairs])
         return cls(
             now=now,
             windows=maintenance.active_by_pair(pairs, now),
-            intervals=probe_intervals([p.name for p in pairs]),
+            intervals=every["probe"],
+            audit_intervals=every["audit"],
             measured=overview_cells.measured(newest, now),
             differs=evidence.differs_across_pairs(pairs),
         )
@@ -83,19 +94,28 @@ def status(item: selectors.PairOverview, ctx: Context) -> tuple[str, str]:
     window = ctx.windows.get(item.pair.pk)
     if window:
         return "maintenance", window.reason
+    failed = item.failing
+    if failed is not None:
+        return "failing", f"run #{failed.pk}: {failed.error or 'failed'}"
     if item.open_alerts:
         return "alerting", f"{item.open_alerts} open alert{'s' * (item.open_alerts != 1)}"
     interval = ctx.intervals.get(item.pair.name)
     done = item.last_done
     finished = (done.finished_at or done.created_at) if done else None
-    if interval and (finished is None or ctx.now - finished > 2 * interval):
+    if interval and finished is None and item.last_run is None:
+        every = every_words(int(interval.total_seconds()))
+        return "new", f"its first scheduled probe is due (probes {every})"
+    first = item.last_run.created_at if item.last_run else None  # its first run, still going
+    if interval and ctx.now - (finished or first) > 2 * interval:  # type: ignore[operator]
         return "stale", (
             f"no finished probe since {finished:%Y-%m-%d %H:%M} UTC"
             if finished
             else "no finished probe yet"
-        ) + f" (schedule every {interval})"
+        ) + f" (probes {every_words(int(interval.total_seconds()))})"
     if done is None:
-        return "no data", "no finished probe run and no schedule"
+        if interval:
+            return "new", "its first probe is running"
+        return "no data", "no finished probe run and no schedule: it never runs on its own"
     cells = ctx.measured[item.pair.pk]
     if cells.drifting:
         return "degraded", "drift against the frozen baseline: " + ", ".join(cells.drifting)
@@ -109,12 +129,17 @@ def status(item: selectors.PairOverview, ctx: Context) -> tuple[str, str]:
 
 def overview_row(item: selectors.PairOverview, ctx: Context) -> dict[str, Any]:
     state, why = status(item, ctx)
+    cells = ctx.measured[item.pair.pk]
+    name = item.pair.name
     return {
         "item": item,
         "differs": ctx.differs.get(item.pair.pk, False),
         "status": state,
         "status_why": why,
-        "cells": ctx.measured[item.pair.pk],
+        "cells": cells,
+        "same": answers.same_model(cells, ctx.audit_intervals.get(name), ctx.now),
+        "faster": answers.faster(cells),
+        "changed": answers.changed(cells, ctx.intervals.get(name), ctx.now),
     }
 
 

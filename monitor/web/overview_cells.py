@@ -1,7 +1,9 @@
-"""What the overview shows of each pair's measurements: its newest verdict, its TTFT trend line
-and its TTFT P95 over the last ``P95_WINDOW``, cached per pair until the pair's data changes.
+"""What the overview shows of each pair's measurements, cached per pair until the pair's data
+changes: its newest audit (label, time, e-detector state), its speed-up over its newest runs
+against the claim (``monitor.judging.speed_window``), its drift state and baseline, its TTFT
+trend line and its TTFT P95 over the last ``P95_WINDOW``.
 
-Why: these three read the runs and rollups tables (five of the page's queries, ~100 ms at 10 M
+Why: these read the runs and rollups tables (five of the page's queries, ~100 ms at 10 M
 samples, and the SVGs' CPU; docs/benchmarks.md, "Scale"), while what they show changes only
 when a run of the pair ends or writes its summary, or when the oldest run in the window ages
 out, and the overview refreshes every 5 s in every open browser.
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -32,7 +34,8 @@ from evals.latency import MIN_N
 from evals.records import TIERS
 from monitor.derived import page_cache
 from monitor.derived.run_summary import RunSummary
-from monitor.models import Pair, Run, RunKind, RunRollup, RunStatus
+from monitor.judging import speed_window
+from monitor.models import Baseline, Pair, Run, RunKind, RunRollup, RunStatus
 from monitor.web import sparkline
 from monitor.web.cells import NO_DATA, fraction, percentile, similarity, speedup
 
@@ -41,21 +44,39 @@ TEMPLATE = "monitor/overview.html"
 
 
 @dataclass(frozen=True)
-class Measured:
-    """One pair's cached cells, rendered (the overview's partials "verdict-trend" and
-    "numbers": rendering 50 rows' cells was most of the page's CPU), with the facts its status
-    needs from the newest comparable run's summary."""
+class Audit:
+    """The pair's newest finished audit: its label, when it ended, and the e-detector's
+    state after it (``alarm`` None before the audit was folded into the pair's evidence)."""
 
-    verdict_html: SafeString  # the newest verdict and the TTFT trend line
-    numbers_html: SafeString  # TTFT P95, speed-ups, similarity, pass rates
+    label: str
+    sentence: str
+    run_id: int
+    at: datetime | None
+    alarm: bool | None
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One pair's cached cells: the evidence rendered (the overview's partial "numbers":
+    rendering 50 rows' cells was most of the page's CPU), and the facts the three answers and
+    the status need. What depends on the clock (an audit's age, when the baseline will be
+    ready) is worded on each view from these facts (``monitor.web.overview_answers``)."""
+
+    numbers_html: SafeString  # TTFT trend and P95, similarity, pass rates
     drifting: tuple[str, ...]  # the series its CUSUM finds in drift, if any
     availability: dict[str, float]  # tier → availability of the newest comparable run
     valid_until: datetime | None  # the oldest windowed run leaves the window then
+    audit: Audit | None = None
+    speed: dict[str, Any] = field(default_factory=dict)  # speed_window.words
+    drift_state: str = ""  # "" (no probe folded yet), calibrating, ok, drift
+    baseline_runs: int = 0  # collected so far while calibrating, else the baseline's
+    baseline_at: datetime | None = None  # when the active baseline was frozen
 
 
 def newest_numbers(summary: RunSummary, window: Mapping[str, dict]) -> dict[str, Any]:
     """The row's numbers: TTFT P95 over the window with its n (without a run in the window,
-    the newest run's own), the rest from the newest comparable run."""
+    the newest run's own), the rest from the newest comparable run (its own speed-ups are
+    shown only while no window of paired probes gives an interval)."""
     tiers = [summary.tiers.get(t) for t in TIERS]
     p95 = [
         percentile(window[t], "p95", MIN_N)
@@ -75,9 +96,9 @@ def newest_numbers(summary: RunSummary, window: Mapping[str, dict]) -> dict[str,
     }
 
 
-def latest_verdicts(pair_ids: Sequence[int]) -> dict[int, tuple[str, str, int]]:
-    """Pair id → (label, sentence, run id) of its newest finished audit (one query: an index
-    lookup per pair for the newest audit's id, then those runs' summaries only)."""
+def latest_verdicts(pair_ids: Sequence[int]) -> dict[int, Audit]:
+    """Pair id → its newest finished audit with a verdict (one query: an index lookup per
+    pair for the newest audit's id, then those runs' summaries only)."""
     newest = (
         Run.objects.filter(pair=OuterRef("pk"), kind=RunKind.AUDIT, status=RunStatus.DONE)
         .order_by("-created_at", "-id")
@@ -85,12 +106,15 @@ def latest_verdicts(pair_ids: Sequence[int]) -> dict[int, tuple[str, str, int]]:
     )
     ids = Pair.objects.filter(pk__in=pair_ids).annotate(newest=Subquery(newest)).values("newest")
     out = {}
-    for pair_id, run_id, data in Run.objects.filter(id__in=ids).values_list(
-        "pair_id", "id", "summary"
+    for pair_id, run_id, at, data in Run.objects.filter(id__in=ids).values_list(
+        "pair_id", "id", "finished_at", "summary"
     ):
         v = RunSummary.from_json(data).verdict
         if v:
-            out[pair_id] = (v.label, v.sentence, run_id)
+            alarm = v.monitor.get("alarm")
+            out[pair_id] = Audit(
+                v.label, v.sentence, run_id, at, None if alarm is None else bool(alarm)
+            )
     return out
 
 
@@ -115,43 +139,65 @@ def window_ttft(
     return stats, oldest
 
 
-def build(pairs: Mapping[int, tuple[str, int | None]], now: datetime) -> dict[int, Measured]:
-    """The cells of these pairs (pair id → its name and its newest comparable run's id), read
-    fresh: six queries for any number of pairs."""
+def build(
+    pairs: Mapping[int, tuple[str, int | None, float | None]], now: datetime
+) -> dict[int, Measured]:
+    """The cells of these pairs (pair id → its name, its newest comparable run's id and its
+    claimed speed-up), read fresh: eight queries for any number of pairs, nine with a frozen
+    baseline."""
     pair_ids = list(pairs)
     verdicts = latest_verdicts(pair_ids)
     trends = sparkline.ttft_trends(pair_ids)
     window, oldest = window_ttft(pair_ids, now - P95_WINDOW)
+    claims = {pid: claimed for pid, (_, _, claimed) in pairs.items()}
+    speeds = speed_window.window_speedups(claims)
     summaries = dict(
-        Run.objects.filter(id__in=[i for _, i in pairs.values() if i]).values_list("id", "summary")
+        Run.objects.filter(id__in=[i for _, i, _ in pairs.values() if i]).values_list(
+            "id", "summary"
+        )
+    )
+    drifts = {
+        pid: RunSummary.from_json(summaries.get(newest)).drift
+        for pid, (_, newest, _) in pairs.items()
+    }
+    baseline_ids = [d.baseline_id for d in drifts.values() if d and d.baseline_id]
+    frozen = (
+        dict(Baseline.objects.filter(id__in=baseline_ids).values_list("id", "set_at"))
+        if baseline_ids
+        else {}
     )
     out = {}
-    for pair_id, (name, newest) in pairs.items():
+    for pair_id, (_name, newest, _claimed) in pairs.items():
         trend = trends[pair_id]
         summary = RunSummary.from_json(summaries.get(newest))
-        label, sentence, _ = verdicts.get(pair_id, ("", "", None))
         tier_window = {t: window[(pair_id, t)] for t in TIERS if (pair_id, t) in window}
         drift = summary.drift
+        numbers = newest_numbers(summary, tier_window)
+        speed = speed_window.words(speeds[pair_id], claims.get(pair_id))
         out[pair_id] = Measured(
-            verdict_html=render_to_string(
-                f"{TEMPLATE}#verdict-trend",
+            numbers_html=render_to_string(
+                f"{TEMPLATE}#numbers",
                 {
-                    "pair_name": name,
-                    "verdict_label": label.replace("_", " "),
-                    "verdict_sentence": sentence,
+                    **numbers,
+                    # the newest run's own speed-ups only while no window estimate exists
+                    "newest_speed": not any(s.estimate for s in speeds[pair_id].scenarios),
                     "spark": sparkline.svg(trend),
                     "spark_runs": trend.n_runs,
                     "spark_last": [sparkline.ms(trend.last(t)) for t in TIERS],
                 },
-            ),
-            numbers_html=render_to_string(
-                f"{TEMPLATE}#numbers", newest_numbers(summary, tier_window)
             ),
             drifting=tuple(drift.drifting) if drift and drift.state == "drift" else (),
             availability={
                 t: s.availability for t, s in summary.tiers.items() if s.availability is not None
             },
             valid_until=oldest[pair_id] + P95_WINDOW if pair_id in oldest else None,
+            audit=verdicts.get(pair_id),
+            speed=speed,
+            drift_state=drift.state if drift else "",
+            baseline_runs=(drift.runs if drift.state == "calibrating" else drift.baseline_runs)
+            if drift
+            else 0,
+            baseline_at=frozen.get(drift.baseline_id) if drift and drift.baseline_id else None,
         )
     return out
 
@@ -161,7 +207,7 @@ def measured(rows: Sequence[tuple[Pair, Run | None]], now: datetime) -> dict[int
     entry's window still holds, built for the rest in one pass. ``rows``: each pair with its
     newest comparable finished run (``selectors.pairs_overview`` reads it), or None."""
     versions = {pair.pk: page_cache.data_version(pair) for pair, _ in rows}
-    pairs = {pair.pk: (pair.name, run and run.pk) for pair, run in rows}
+    pairs = {pair.pk: (pair.name, run and run.pk, pair.claimed_speedup) for pair, run in rows}
     return page_cache.cached_many(
         "overview",
         versions,

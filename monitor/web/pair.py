@@ -11,14 +11,18 @@ from django.views.decorators.http import require_GET, require_POST
 
 from monitor import selectors
 from monitor.derived import page_cache
+from monitor.models import RunKind, RunStatus
 from monitor.runs import budget
 from monitor.runs.steps import RunAlreadyQueued
+from monitor.setup import pair_defaults
 from monitor.tasks import enqueue_run
 from monitor.web import page_figures
 from monitor.web.access import ADD_RUN, VIEW_PAIR, requires
 from monitor.web.htmx import render_page, wants_fragment
 from monitor.web.maintenance import WindowForm
 from monitor.web.worse import usd
+
+ENDED = (RunStatus.DONE, RunStatus.FAILED)
 
 
 def _pair_context(pair, **extra: Any) -> dict[str, Any]:
@@ -33,7 +37,11 @@ def _pair_context(pair, **extra: Any) -> dict[str, Any]:
     )
     for run in runs:
         run.cost = usd(costs.get(run.id))
+    ended = [r for r in runs if r.status in ENDED and r.kind in (RunKind.PROBE, RunKind.AUDIT)]
+    every = pair_defaults.schedules(pair.name)
     return {
+        "schedule": {k: _every_words(v) for k, v in every.items()},
+        "failing": ended[0] if ended and ended[0].status == RunStatus.FAILED else None,
         "pair": pair,
         "simulated": pair.simulated,
         "runs": runs,
@@ -42,6 +50,16 @@ def _pair_context(pair, **extra: Any) -> dict[str, Any]:
         "polling": selectors.has_active_run(runs),
         **extra,
     }
+
+
+def _every_words(seconds: int | None) -> str:
+    if not seconds:
+        return ""
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds % size == 0:
+            n = seconds // size
+            return f"every {n} {unit}{'s' * (n != 1)}" if n != 1 else f"every {unit}"
+    return f"every {seconds} s"
 
 
 @requires(VIEW_PAIR)

@@ -61,13 +61,13 @@ def tier_rows(summary: RunSummary) -> list[tuple[str, list[Cell]]]:
         row("decode speed P50", lambda t: number(t.decode_tps_p50, "tok/s")),
         row("availability (429s excluded)", lambda t: fraction(t.availability)),
         row("rate limited (429)", lambda t: Cell(str(t.rate_limited))),
-        row("errors by class", lambda t: _errors(t.errors)),
+        row("errors (status and message)", _errors),
         row(
             "output tokens: server / estimated",
             lambda t: Cell(f"{t.tokens_server:,} / {t.tokens_estimated:,}"),
         ),
         row("samples with >10% token mismatch", lambda t: Cell(str(t.token_mismatch))),
-        row("unit-test pass rate", lambda t: fraction(t.pass_rate, t.n_tested)),
+        row("unit-test pass rate (answered requests)", _pass_rate),
         row("model ids returned", lambda t: _listing(t.model_ids)),
         row("system fingerprints", lambda t: _listing(t.fingerprints)),
     ]
@@ -78,10 +78,24 @@ def _listing(values: tuple[str, ...]) -> Cell:
     return Cell(", ".join(values)) if values else NO_DATA
 
 
-def _errors(errors: dict[str, int]) -> Cell:
-    if not errors:
+def _errors(tier: TierStats) -> Cell:
+    """The top errors with their status and the vendor's message ("20 × HTTP 401: You didn't
+    provide an API key"); by class alone for a run summarised before messages were kept."""
+    if not tier.errors:
         return Cell("none", muted=True)
-    return Cell(", ".join(f"{k}: {v}" for k, v in sorted(errors.items())))
+    if tier.top_errors:
+        return Cell("; ".join(f"{e['n']} × {e['message']}" for e in tier.top_errors))
+    return Cell(", ".join(f"{k}: {v}" for k, v in sorted(tier.errors.items())))
+
+
+def _pass_rate(tier: TierStats) -> Cell:
+    """Over the requests that were answered: a failed request is not a failed test, so the
+    failures are counted beside the rate rather than in it."""
+    rate = fraction(tier.pass_rate, tier.n_tested)
+    failed = tier.n - tier.n_ok
+    if not failed:
+        return rate
+    return Cell(f"{rate} · {failed} failed request{'s' * (failed != 1)} not counted", rate.muted)
 
 
 def scenario_rows(summary: RunSummary) -> list[tuple[str, list[Cell]]]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
@@ -201,9 +202,12 @@ def alert_action(request: HttpRequest, alert_id: int, action: str) -> HttpRespon
         if action == "acknowledge":
             lifecycle.acknowledge(alert_id=alert.pk, user=request.user, note=note)
         elif action == "silence":
-            hours = int(request.POST.get("hours", "0"))
+            raw = request.POST.get("hours", "")
+            hours = int(raw) if raw.isdigit() else None
             if hours not in SILENCE_HOURS:
-                raise lifecycle.LifecycleError(f"silence for one of {SILENCE_HOURS} hours")
+                raise lifecycle.LifecycleError(
+                    f"silence for one of {SILENCE_HOURS} hours (got {raw!r})"
+                )
             until = timezone.now() + timedelta(hours=hours)
             lifecycle.silence(alert_id=alert.pk, user=request.user, until=until, note=note)
         elif action == "resolve":
@@ -212,7 +216,9 @@ def alert_action(request: HttpRequest, alert_id: int, action: str) -> HttpRespon
             raise lifecycle.LifecycleError(f"unknown action {action!r}")
     except (lifecycle.LifecycleError, ValueError) as exc:
         error = str(exc)
-    if not wants_fragment(request):
+    if not wants_fragment(request):  # the message survives the redirect, as a flash
+        if error:
+            messages.error(request, f"Alert {alert.pk} not changed: {error}")
         return redirect("monitor:timeline", name=alert.pair.name)
     pair = selectors.get_pair_for_user(request.user, alert.pair.name)
     return render(

@@ -138,6 +138,8 @@ def _pair(name: str, url: str, fast_model: str, suite: Suite, **fields) -> Pair:
     base = Endpoint.objects.create(
         name=f"{name}-base", base_url=url, model="demo-base", simulated=True
     )
+    # one repetition (no longer the model's default of 2): these tests count samples as cases
+    fields = {"repeat": 1, **fields}
     return Pair.objects.create(name=name, fast=fast, base=base, suite=suite, **fields)
 
 

@@ -56,8 +56,8 @@ def scheduled_audit(pair: Pair, cases: int) -> Run:
 def test_a_scheduled_audit_ends_in_a_verdict_a_page_and_an_alert_check(
     demo_vendor_url, admin_client, repeat
 ):
-    """repeat = 1 is the model's default: its probes have no base-vs-base pairs (the issue's
-    TypeError); the audit must still be judged."""
+    """repeat = 1 (the model's default was 1): its probes have no base-vs-base pairs (the
+    issue's TypeError); the audit must still be judged."""
     ends = {
         n: Endpoint.objects.create(
             name=n, base_url=demo_vendor_url, model=n, simulated=True, max_concurrency=8

@@ -77,7 +77,9 @@ def test_it_sends_the_key_from_the_environment_and_stores_it_nowhere(vendor, mon
     bad = Endpoint.objects.create(
         name="bad", base_url=f"{vendor}/fail/v1", model="m", api_key_env="ACME_TEST_KEY"
     )
-    pair = Pair.objects.create(name="s", fast=bad, base=ok, suite=sync_builtin_suite(name="smoke"))
+    pair = Pair.objects.create(
+        name="s", fast=bad, base=ok, suite=sync_builtin_suite(name="smoke"), repeat=1
+    )
     run = execute_run(run_id=create_run(pair=pair).id, cases_limit=2)
     assert f"Bearer {SECRET}" in VendorRecordingAuth.seen
     assert Sample.objects.filter(run=run, tier="base", ok=True).count() == 2
@@ -188,7 +190,10 @@ def test_a_canary_key_through_every_fault_is_found_nowhere(
         f"lost, {len(hits)} secrets found; fast-tier classes {sorted(classes)}"
     )
     assert hits == []
-    assert all(r.status == "done" for r in runs) and stored == planned == 4 * len(runs)
+    # each run ended; one whose fast requests all failed is failed in the vendor's words
+    # (``monitor.derived.failures``), never by a crash
+    assert all(r.status == "done" or r.error.startswith("fast tier: ") for r in runs)
+    assert stored == planned == 4 * len(runs)
     assert {
         "empty_stream",
         "body_too_large",

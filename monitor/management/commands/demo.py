@@ -71,6 +71,21 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
+def demo_env(environ: os._Environ | dict[str, str], port: int | None) -> dict[str, str]:
+    """The children's environment: mail to files unless set, and the site URL of the port the
+    web server really listens on (every alert link, email and report pointed at port 8000
+    while the demo ran on another), unless ``TIERWATCH_SITE_URL`` is set already."""
+    env = {
+        **environ,
+        "EMAIL_BACKEND": environ.get(
+            "EMAIL_BACKEND", "django.core.mail.backends.filebased.EmailBackend"
+        ),
+    }
+    if port is not None and not environ.get("TIERWATCH_SITE_URL"):
+        env["TIERWATCH_SITE_URL"] = f"http://127.0.0.1:{port}"
+    return env
+
+
 class Command(BaseCommand):
     help = "Start the demo: simulated vendor, Celery worker with beat, and the web server."
 
@@ -118,12 +133,8 @@ class Command(BaseCommand):
             )
         # SIGTERM (e.g. from `timeout` or a process manager) must stop the children too.
         signal.signal(signal.SIGTERM, _interrupt)
-        env = {
-            **os.environ,
-            "EMAIL_BACKEND": os.environ.get(
-                "EMAIL_BACKEND", "django.core.mail.backends.filebased.EmailBackend"
-            ),
-        }
+        port = None if opts["no_web"] else free_port(opts["port"])
+        env = demo_env(os.environ, port)
 
         def start(cmd: list[str]) -> subprocess.Popen:
             proc = subprocess.Popen(cmd, env=env, start_new_session=True)
@@ -153,8 +164,7 @@ class Command(BaseCommand):
                     schedule_file=str(settings.VAR_DIR / "celerybeat-schedule"),
                 )
             )
-            if not opts["no_web"]:
-                port = free_port(opts["port"])
+            if port is not None:
                 start(
                     [
                         sys.executable,

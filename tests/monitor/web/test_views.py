@@ -259,14 +259,14 @@ def test_it_reads_pages_in_a_bounded_number_of_queries(
     # session, user, pairs, runs; statuses: maintenance windows, schedules; the pairs'
     # monitoring states (e-BH); building the pairs' cells (overview_cells): verdicts, the
     # trends' cutoff per pair and their runs, the rollups of the TTFT P95 window, the newest
-    # comparable runs' summaries
-    with django_assert_max_num_queries(12):
+    # comparable runs' summaries, the speed window's cutoff per pair and its samples
+    with django_assert_max_num_queries(14):
         admin_client.get("/")
     with django_assert_max_num_queries(7):  # the cells now come from the cache
         admin_client.get("/")
     # + the pair's data version (figure cache); the run costs: rollups, then samples for the
-    # runs without one (these factory runs have none)
-    with django_assert_max_num_queries(9):
+    # runs without one (these factory runs have none); its schedules
+    with django_assert_max_num_queries(10):
         admin_client.get("/pairs/demo/")
 
 
