@@ -46,7 +46,7 @@ DEFAULT_PROMPTS = ("x", "Hi", "1+1=", "The capital of France is")
 DEFAULT_TOP_K = 5  # many OpenAI-compatible servers cap top_logprobs at 5
 DEFAULT_REPEATS = 6  # queries per prompt per run: the current window
 DEFAULT_REFERENCE_RUNS = 4  # runs frozen as a tier's reference window (24 queries per prompt)
-DEFAULT_PERMUTATIONS = 999
+DEFAULT_PERMUTATIONS = 9999  # p down to 1e-4: e ≈ 118 a run, so 3 runs can reach the threshold
 
 Observation = Mapping[str, float]  # one query: token → logprob of the first output token
 
