@@ -62,14 +62,15 @@ def test_a_quantized_fast_tier_fires_its_tripwire_opens_an_alert_and_queues_an_a
     assert state.cross["distance"] is not None and state.cross["floor"] is not None
     switch(vendor, "quantized")
     try:
-        for hours in range(1, 5):
+        hours = 0
+        while hours < 4 and not state.fired_tier:
+            hours += 1
             fired_by = scheduled_tripwire(pair)
             state.refresh_from_db()
-            if state.fired_tier:
-                break
     finally:
         switch(vendor, "")
     assert state.fired_tier == "fast" and state.fired_run_id == fired_by.id, state.tiers
+    assert hours <= 3  # the detector's threshold is reachable in three hourly runs
     assert not state.tiers["base"]["eprocess"]["alarmed"]  # base did not change
     audit = Run.objects.get(pair=pair, kind="audit")
     assert (audit.trigger, audit.status, state.audit_id) == ("tripwire", "queued", audit.id)
