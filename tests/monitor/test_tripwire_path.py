@@ -79,6 +79,9 @@ def test_a_quantized_fast_tier_fires_its_tripwire_opens_an_alert_and_queues_an_a
     page = admin_client.get(reverse("verdict:page", args=[pair.name])).content.decode()
     assert "Tripwires" in page and "fired on the fast tier" in page
     assert f"audit run {audit.id}" in page
+    admin_client.post(reverse("verdict:acknowledge", args=[pair.name]))
+    state.refresh_from_db()  # accepted: each tier collects a new reference
+    assert (state.tiers, state.fired_tier, state.audit_id) == ({}, "", None)
 
 
 def test_an_endpoint_without_logprobs_is_skipped_with_the_reason(vendor):
