@@ -78,6 +78,23 @@ def first_token(record: TimingRecord) -> dict[str, float] | None:
     return top or None
 
 
+def window_of(
+    answers: Sequence[tuple[str, TimingRecord]],
+) -> tuple[dict[str, list[dict[str, float]]], int, str]:
+    """(prompt, record) pairs as a window {prompt: [observation]}, with how many queries gave
+    nothing usable and the first reason why (failed, or no logprobs in the answer)."""
+    window: dict[str, list[dict[str, float]]] = {}
+    failed, why = 0, ""
+    for prompt, record in answers:
+        top = first_token(record)
+        if top is None:
+            failed += 1
+            why = why or (record.error_message or "no logprobs in the answer")[:200]
+            continue
+        window.setdefault(prompt, []).append(top)
+    return window, failed, why
+
+
 def _matrix(rows: Sequence[Observation], tokens: Sequence[str]) -> np.ndarray:
     out = np.empty((len(rows), len(tokens)))
     for i, row in enumerate(rows):

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from evals.client import make_client, stream_chat
-from evals.records import EndpointSpec, TimingRecord
+from evals.records import EndpointSpec
 from evals.stats import tripwire as stats
 from monitor.derived import tripwire as derived
 from monitor.derived.run_end import record_run_end
@@ -32,19 +32,6 @@ async def _ask(spec: EndpointSpec, prompts: tuple[str, ...], repeats: int) -> li
         requests = [(p, stats.request(p)) for p in prompts for _ in range(repeats)]
         records = await asyncio.gather(*(stream_chat(client, spec, r) for _, r in requests))
     return [(p, rec) for (p, _), rec in zip(requests, records, strict=True)]
-
-
-def _window(answers: list[tuple[str, TimingRecord]]) -> tuple[dict[str, list], int, str]:
-    window: dict[str, list] = {}
-    failed, why = 0, ""
-    for prompt, record in answers:
-        top = stats.first_token(record)
-        if top is None:
-            failed += 1
-            why = why or (record.error_message or "no logprobs in the answer")[:200]
-            continue
-        window.setdefault(prompt, []).append(top)
-    return window, failed, why
 
 
 def execute(
@@ -66,7 +53,8 @@ def execute(
             if endpoint.protocol == "anthropic":
                 skipped[tier] = NO_LOGPROBS.format(protocol=endpoint.protocol)
                 continue
-            window, failed, why = _window(asyncio.run(_ask(endpoint.spec(), prompts, repeats)))
+            answers = asyncio.run(_ask(endpoint.spec(), prompts, repeats))
+            window, failed, why = stats.window_of(answers)
             if not window:
                 skipped[tier] = f"no usable answer ({failed} failed or without logprobs: {why})"
                 continue
