@@ -345,11 +345,13 @@ class RunKind(models.TextChoices):
     PROBE = "probe", "probe (temperature 0)"
     AUDIT = "audit", "audit (temperature 1)"
     LOAD = "load", "load probe (concurrency levels)"
+    TRIPWIRE = "tripwire", "tripwire (one token, logprobs)"
 
 
 class RunTrigger(models.TextChoices):
     MANUAL = "manual"
     SCHEDULED = "scheduled"
+    TRIPWIRE = "tripwire"  # an audit scheduled at once because a tripwire fired
 
 
 class RunQuerySet(models.QuerySet):
@@ -939,4 +941,21 @@ class PairMonitorState(models.Model):
     last_probe = models.ForeignKey(Run, null=True, on_delete=models.SET_NULL, related_name="+")
     since = models.DateTimeField(null=True, blank=True, help_text="last acknowledgement")
     acknowledged_by = models.CharField(max_length=150, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+
+class TripwireState(models.Model):
+    """A pair's logprob tripwires across runs (``monitor.derived.tripwire``): per tier its
+    frozen reference window, its e-detector and its newest test; fast against base with its
+    noise floor; and, once one fired, which tier, on which run, and the audit it triggered."""
+
+    pair = models.OneToOneField(Pair, on_delete=models.CASCADE, related_name="tripwire_state")
+    # per tier: reference {prompt: [{token: logprob}]}, reference_runs, eprocess (JSON of
+    # evals.stats.eprocess.EProcessState), last {run, statistic, p, e}, skipped (a reason)
+    tiers = models.JSONField(default=dict, blank=True)
+    cross = models.JSONField(default=dict, blank=True)  # {distance, floor, run}
+    fired_tier = models.CharField(max_length=8, blank=True)
+    fired_run = models.ForeignKey(Run, null=True, on_delete=models.SET_NULL, related_name="+")
+    fired_at = models.DateTimeField(null=True, blank=True)
+    audit = models.ForeignKey(Run, null=True, on_delete=models.SET_NULL, related_name="+")
     updated_at = models.DateTimeField(auto_now=True)

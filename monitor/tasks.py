@@ -37,6 +37,12 @@ def enqueue_run(
     return run
 
 
+def escalate_to_audit(pair: Pair) -> Run:
+    """A tripwire fired: an MMD audit of the pair, queued at once through the same path as
+    "Run now", its trigger saying why."""
+    return enqueue_run(pair=pair, kind=RunKind.AUDIT, trigger=RunTrigger.TRIPWIRE)
+
+
 # A run's tasks (measuring, and the sandbox's evaluating): acknowledged only when done, so a
 # killed worker's run is redelivered; an hour at most; transient errors retried with backoff.
 RUN_TASK = dict(
@@ -53,7 +59,10 @@ RUN_TASK = dict(
 def execute_run_task(run_id: int, kind: str | None = None) -> int | None:
     """``kind`` only routes the task (monitor.runs.routing); the run row says what it is."""
     run = pipeline.execute_run(
-        run_id=run_id, notify=notify_task.delay, evaluate=evaluate_run_task.delay
+        run_id=run_id,
+        notify=notify_task.delay,
+        evaluate=evaluate_run_task.delay,
+        escalate=escalate_to_audit,
     )
     return run.id if run is not None else None
 

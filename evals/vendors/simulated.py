@@ -32,6 +32,12 @@ surrogate, ``"\\u0000"`` and ``"\\ud800"`` in the JSON), ``demo-echokey`` (the r
 and the text, as sent, lower-cased, URL-encoded and base64). ``time_scale`` multiplies every
 scripted delay (tests use 0), except ``demo-slow``'s.
 
+Logprobs (OpenAI ``logprobs``/``top_logprobs``): a function of (weights family, prompt, token)
+with a little per-request jitter, so the two tiers on the same weights agree up to noise. A
+tier's weights can be switched at run time to a "quantized" variant (``POST
+/v1/_tierwatch/variant`` with ``{"model": "demo-fast", "variant": "quantized"}``): the
+runners-up's logprobs move by a few hundredths of a nat, every chosen token stays the same.
+
 Run: ``python -m evals.vendors.simulated --port 8811``.
 """
 
@@ -331,6 +337,9 @@ class Vendor:
         self.counter = 0
         self.downgrade_share, self.downgrade_above = downgrade_share, downgrade_above
         self.in_flight = 0  # OpenAI streams being served
+        # model → weights variant switched at run time (``POST /v1/_tierwatch/variant``):
+        # "quantized" moves the logprobs a little and keeps every chosen token
+        self.variants: dict[str, str] = {}
 
     def admit(self, tier: Tier) -> Tier:
         """The stack that serves this request: a priority request beyond ``downgrade_above``
@@ -494,14 +503,36 @@ def _openai_chunk(
     return b"data: " + json.dumps(obj).encode() + b"\n\n"
 
 
-def _logprobs(pieces: list[str], top_n: int) -> dict[str, Any]:
+QUANTIZED_SHIFT = 0.05  # nats added to the runners-up: an 8-bit quantization's size of change
+LOGPROB_NOISE = 0.01  # nats of per-request jitter: a real stack's batch-variant numerics
+
+
+def _logprobs(
+    pieces: list[str],
+    top_n: int,
+    family: str = "base",
+    prompt_key: int = 0,
+    variant: str = "",
+    rng: random.Random | None = None,
+) -> dict[str, Any]:
+    """Logprobs for streamed pieces: a function of (weights family, prompt, piece), so two
+    tiers on the same weights report the same numbers up to ``LOGPROB_NOISE``; the
+    "quantized" variant raises the runners-up by ``QUANTIZED_SHIFT``, never enough to change
+    the chosen token (its margin is ≥ 1.5 nats)."""
     content = []
     for p in pieces:
-        lp = -abs(random.Random(_h("lp", p)).gauss(0, 0.4))
-        top = [{"token": p, "logprob": lp}] + [
-            {"token": alt, "logprob": lp - 2.0 - i} for i, alt in enumerate((" the", " a", ","))
-        ]
-        content.append({"token": p, "logprob": lp, "top_logprobs": top[:top_n]})
+        draw = random.Random(_h("lp", family, prompt_key, p))
+        lp = -abs(draw.gauss(0, 0.4))
+        gaps = [1.5 + abs(draw.gauss(0, 1.0)) + i for i in range(3)]
+        top = [{"token": p, "logprob": lp}]
+        for alt, gap in zip((" the", " a", ","), gaps, strict=True):
+            alt_lp = lp - gap + (QUANTIZED_SHIFT if variant == "quantized" else 0.0)
+            top.append({"token": alt, "logprob": alt_lp})
+        if rng is not None:
+            for t in top:
+                t["logprob"] += rng.gauss(0, LOGPROB_NOISE)
+            top[1:] = [t for t in top[1:] if t["logprob"] < top[0]["logprob"]]
+        content.append({"token": p, "logprob": top[0]["logprob"], "top_logprobs": top[:top_n]})
     return {"content": content}
 
 
@@ -615,6 +646,8 @@ async def _openai_stream(
     vendor.counter += 1
     rid, created = f"chatcmpl-demo-{vendor.counter}", int(time.time())
     top_n = int(body.get("top_logprobs") or 0) if body.get("logprobs") else -1
+    prompt_key = _h(json.dumps(messages, sort_keys=True, default=str))
+    variant = vendor.variants.get(str(body.get("model")), "")
     await _sleep(plan.queue_s)
     resp = web.StreamResponse(
         headers={
@@ -634,7 +667,11 @@ async def _openai_stream(
                 assert request.transport is not None
                 request.transport.abort()  # a cut connection: no [DONE], no chunked terminator
                 return resp
-            extra = {"logprobs": _logprobs(chunk, top_n)} if top_n >= 0 else {}
+            extra = (
+                {"logprobs": _logprobs(chunk, top_n, tier.family, prompt_key, variant, vendor.rng)}
+                if top_n >= 0
+                else {}
+            )
             finish = plan.finish_reason if i == last and not plan.tool_calls else None
             text = (inject if i == 0 else "") + "".join(chunk)
             await resp.write(_openai_chunk(tier, rid, created, {"content": text}, finish, **extra))
@@ -830,6 +867,24 @@ async def messages_endpoint(request: web.Request) -> web.StreamResponse:
     return resp
 
 
+async def set_variant(request: web.Request) -> web.Response:
+    """Switch a tier's weights at run time: ``{"model": "demo-fast", "variant":
+    "quantized"}`` (``""`` switches back). What a silent vendor change looks like: the
+    same name, the same answers at temperature 0, slightly different logprobs."""
+    try:
+        body = await request.json()
+        model, variant = str(body["model"]), str(body.get("variant") or "")
+    except (ValueError, KeyError, TypeError):
+        return _error(400, 'body must be {"model": ..., "variant": ...}', "invalid_request_error")
+    if model not in TIERS or variant not in ("", "quantized"):
+        return _error(
+            400, f"unknown model {model!r} or variant {variant!r}", "invalid_request_error"
+        )
+    vendor: Vendor = request.app[VENDOR]
+    vendor.variants[model] = variant
+    return web.json_response({"model": model, "variant": variant})
+
+
 async def models(request: web.Request) -> web.Response:
     return web.json_response(
         {
@@ -868,6 +923,7 @@ def create_app(
     app.router.add_get("/v1/models", models)
     app.router.add_post("/v1/chat/completions", chat_completions)
     app.router.add_post("/v1/messages", messages_endpoint)
+    app.router.add_post("/v1/_tierwatch/variant", set_variant)
     return app
 
 

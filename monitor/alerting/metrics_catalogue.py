@@ -38,8 +38,9 @@ PAIR_METRICS = {
     ),
     "drift": Metric("drift", None, "drift against the frozen baseline (1 = CUSUM alarmed)", ""),
 }
-# Raised by the watchdog (monitor.runs.watchdog), not by a threshold: never evaluated after
-# a run. A rule on one of them routes those alerts; with no channels it goes to every channel.
+# Raised by the watchdog (monitor.runs.watchdog) or a tripwire, not by a threshold: never
+# evaluated after a run. A rule on one of them routes those alerts; with no channels it goes
+# to every channel.
 SYSTEM_METRICS = {
     "worker_lost": Metric("worker_lost", None, "run failed: worker lost", ""),
     "schedule_overdue": Metric(
@@ -51,6 +52,10 @@ SYSTEM_METRICS = {
     # opened by a run whose requests mostly failed (monitor.alerting.vendor), not the watchdog
     "vendor_failed": Metric(
         "vendor_failed", None, "run failed: the vendor refused or did not answer", ""
+    ),
+    # raised by a tripwire run (monitor.derived.tripwire), which also schedules an audit
+    "tripwire_fired": Metric(
+        "tripwire_fired", None, "tripwire fired: a tier's first-token logprobs moved", ""
     ),
 }
 

@@ -31,8 +31,8 @@ from monitor.alerting import alerts, lifecycle, maintenance, vendor
 from monitor.derived import evidence, loss_detectors, rollups
 from monitor.derived.run_end import record_run_end
 from monitor.judging import verdict
-from monitor.models import Alert, Run, RunKind, RunStatus
-from monitor.runs import budget, heartbeat, steps, watchdog
+from monitor.models import Alert, Pair, Run, RunKind, RunStatus
+from monitor.runs import budget, heartbeat, steps, tripwire, watchdog
 
 log = logging.getLogger(__name__)
 
@@ -43,13 +43,18 @@ def execute_run(
     cases_limit: int | None = None,
     notify: Callable[[int], Any] | None = None,
     evaluate: Callable[[int], Any] | None = None,
+    escalate: Callable[[Pair], Run] | None = None,
 ) -> Run | None:
     """Execute a queued run (or take over an abandoned one); a run another worker owns (a
-    redelivered task) is left alone and returned as it is, ``None`` when it no longer exists."""
+    redelivered task) is left alone and returned as it is, ``None`` when it no longer exists.
+    A tripwire run has its own short path (``monitor.runs.tripwire``); ``escalate`` (the task
+    passes an audit enqueuer) is what a tripwire that fires calls."""
     attempt = steps.claim_run(run_id)
     if attempt is None:
         log.info("run %s is not queued (or gone, or alive elsewhere); skipping", run_id)
         return Run.objects.filter(id=run_id).first()
+    if Run.objects.filter(id=run_id, kind=RunKind.TRIPWIRE).exists():
+        return tripwire.execute(run_id=run_id, attempt=attempt, notify=notify, escalate=escalate)
     measure = partial(steps.measure, run_id=run_id, cases_limit=cases_limit)
     if not _steps(run_id, attempt, measure, notify=notify):
         return Run.objects.get(id=run_id)

@@ -560,10 +560,22 @@ def _apply_pair(a: _Applier, path: str, item: Located) -> bool:
     if schedule is not None:
         spath = f"{path}.schedule"
         sline = data["schedule"].line
-        if not isinstance(schedule, dict) or not set(schedule) <= {"every", "audit_every"}:
-            a.error(sline, spath, "must be a mapping with `every` and optionally `audit_every`")
+        if not isinstance(schedule, dict) or not set(schedule) <= {
+            "every",
+            "audit_every",
+            "tripwire_every",
+        }:
+            a.error(
+                sline,
+                spath,
+                "must be a mapping with `every` and optionally `audit_every`, `tripwire_every`",
+            )
             return False
-        for key, kind in (("every", "probe"), ("audit_every", "audit")):
+        for key, kind in (
+            ("every", "probe"),
+            ("audit_every", "audit"),
+            ("tripwire_every", "tripwire"),
+        ):
             if key in schedule:
                 try:
                     seconds = parse_duration(schedule[key])

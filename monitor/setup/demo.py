@@ -11,6 +11,7 @@ from monitor.models import AlertRule, Channel, Endpoint, Pair
 from monitor.setup.schedules import (
     ensure_probe_schedule,
     ensure_retention_schedule,
+    ensure_tripwire_schedule,
     ensure_weekly_report_schedule,
 )
 from monitor.setup.suite_import import sync_benchmark_suite
@@ -67,6 +68,8 @@ def ensure_demo(
         )
         ensure_probe_schedule(pair_name=name, every_s=probe_every_s)
         ensure_probe_schedule(pair_name=name, every_s=audit_every_s, kind="audit")
+        # the demo's tripwires collect their reference windows within minutes
+        ensure_tripwire_schedule(pair_name=name, every_s=max(60, probe_every_s))
         pairs.append(pair)
     scenarios, _ = Pair.objects.update_or_create(  # the speed matrix (speed page); no audit:
         name="demo-fast-vs-base-scenarios",  # the verdict of the same endpoints is shared

@@ -17,6 +17,7 @@ from monitor.setup.demo import ensure_demo_user
 from monitor.setup.schedules import (
     ensure_probe_schedule,
     ensure_retention_schedule,
+    ensure_tripwire_schedule,
     ensure_weekly_report_schedule,
 )
 from monitor.setup.suites import sync_builtin_suite
@@ -93,6 +94,7 @@ def ensure_local_demo(
     for pair in pairs:
         ensure_probe_schedule(pair_name=pair.name, every_s=probe_every_s)
         ensure_probe_schedule(pair_name=pair.name, every_s=audit_every_s, kind="audit")
+        ensure_tripwire_schedule(pair_name=pair.name)  # llama-server returns logprobs
     ensure_weekly_report_schedule()
     ensure_retention_schedule()
     ensure_demo_user()

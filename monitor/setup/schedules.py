@@ -56,6 +56,18 @@ def ensure_probe_schedule(
     )
 
 
+TRIPWIRE_EVERY_S = 3600  # the tripwires' default cadence: hourly, a few dozen one-token queries
+
+
+def ensure_tripwire_schedule(
+    *, pair_name: str, every_s: int = TRIPWIRE_EVERY_S, enabled: bool = True
+) -> PeriodicTask:
+    """The pair's logprob tripwires (``monitor.runs.tripwire``), ``tripwire:<pair>``."""
+    return ensure_probe_schedule(
+        pair_name=pair_name, every_s=every_s, kind=RunKind.TRIPWIRE, enabled=enabled
+    )
+
+
 def ensure_weekly_report_schedule() -> PeriodicTask:
     """Mondays 07:00 UTC: the previous ISO week's SLA report, archived and emailed; and (one
     call sets up both report schedules) the monthly report on the 1st."""

@@ -18,8 +18,9 @@ from evals.logprobs import logprob_gap
 from evals.similarity import DEFAULT_PREFIX_K, first_divergence, indel_ratio
 from evals.stats.labels import LABEL_WORDS
 from monitor import selectors
-from monitor.derived import evidence
-from monitor.models import Run, RunKind, RunStatus, Sample
+from monitor.derived import evidence, tripwire
+from monitor.derived.tripwire import REFERENCE_RUNS
+from monitor.models import Run, RunKind, RunStatus, Sample, TripwireState
 from monitor.runs import budget
 from monitor.runs.steps import RunAlreadyQueued
 from monitor.tasks import enqueue_run
@@ -116,6 +117,29 @@ def _drift(pair) -> dict[str, Any]:
     }
 
 
+def _tripwire(pair) -> dict[str, Any] | None:
+    """Per tier its tripwire's newest state (collecting its reference, tested, skipped and
+    why), fast vs base beside its floor, and which tier fired and the audit it triggered."""
+    state = TripwireState.objects.filter(pair=pair).first()
+    if state is None:
+        return None
+    rows = []
+    for tier in ("fast", "base"):
+        block = state.tiers.get(tier) or {}
+        last = block.get("last") or {}
+        rows.append(
+            {
+                "tier": tier,
+                "skipped": block.get("skipped", ""),
+                "collecting": last.get("collecting", False),
+                "reference_runs": block.get("reference_runs", 0),
+                "last": last,
+                "alarmed": (block.get("eprocess") or {}).get("alarmed", False),
+            }
+        )
+    return {"state": state, "rows": rows, "cross": state.cross, "of": REFERENCE_RUNS}
+
+
 def _context(pair) -> dict[str, Any]:
     runs = selectors.audit_runs(pair)
     latest = next((r for r in runs if r.status == RunStatus.DONE and r.summary_obj.verdict), None)
@@ -147,6 +171,7 @@ def _context(pair) -> dict[str, Any]:
         "charts": page_figures.figures("verdict", pair),
         "history": list(reversed(history)),
         "drift": _drift(pair),
+        "tripwire": _tripwire(pair),
         "evidence": evidence.eprocess_state(state),
         "evidence_threshold": evidence.eprocess_threshold(pair),
         "audit_budget": evidence.budget_words(pair, RunKind.AUDIT),
@@ -194,10 +219,11 @@ def run_audit(request: HttpRequest, name: str) -> HttpResponse:
 @requires(CHANGE_ALERT)
 @require_POST
 def acknowledge(request: HttpRequest, name: str) -> HttpResponse:
-    """Acknowledge a change and re-baseline: the pair's evidence and CUSUM restart, and a new
-    baseline is frozen from the probes after now."""
+    """Acknowledge a change and re-baseline: the pair's evidence, CUSUM and tripwires
+    restart, and a new baseline is frozen from the probes after now."""
     pair = selectors.get_pair_for_user(request.user, name)
     evidence.acknowledge(pair=pair, user=request.user.get_username())
+    tripwire.acknowledge(pair)  # each tier collects a new reference window
     return redirect("verdict:page", name=pair.name)
 
 

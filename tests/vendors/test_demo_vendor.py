@@ -163,3 +163,33 @@ def test_a_two_sample_test_tells_distilled_from_base_but_not_base_from_base():
     base = samples("demo-base")
     assert mmd_test(base, samples("demo-base"), B=200).p_value > 0.05
     assert mmd_test(base, samples("demo-distilled"), B=200).p_value < 0.01
+
+
+def test_a_quantized_variant_moves_logprobs_but_not_the_token(vendor):
+    """The tripwire's target: switched at run time, the fast tier answers the same token at
+    temperature 0 with its runners-up a few hundredths of a nat more likely."""
+    from evals.stats import tripwire
+
+    def window(n: int) -> tuple[list[str], list[dict[str, float]]]:
+        recs = ask(vendor, "demo-fast", [tripwire.request("x")] * n)
+        return [r.text for r in recs], [tripwire.first_token(r) for r in recs]
+
+    texts_before, before = window(12)
+    switch = httpx.post(
+        f"{vendor}/_tierwatch/variant", json={"model": "demo-fast", "variant": "quantized"}
+    )
+    assert switch.status_code == 200, switch.text
+    try:
+        texts_after, after = window(6)
+    finally:
+        httpx.post(f"{vendor}/_tierwatch/variant", json={"model": "demo-fast", "variant": ""})
+    assert set(texts_before) == set(texts_after) and len(set(texts_after)) == 1
+    assert len(before[0]) == 4  # the chosen token and three runners-up
+    same = tripwire.window_test({"x": before[:6]}, {"x": before[6:]}, permutations=999)
+    moved = tripwire.window_test({"x": before}, {"x": after}, permutations=999)
+    assert same.p_value > 0.001 and moved.p_value <= 0.01
+
+
+def test_an_unknown_variant_is_refused_with_what_was_wrong(vendor):
+    bad = httpx.post(f"{vendor}/_tierwatch/variant", json={"model": "demo-fast", "variant": "int3"})
+    assert bad.status_code == 400 and "int3" in bad.text

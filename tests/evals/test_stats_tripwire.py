@@ -1,0 +1,93 @@
+"""The logprob tripwire's statistic and permutation p on synthetic first-token logprobs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from evals.records import TimingRecord
+from evals.stats import tripwire
+from evals.stats.eprocess import EProcessState, p_to_e, update
+
+TOKENS = ("A", "B", "C", "D", "E", "F")
+BASE = {"x": [-0.1, -2.5, -3.0, -4.0, -4.5, -6.0], "Hi": [-0.3, -1.5, -3.5, -4.1, -5.0, -5.5]}
+
+
+def draw(rng, n, shift=0.0, noise=0.02, k=5):
+    """``n`` queries per prompt: each logprob jittered by ``noise`` (the API's
+    nondeterminism), the non-top tokens moved by ``shift`` (a quantization: top-1 kept)."""
+    out = {}
+    for prompt, lps in BASE.items():
+        rows = []
+        for _ in range(n):
+            v = np.array(lps) + rng.normal(0, noise, len(lps))
+            v[1:] += shift
+            order = np.argsort(-v)[:k]
+            rows.append({TOKENS[i]: float(v[i]) for i in order})
+        out[prompt] = rows
+    return out
+
+
+def test_null_rejects_at_most_at_the_stated_rate():
+    rng = np.random.default_rng(1)
+    ps = [
+        tripwire.window_test(draw(rng, 24), draw(rng, 6), permutations=199, seed=i).p_value
+        for i in range(300)
+    ]
+    rate = np.mean(np.array(ps) <= 0.05)
+    assert rate <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / 300)  # within 3 standard errors
+
+
+def test_a_small_logprob_shift_with_the_same_top_token_is_detected():
+    rng = np.random.default_rng(2)
+    cur = draw(rng, 6, shift=0.04)
+    assert all(max(r, key=r.get) == "A" for rows in cur.values() for r in rows)
+    result = tripwire.window_test(draw(rng, 24), cur, permutations=999)
+    assert result.p_value <= 0.01
+    assert result.statistic > 0.02
+
+
+def test_evidence_across_runs_alarms_after_a_shift_and_not_before():
+    rng = np.random.default_rng(3)
+    reference = draw(rng, 24)
+    state, threshold = EProcessState(), 1000.0
+    for i in range(48):  # two days of hourly runs, nothing changed
+        p = tripwire.window_test(reference, draw(rng, 6), permutations=999, seed=i).p_value
+        state, decision = update(state, _evidence(p), threshold=threshold)
+    assert not decision.alarm
+    for i in range(3):  # the tier switched to a quantized model
+        p = tripwire.window_test(reference, draw(rng, 6, shift=0.04), seed=100 + i).p_value
+        state, decision = update(state, _evidence(p), threshold=threshold)
+    assert decision.alarm
+
+
+def _evidence(p):
+    from evals.stats.eprocess import AuditEvidence
+
+    assert p_to_e(p) > 0
+    return AuditEvidence(p_value=p)
+
+
+def test_missing_tokens_are_left_censored_at_the_querys_lowest_logprob():
+    a = [{"A": -0.1, "B": -2.0}]
+    b = [{"A": -0.1, "C": -3.0}]
+    # tokens A, B, C: a has C at -2.0 (its floor), b has B at -3.0
+    assert tripwire.distance(a, b) == pytest.approx((0 + 1.0 + 1.0) / 3)
+
+
+def test_first_token_reads_the_top_logprobs_and_says_none_without_them():
+    rec = TimingRecord(ok=True)
+    assert tripwire.first_token(rec) is None  # e.g. an Anthropic endpoint
+    rec.logprobs = [{"token": "A", "logprob": -0.1, "top_logprobs": [
+        {"token": "A", "logprob": -0.1}, {"token": "B", "logprob": -2.2}]}]  # fmt: skip
+    assert tripwire.first_token(rec) == {"A": -0.1, "B": -2.2}
+
+
+def test_request_is_one_token_at_temperature_zero_with_top_logprobs():
+    req = tripwire.request("x", top_k=7)
+    assert (req.max_tokens, req.temperature, req.logprobs, req.top_logprobs) == (1, 0.0, True, 7)
+
+
+def test_no_prompt_in_common_is_a_clear_error():
+    with pytest.raises(ValueError, match="no prompt has queries in both windows"):
+        tripwire.window_test({"x": [{"A": -0.1}]}, {"Hi": [{"A": -0.1}]})
