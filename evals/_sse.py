@@ -390,8 +390,9 @@ class Stream:
             self.calls.anthropic_delta(obj.get("output_index"), piece)
             self.tool_text.append(piece)
         elif kind in ("response.failed", "error") or obj.get("error"):
-            resp = obj.get("response") if isinstance(obj.get("response"), dict) else {}
-            err = obj.get("error") or resp.get("error") or obj.get("message")
+            resp = obj.get("response")
+            err = obj.get("error") or (resp.get("error") if isinstance(resp, dict) else None)
+            err = err or obj.get("message")
             raise Failure("malformed_stream", f"error in stream: {_short_error(err)}")
         elif kind in ("response.created", "response.completed", "response.incomplete"):
             self._responses_final(_field(obj.get("response") or {}, dict, "response"), kind)
@@ -484,7 +485,7 @@ def _text(value: Any, where: str) -> str:
     """A text piece of an event, or a malformed stream naming the field: never a non-string
     that would fail later, outside every ``try`` (joining the texts)."""
     if value.__class__ is str:
-        return value  # type: ignore[no-any-return]
+        return value
     if value is None:
         return ""
     raise Failure("malformed_stream", f"{where} is {_kind(value)}, not text")
@@ -506,7 +507,7 @@ def _count(obj: dict[str, Any], key: str, default: int | None) -> int | None:
         raise Failure("malformed_stream", f"usage.{key} is {_kind(value)}, not a count")
     if value > _MAX_COUNT:  # a negative one is the column's to refuse (store_error)
         raise Failure("malformed_stream", f"usage.{key} is {str(value)[:40]}, out of range")
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 def _content_parts(content: Any) -> tuple[str, str]:

@@ -47,7 +47,6 @@ import errno
 import json
 import ssl
 import time
-import urllib.parse
 import zlib
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any

@@ -179,6 +179,11 @@ def scrub_value(value: Any, key: str | None) -> Any:
     return deep(value)
 
 
+def _token(entry: dict[str, Any]) -> str:
+    token = entry.get("token")
+    return token if isinstance(token, str) else ""
+
+
 def scrub_logprobs(entries: list[dict[str, Any]], key: str | None) -> list[dict[str, Any]] | None:
     """Per-token entries scrubbed as one joined text: a key split across tokens is found in the
     join, and every token it touches is masked; then each entry is scrubbed on its own (the
@@ -187,7 +192,7 @@ def scrub_logprobs(entries: list[dict[str, Any]], key: str | None) -> list[dict[
     scrubber = key_scrubber(key)
     if not isinstance(scrubber, KeyScrubber) or not entries:
         return entries
-    tokens = [e.get("token") if isinstance(e.get("token"), str) else "" for e in entries]
+    tokens: list[str] = [_token(e) for e in entries]
     joined = "".join(tokens)
     spans = scrubber.spans(joined)
     masked = set()
@@ -204,7 +209,7 @@ def scrub_logprobs(entries: list[dict[str, Any]], key: str | None) -> list[dict[
         if i in masked:
             entry = {**entry, "token": MASK, "top_logprobs": []}
         out.append(entry)
-    rejoined = "".join(e.get("token") if isinstance(e.get("token"), str) else "" for e in out)
+    rejoined = "".join(_token(e) for e in out)
     return None if scrubber.still_holds(rejoined) else out
 
 

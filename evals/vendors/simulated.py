@@ -524,7 +524,7 @@ def _logprobs(
         draw = random.Random(_h("lp", family, prompt_key, p))
         lp = -abs(draw.gauss(0, 0.4))
         gaps = [1.5 + abs(draw.gauss(0, 1.0)) + i for i in range(3)]
-        top = [{"token": p, "logprob": lp}]
+        top: list[dict[str, Any]] = [{"token": p, "logprob": lp}]
         for alt, gap in zip((" the", " a", ","), gaps, strict=True):
             alt_lp = lp - gap + (QUANTIZED_SHIFT if variant == "quantized" else 0.0)
             top.append({"token": alt, "logprob": alt_lp})

@@ -6,14 +6,11 @@ a change that does not apply to the alert's state is a 409 with the lifecycle's 
 ``from __future__ import annotations`` here: django-ninja reads the parameter types at import.
 """
 
-from datetime import datetime
-
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
 from ninja import Field, NinjaAPI, Schema, Status
-from ninja.errors import HttpError
 from ninja.pagination import PageNumberPagination, paginate
 from ninja.throttling import SimpleRateThrottle
 
@@ -198,7 +195,7 @@ def _alert(alert_id: int) -> Alert:
 
 @api.post(
     "/alerts/{alert_id}/acknowledge",
-    response={200: AlertOut, 409: ErrorOut, 501: ErrorOut, **FOUND},
+    response={200: AlertOut, 409: ErrorOut, **FOUND},
     tags=["alerts"],
 )
 def acknowledge(request: HttpRequest, alert_id: int, body: NoteIn):
@@ -212,7 +209,7 @@ def acknowledge(request: HttpRequest, alert_id: int, body: NoteIn):
 
 @api.post(
     "/alerts/{alert_id}/silence",
-    response={200: AlertOut, 409: ErrorOut, 501: ErrorOut, **FOUND},
+    response={200: AlertOut, 409: ErrorOut, **FOUND},
     tags=["alerts"],
 )
 def silence(request: HttpRequest, alert_id: int, body: SilenceIn):

@@ -4,7 +4,6 @@ Needs ``monitor.add_maintenancewindow``; the window is written to the audit log.
 
 from __future__ import annotations
 
-from django import forms
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
@@ -15,17 +14,8 @@ from monitor import selectors
 from monitor.models import MaintenanceWindow
 from monitor.setup import audit
 from monitor.web.access import ADD_MAINTENANCE, requires
-
-
-class WindowForm(forms.ModelForm):
-    class Meta:
-        model = MaintenanceWindow
-        fields = ["starts_at", "ends_at", "reason"]
-        widgets = {
-            "starts_at": forms.DateTimeInput(attrs={"type": "datetime-local"}),
-            "ends_at": forms.DateTimeInput(attrs={"type": "datetime-local"}),
-        }
-        labels = {"starts_at": "Start (UTC)", "ends_at": "End (UTC)"}
+from monitor.web.forms import WindowForm
+from monitor.web.pair import _pair_context
 
 
 @requires(ADD_MAINTENANCE)
@@ -50,7 +40,6 @@ def add_window(request: HttpRequest, name: str) -> HttpResponse:
 def _invalid(request: HttpRequest, pair, form: WindowForm) -> HttpResponse:
     """The pair page with the typed values kept and the errors in words, not a redirect that
     loses both."""
-    from monitor.web.pair import _pair_context  # the page's own context (pair imports this)
 
     messages.error(request, "Maintenance window not saved: see the form below.")
     context = _pair_context(pair, maintenance_form=form)

@@ -18,8 +18,8 @@ from monitor.setup import pair_defaults
 from monitor.tasks import enqueue_run
 from monitor.web import page_figures
 from monitor.web.access import ADD_RUN, VIEW_PAIR, requires
+from monitor.web.forms import WindowForm
 from monitor.web.htmx import render_page, wants_fragment
-from monitor.web.maintenance import WindowForm
 from monitor.web.worse import usd
 
 ENDED = (RunStatus.DONE, RunStatus.FAILED)

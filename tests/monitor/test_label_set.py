@@ -72,7 +72,7 @@ def test_the_migration_relabels_verdicts_of_the_retired_engine():
     executor = MigrationExecutor(connection)
     before, after = (
         [("monitor", "0015_pair_generation")],
-        [("monitor", "0016_evalslib_retired_verdict_labels")],
+        [("monitor", "0016_retired_verdict_labels")],
     )
     executor.migrate(before)
     apps = executor.loader.project_state(before).apps

@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('monitor', '0015_pair_generation'),
+        ('monitor', '0018_pair_repeat_default'),
     ]
 
     operations = [

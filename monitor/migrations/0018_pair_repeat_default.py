@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('monitor', '0015_pair_generation'),
+        ('monitor', '0017_request_control'),
     ]
 
     operations = [
