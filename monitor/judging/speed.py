@@ -161,7 +161,7 @@ def _ci_dict(ci: RatioCI, claimed: float | None) -> dict[str, Any]:
     }
 
 
-def _duration(s: Sample, field: str) -> float | None:
+def sample_duration(s: Sample, field: str) -> float | None:
     """A failed probe is None (counted as the slowest); a success without the value (one
     output token has no TPOT) is NaN and leaves the pair out."""
     if not s.ok:
@@ -170,7 +170,7 @@ def _duration(s: Sample, field: str) -> float | None:
     return float("nan") if value is None else value
 
 
-def _ratio_ci(
+def ratio_ci(
     base: list[float | None], fast: list[float | None], runs: list[int], kind: str
 ) -> RatioCI:
     keep = [i for i in range(len(base)) if not _is_nan(base[i]) and not _is_nan(fast[i])]
@@ -197,9 +197,9 @@ def speedups(
         table[scenario] = {}
         runs = [p["base"].run_id for p in pairs[scenario]]
         for key, field, _label in METRICS:
-            ci = _ratio_ci(
-                [_duration(p["base"], field) for p in pairs[scenario]],
-                [_duration(p["fast"], field) for p in pairs[scenario]],
+            ci = ratio_ci(
+                [sample_duration(p["base"], field) for p in pairs[scenario]],
+                [sample_duration(p["fast"], field) for p in pairs[scenario]],
                 runs,
                 "duration",
             )
@@ -225,7 +225,7 @@ def otps_speedups(
                 value = output_tps(s, definition=key)
                 return float("nan") if value is None else value
 
-            ci = _ratio_ci(
+            ci = ratio_ci(
                 [rate(p["base"]) for p in pairs[scenario]],
                 [rate(p["fast"]) for p in pairs[scenario]],
                 runs,

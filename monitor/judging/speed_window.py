@@ -22,9 +22,9 @@ from evals.stats.speedup_runs import assess_claim
 from monitor.judging.speed import (
     DEFAULT_RUNS,
     SAMPLE_FIELDS,
-    _duration,
-    _ratio_ci,
     paired_samples,
+    ratio_ci,
+    sample_duration,
     scenario_order,
 )
 from monitor.models import Run, Sample
@@ -88,9 +88,9 @@ def _speed(samples: Sequence[Sample], claimed: float | None) -> WindowSpeed:
     out = []
     for scenario in scenario_order(pairs):
         group = pairs[scenario]
-        ci = _ratio_ci(
-            [_duration(p["base"], FIELD) for p in group],
-            [_duration(p["fast"], FIELD) for p in group],
+        ci = ratio_ci(
+            [sample_duration(p["base"], FIELD) for p in group],
+            [sample_duration(p["fast"], FIELD) for p in group],
             [p["base"].run_id for p in group],
             "duration",
         )

@@ -15,7 +15,7 @@ from monitor.models import MaintenanceWindow
 from monitor.setup import audit
 from monitor.web.access import ADD_MAINTENANCE, requires
 from monitor.web.forms import WindowForm
-from monitor.web.pair import _pair_context
+from monitor.web.pair import pair_context
 
 
 @requires(ADD_MAINTENANCE)
@@ -42,5 +42,5 @@ def _invalid(request: HttpRequest, pair, form: WindowForm) -> HttpResponse:
     loses both."""
 
     messages.error(request, "Maintenance window not saved: see the form below.")
-    context = _pair_context(pair, maintenance_form=form)
+    context = pair_context(pair, maintenance_form=form)
     return render(request, "monitor/pair.html", context, status=400)

@@ -25,7 +25,7 @@ from monitor.web.worse import usd
 ENDED = (RunStatus.DONE, RunStatus.FAILED)
 
 
-def _pair_context(pair, **extra: Any) -> dict[str, Any]:
+def pair_context(pair, **extra: Any) -> dict[str, Any]:
     runs = selectors.pair_runs(pair)
     # Costs read the listed runs' samples (~0.5 s at 0.3 M samples under load): cached, keyed
     # also by each listed run's status and progress, so a running run's cost stays current.
@@ -67,14 +67,14 @@ def _every_words(seconds: int | None) -> str:
 def pair_detail(request: HttpRequest, name: str) -> HttpResponse:
     pair = selectors.get_pair_for_user(request.user, name)
     return render_page(
-        request, "monitor/pair.html", "charts", _pair_context(pair, maintenance_form=WindowForm())
+        request, "monitor/pair.html", "charts", pair_context(pair, maintenance_form=WindowForm())
     )
 
 
 def _refused(request: HttpRequest, pair, exc: RunAlreadyQueued) -> HttpResponse:
     """The button's answer when a probe of the pair waits already: the waiting one, and why.
     htmx swaps only a 2xx answer, so the fragment is a 200; the full page says 409."""
-    context = _pair_context(pair, queued=exc.run, refused=str(exc))
+    context = pair_context(pair, queued=exc.run, refused=str(exc))
     response = render_page(request, "monitor/pair.html", "charts", context)
     if not wants_fragment(request):
         response.status_code = 409
@@ -92,4 +92,4 @@ def run_probe(request: HttpRequest, name: str) -> HttpResponse:
         return _refused(request, pair, exc)
     if not wants_fragment(request):
         return redirect("monitor:run", run_id=run.pk)
-    return render(request, "monitor/pair.html#charts", _pair_context(pair, queued=run))
+    return render(request, "monitor/pair.html#charts", pair_context(pair, queued=run))

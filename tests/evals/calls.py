@@ -9,7 +9,7 @@ from typing import Any
 from evals.client import make_client, stream_chat
 from evals.records import ChatRequest, EndpointSpec, TimingRecord
 
-KEY = "sk-tierwatch-test-0123456789abcdef"
+KEY = "sk-probe-test-0123456789abcdef"  # shares no 8 characters with a header name the client keeps
 ASK = ChatRequest(
     messages=[{"role": "user", "content": "Explain connection pooling in drivers"}], max_tokens=120
 )
