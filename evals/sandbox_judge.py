@@ -184,6 +184,8 @@ def remote_names(tests):
         elif isinstance(node, ast.arg):
             bound.add(node.arg)
         elif isinstance(node, ast.alias):
+            if node.name.split(".")[0] == "solution":  # tests that reach into the module itself
+                return None
             bound.add((node.asname or node.name).split(".")[0])
         elif isinstance(node, ast.ExceptHandler) and node.name:
             bound.add(node.name)
@@ -397,9 +399,12 @@ def main():
 
     child, reply_r = start()
     deadline = time.monotonic() + settings["timeout_s"]
-    names = remote_names(settings["tests"])
+    # Only HumanEval's check(candidate) form is judged here: other test files may mutate
+    # arguments in place or catch the solution's own exception types, which do not cross the
+    # process boundary; they run in the child and are counted as n_in_child.
+    names = remote_names(settings["tests"]) if _humaneval_form(settings["tests"]) else None
     if names is not None:
-        strict = _humaneval_form(settings["tests"])
+        strict = True
         if _judged_here(settings["tests"], names, child, reply_r, deadline, strict):
             return None
         os.close(reply_r)  # a value that cannot cross: the file runs in a fresh child

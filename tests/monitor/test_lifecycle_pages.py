@@ -174,6 +174,9 @@ def test_an_admin_change_over_http_lands_in_the_audit_log(client, pair):
         "max_concurrency": 4,
         "timeout_s": 30,
         "extra_body": "{}",
+        "extra_headers": "{}",
+        "max_tokens_field": "max_tokens",
+        "send_temperature": "on",
         "served_tier_fields": "[]",
     }
     response = client.post(f"/admin/monitor/endpoint/{endpoint.pk}/change/", form)

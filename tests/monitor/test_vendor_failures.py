@@ -114,12 +114,12 @@ def test_probe_exits_non_zero_with_the_vendors_message(failing_pair):
 def test_an_unset_key_variable_fails_the_run_before_any_request(
     failing_pair, refusing_url, monkeypatch
 ):
-    monkeypatch.delenv("TIERWATCH_TEST_UNSET_KEY", raising=False)
-    failing_pair.fast.api_key_env = "TIERWATCH_TEST_UNSET_KEY"
+    monkeypatch.delenv("ACME_UNSET_API_KEY", raising=False)
+    failing_pair.fast.api_key_env = "ACME_UNSET_API_KEY"
     failing_pair.fast.save()
     run = execute_run(run_id=create_run(pair=failing_pair).id, cases_limit=2)
     assert run.status == "failed"
-    assert "TIERWATCH_TEST_UNSET_KEY" in run.error and "fast endpoint 'fast'" in run.error
+    assert "ACME_UNSET_API_KEY" in run.error and "fast endpoint 'fast'" in run.error
     assert "unset or empty" in run.error
     assert Refusing.seen == [] and not Sample.objects.filter(run=run).exists()
 

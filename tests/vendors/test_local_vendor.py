@@ -72,6 +72,8 @@ def test_the_local_demo_schedules_its_pairs_and_switches_the_simulated_ones_off(
         ("audit:smollm2-q4-vs-f16", 3600),
         ("probe:smollm2-cached-vs-f16", 300),
         ("probe:smollm2-q4-vs-f16", 300),
+        ("tripwire:smollm2-cached-vs-f16", 3600),
+        ("tripwire:smollm2-q4-vs-f16", 3600),
     ]
     assert not Pair.objects.filter(name__startswith="demo-", active=True).exists()
     assert Pair.objects.filter(name__endswith="-vs-f16", active=True).count() == 2
