@@ -165,7 +165,11 @@ def test_a_key_echoed_in_every_field_and_encoding_is_found_nowhere(echo_vendor, 
         )
         pair = Pair.objects.create(name=f"p-{kind}", fast=fast, base=base, suite=suite, repeat=1)
         runs.append(execute_run(run_id=create_run(pair=pair).id))
-    assert all(r.status == "done" for r in runs)
+    # a vendor that answers every request with an error fails its run, in its own words
+    assert all(
+        r.status == "done" or (r.status == "failed" and "fast tier" in r.error) for r in runs
+    )
+    assert any(r.status == "done" for r in runs)
     fast_rows = Sample.objects.filter(tier="fast")
     assert {s.endpoint.name for s in fast_rows} == {f"f-{k}" for k in KINDS}
     # the echoes reached the fields they were aimed at (else the test proves nothing)
