@@ -19,6 +19,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from evals.records import TIERS
+
 MOSTLY = 0.5  # a tier whose failed share is above this failed the run
 TOP = 3  # error groups kept per tier
 MESSAGE_CHARS = 160
@@ -93,11 +95,14 @@ def top_errors(samples: Iterable[Any], limit: int = TOP) -> list[dict[str, Any]]
     ]
 
 
+_TIER_ORDER = {tier: i for i, tier in enumerate(TIERS)}  # fast first, whatever the storage
+
+
 def failure(tiers: Mapping[str, Any]) -> str | None:
     """The run's error when a tier's requests mostly failed, else None. ``tiers``: tier name →
     ``TierStats`` (its n, n_ok and top_errors)."""
     parts = []
-    for name, stats in tiers.items():
+    for name, stats in sorted(tiers.items(), key=lambda kv: _TIER_ORDER.get(kv[0], 9)):
         # a sample we could not store (store_error) is our failure, not the vendor's
         failed = stats.n - stats.n_ok - stats.errors.get("store_error", 0)
         if not stats.n or failed / stats.n <= MOSTLY:
