@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from ninja import Schema
-from pydantic import BeforeValidator, ConfigDict
+from pydantic import AfterValidator, BeforeValidator, ConfigDict
 
 from evals.stats.labels import Label
 from monitor.models import Alert, Pair, Run, Sample
@@ -177,8 +177,23 @@ def _not_a_number(value: Any) -> Any:
     return value
 
 
+def _storable_moment(value: datetime) -> datetime:
+    """PostgreSQL stores offsets within ±15:59 and years up to 9999 once in UTC."""
+    offset = value.utcoffset()
+    if offset is not None and abs(offset.total_seconds()) > 14 * 3600:
+        raise ValueError("a UTC offset within ±14:00")
+    return value
+
+
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("text without NUL characters")
+    return value
+
+
 # A date-time in a query or a body: ISO 8601 only, as the schema's format says
-DateTime = Annotated[datetime, BeforeValidator(_not_a_number)]
+DateTime = Annotated[datetime, BeforeValidator(_not_a_number), AfterValidator(_storable_moment)]
+Note = Annotated[str, AfterValidator(_no_nul)]
 
 
 class NoteIn(Schema):
@@ -186,14 +201,14 @@ class NoteIn(Schema):
 
     model_config = ConfigDict(extra="forbid")
 
-    note: str = ""
+    note: Note = ""
 
 
 class SilenceIn(Schema):
     model_config = ConfigDict(extra="forbid")
 
     until: DateTime
-    note: str = ""
+    note: Note = ""
 
 
 class RunIn(Schema):
