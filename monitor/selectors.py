@@ -192,7 +192,8 @@ def endpoint_events(*, endpoints: Iterable[Endpoint], limit: int = 50) -> list[d
     summarised): one small query, however many samples the endpoints have."""
     by_id = {ep.pk: ep for ep in endpoints}
     rows = ProvenanceEvent.objects.filter(endpoint_id__in=by_id).order_by("first_seen", "id")
-    events, seen = [], Counter()
+    events: list[Any] = []
+    seen: Counter[Any] = Counter()
     for row in rows:
         key = (row.endpoint_id, row.kind)
         seen[key] += 1
