@@ -193,7 +193,7 @@ class Endpoint(models.Model):
         headers, secrets = self.request_headers()
         return EndpointSpec(
             name=self.name,
-            protocol=self.protocol,  # type: ignore[arg-type]
+            protocol=self.protocol,
             base_url=self.base_url.rstrip("/"),
             model=self.model,
             api_key=self.api_key(),
@@ -202,7 +202,7 @@ class Endpoint(models.Model):
             served_tier_fields=tuple(self.served_tier_fields or ()),
             extra_headers=headers,
             secrets=secrets,
-            max_tokens_field=self.max_tokens_field,  # type: ignore[arg-type]
+            max_tokens_field=self.max_tokens_field,
             send_temperature=self.send_temperature,
         )
 

@@ -21,11 +21,13 @@ from django.shortcuts import get_object_or_404
 from monitor.models import (
     Alert,
     AlertTransition,
+    Baseline,
     Endpoint,
     Pair,
     ProvenanceEvent,
     Run,
     RunKind,
+    RunRollup,
     RunStatus,
     Sample,
 )
@@ -192,7 +194,8 @@ def endpoint_events(*, endpoints: Iterable[Endpoint], limit: int = 50) -> list[d
     summarised): one small query, however many samples the endpoints have."""
     by_id = {ep.pk: ep for ep in endpoints}
     rows = ProvenanceEvent.objects.filter(endpoint_id__in=by_id).order_by("first_seen", "id")
-    events, seen = [], Counter()
+    events: list[Any] = []
+    seen: Counter[Any] = Counter()
     for row in rows:
         key = (row.endpoint_id, row.kind)
         seen[key] += 1
@@ -362,9 +365,45 @@ def newest_trend_run(pair: Pair) -> Run | None:
         Run.objects.trend()
         .filter(pair=pair)
         .order_by("-created_at", "-id")
-        .only("id", "summary")
+        .only("id", "finished_at", "summary")
         .first()
     )
+
+
+def newest_audits(pair_ids: Sequence[int]) -> list[tuple[int, int, datetime | None, Any]]:
+    """(pair id, run id, finished at, summary) of each pair's newest finished audit: one query,
+    an index lookup per pair for the newest audit's id, then those runs' rows only."""
+    newest = (
+        Run.objects.filter(pair=OuterRef("pk"), kind=RunKind.AUDIT, status=RunStatus.DONE)
+        .order_by("-created_at", "-id")
+        .values("id")[:1]
+    )
+    ids = Pair.objects.filter(pk__in=pair_ids).annotate(newest=Subquery(newest)).values("newest")
+    return list(
+        Run.objects.filter(id__in=ids).values_list("pair_id", "id", "finished_at", "summary")
+    )
+
+
+def probe_ttft_sketches(
+    pair_ids: Sequence[int], since: datetime
+) -> list[tuple[int, str, datetime, dict[str, int] | None]]:
+    """(pair id, tier, at, TTFT sketch) of the done probes' rollups since ``since``: the rows a
+    windowed percentile merges, no samples read."""
+    return list(
+        RunRollup.objects.filter(
+            pair_id__in=pair_ids, kind=RunKind.PROBE, at__gte=since, run__status=RunStatus.DONE
+        ).values_list("pair_id", "tier", "at", "ttft_sketch")
+    )
+
+
+def run_summaries(run_ids: Sequence[int]) -> dict[int | None, Any]:
+    """Run id → its stored summary JSON."""
+    return dict(Run.objects.filter(id__in=run_ids).values_list("id", "summary"))
+
+
+def baseline_times(baseline_ids: Sequence[int]) -> dict[int, datetime]:
+    """Baseline id → when it was frozen."""
+    return dict(Baseline.objects.filter(id__in=baseline_ids).values_list("id", "set_at"))
 
 
 def case_samples(run: Run, case_key: str) -> list[Sample]:

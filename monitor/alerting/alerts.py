@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from statistics import fmean
+from typing import Literal
 
 from django.conf import settings
 from django.db import transaction
@@ -276,6 +277,7 @@ def _last_ones_permanent(channel: Channel) -> bool:
 def alert_event(alert: Alert) -> Event:
     """The alert as an ``Event``: one key for all its states, so PagerDuty's incident and a
     webhook receiver follow it from trigger to acknowledge to resolve."""
+    action: Literal["trigger", "acknowledge", "resolve"]
     if not alert.is_open:
         action = "resolve"
     elif getattr(alert, "acknowledged_at", None):

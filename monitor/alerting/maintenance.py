@@ -70,7 +70,7 @@ def occurrences(
             return [(window.starts_at, window.ends_at)]
         return []
     length = timedelta(minutes=window.duration_minutes or 0)
-    found = []
+    found: list[tuple[datetime, datetime]] = []
     it = croniter(window.cron, since - length)
     while len(found) < limit:
         start = it.get_next(datetime)

@@ -16,5 +16,5 @@ class BearerToken(HttpBearer):
 
 
 def require(request: HttpRequest, perm: str) -> None:
-    if not request.auth.has_perm(perm):  # type: ignore[attr-defined]
+    if not request.auth.has_perm(perm):
         raise HttpError(403, f"this needs the permission {perm} (see manage.py roles)")

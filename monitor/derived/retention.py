@@ -25,7 +25,7 @@ from django.utils import timezone
 from monitor.models import Pair, Run, RunKind, Sample
 
 # Each payload column and its emptied value (the column's own default: no NULL in a list field).
-EMPTY = {
+EMPTY: dict[str, object] = {
     "text": "", "reasoning_text": "", "chunk_gaps_ms": [], "chunk_tokens": [], "headers": {},
     "logprobs": None, "server_timings": None, "tests_detail": None,
 }  # fmt: skip

@@ -154,7 +154,7 @@ def case_outcomes(rows: Iterable[Any]) -> dict[str, dict[str, Any]]:
         if error:
             entry.setdefault("e", {})[error] = entry.get("e", {}).get(error, 0) + 1
         if not passed and "f" not in entry:
-            entry["f"] = error or FAILED_AS.get(kind, "failed")
+            entry["f"] = error or FAILED_AS.get(kind or "", "failed")
         if kind == "tool_call":
             entry.setdefault("t", []).append(
                 [

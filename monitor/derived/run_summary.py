@@ -403,7 +403,7 @@ class RunSummary:
                 **{k: v for k, v in blocks.items() if not dataclasses.is_dataclass(v)},
             }
         )
-        typed = {k: v for k, v in blocks.items() if dataclasses.is_dataclass(v)}
+        typed: dict[str, Any] = {k: v for k, v in blocks.items() if dataclasses.is_dataclass(v)}
         return dataclasses.replace(parsed, **typed) if typed else parsed
 
     def tier(self, name: str) -> TierStats:

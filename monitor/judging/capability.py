@@ -215,8 +215,8 @@ def window_report(pair: Pair, limit: int = WINDOW_RUNS) -> WindowReport:
         if tier == "fast" and c["p"] < c["n"]:
             err_of[(key, run_id)] = c.get("f", "failed")
     losing = []
-    for key, c in counts.items():
-        if c.n_fast and c.n_base and c.pass_fast / c.n_fast < c.pass_base / c.n_base:
+    for key, cc in counts.items():
+        if cc.n_fast and cc.n_base and cc.pass_fast / cc.n_fast < cc.pass_base / cc.n_base:
             run_id = max(
                 (
                     run
@@ -228,9 +228,9 @@ def window_report(pair: Pair, limit: int = WINDOW_RUNS) -> WindowReport:
             losing.append(
                 LosingCase(
                     key,
-                    c.category,
-                    f"{c.pass_fast}/{c.n_fast}",
-                    f"{c.pass_base}/{c.n_base}",
+                    cc.category,
+                    f"{cc.pass_fast}/{cc.n_fast}",
+                    f"{cc.pass_base}/{cc.n_base}",
                     run_id,
                     err_of.get((key, run_id), ""),
                 )

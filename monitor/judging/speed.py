@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from statistics import median
-from typing import Any
+from typing import Any, Literal
 
 from django.conf import settings
 
@@ -171,7 +171,10 @@ def sample_duration(s: Sample, field: str) -> float | None:
 
 
 def ratio_ci(
-    base: list[float | None], fast: list[float | None], runs: list[int], kind: str
+    base: list[float | None],
+    fast: list[float | None],
+    runs: list[int],
+    kind: Literal["duration", "rate"],
 ) -> RatioCI:
     keep = [i for i in range(len(base)) if not _is_nan(base[i]) and not _is_nan(fast[i])]
     return cluster_ratio_ci(
@@ -180,7 +183,7 @@ def ratio_ci(
         [runs[i] for i in keep],
         kind=kind,
         min_n=MIN_PAIRS,
-    )  # type: ignore[arg-type]
+    )
 
 
 def _is_nan(x: float | None) -> bool:

@@ -115,7 +115,7 @@ def compute_verdict(*, run_id: int) -> dict[str, Any]:
         "mmd": {"fast_vs_base": _mmd_block(fvb)},
         "base_stability": (
             {**_mmd_block(stability), "earlier_run_id": earlier.id}
-            if stability is not None and stability.statistic is not None
+            if earlier is not None and stability is not None and stability.statistic is not None
             else None
         ),
         "sequential": _sequential(samples),

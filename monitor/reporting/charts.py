@@ -57,7 +57,7 @@ def _daily_chart(
     ax.set_title(title, fontsize=10, loc="left")
     ax.set_ylabel(ylabel, fontsize=8)
     first, last = report.start.date(), (report.end - timedelta(days=1)).date()
-    ax.set_xlim(first - timedelta(hours=6), last + timedelta(hours=6))
+    ax.set_xlim(first - timedelta(hours=6), last + timedelta(hours=6))  # type: ignore[arg-type]
     ax.tick_params(labelsize=7)
     ax.grid(True, color="#e3e6eb", linewidth=0.6)
     ax.spines[["top", "right"]].set_visible(False)

@@ -218,9 +218,9 @@ def families(pairs: list[PairSnapshot]) -> list[GaugeMetricFamily]:
                 ):
                     if value is not None:
                         family.add_metric([p.name, tier], value)
-            for scenario, stats in sorted(summary.by_scenario.items()):
+            for scenario, scenario_stats in sorted(summary.by_scenario.items()):
                 for tier in ("fast", "base"):
-                    _timings(timing, p.name, tier, scenario, stats.tier(tier))
+                    _timings(timing, p.name, tier, scenario, scenario_stats.tier(tier))
             _speedups(speedup, p.name, summary)
             for comparison, sim in summary.similarity.items():
                 if sim is not None and sim.mean_ratio is not None:

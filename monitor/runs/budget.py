@@ -78,7 +78,8 @@ def _costs(pair: Pair, rows: Iterable[dict[str, Any]]) -> dict[str, float | None
         cost = sample_cost(endpoints[tier], r["prompt_tokens"], completion, r["cached_tokens"])
         if cost is None and priced(endpoints[tier]) and r["prompt_tokens"] is None:
             continue  # a request that failed before usage: nothing billed that we can see
-        out[tier] = None if cost is None or out[tier] is None else out[tier] + cost
+        so_far = out[tier]
+        out[tier] = None if cost is None or so_far is None else so_far + cost
     return out
 
 

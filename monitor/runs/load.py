@@ -119,7 +119,8 @@ def run_load_probe(
         counts = {lv: min(MAX_LOAD_REQUESTS, requests_per_level or max(8, 2 * lv)) for lv in levels}
         Run.objects.filter(id=run.id).update(planned=2 * sum(counts.values()))
         endpoints = {"fast": pair.fast, "base": pair.base}
-        seq, load = 0, {}
+        seq = 0
+        load: dict[Any, Any] = {}
         for level in levels:
             load[str(level)] = {}
             for tier in TIERS:

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import fields, replace
 from datetime import UTC, datetime
 from functools import partial
+from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, transaction
@@ -333,7 +334,7 @@ def stored_sample(run: Run, item: PlannedRequest) -> Sample | None:
     ).first()
 
 
-def _next(records: queue.Queue, run: Run) -> object:
+def _next(records: queue.Queue, run: Run) -> Any:  # a record pair, _DONE or an exception
     """The next record; the owner beats while it waits, so a slow vendor is not a lost worker."""
     while True:
         try:

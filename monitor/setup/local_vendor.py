@@ -53,13 +53,13 @@ def register(*, urls: dict[str, str], ctx: int, suite_name: str) -> list[Pair]:
         )
     suite = sync_builtin_suite(name=suite_name)
     pairs = []
-    for spec in vendor.PAIRS:
-        if spec.base in endpoints and spec.fast in endpoints:
+    for pair_spec in vendor.PAIRS:
+        if pair_spec.base in endpoints and pair_spec.fast in endpoints:
             pair, _ = Pair.objects.update_or_create(
-                name=spec.name,
+                name=pair_spec.name,
                 defaults={
-                    "base": endpoints[spec.base],
-                    "fast": endpoints[spec.fast],
+                    "base": endpoints[pair_spec.base],
+                    "fast": endpoints[pair_spec.fast],
                     "suite": suite,
                     "active": True,
                     # one repetition, not the default 2: on one llama.cpp thread each costs

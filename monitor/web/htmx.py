@@ -12,7 +12,7 @@ from django.shortcuts import render
 
 def wants_fragment(request: HttpRequest) -> bool:
     htmx = getattr(request, "htmx", None)
-    return bool(htmx) and not htmx.history_restore_request
+    return htmx is not None and bool(htmx) and not htmx.history_restore_request
 
 
 def render_page(

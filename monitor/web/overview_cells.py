@@ -25,17 +25,17 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import OuterRef, Subquery
 from django.template.loader import render_to_string
 from django.utils.safestring import SafeString
 
 from evals import sketch
 from evals.latency import MIN_N
 from evals.records import TIERS
+from monitor import selectors
 from monitor.derived import page_cache
 from monitor.derived.run_summary import RunSummary
 from monitor.judging import speed_window
-from monitor.models import Baseline, Pair, Run, RunKind, RunRollup, RunStatus
+from monitor.models import Pair, Run
 from monitor.web import sparkline
 from monitor.web.cells import NO_DATA, fraction, percentile, similarity, speedup
 
@@ -99,16 +99,8 @@ def newest_numbers(summary: RunSummary, window: Mapping[str, dict]) -> dict[str,
 def latest_verdicts(pair_ids: Sequence[int]) -> dict[int, Audit]:
     """Pair id → its newest finished audit with a verdict (one query: an index lookup per
     pair for the newest audit's id, then those runs' summaries only)."""
-    newest = (
-        Run.objects.filter(pair=OuterRef("pk"), kind=RunKind.AUDIT, status=RunStatus.DONE)
-        .order_by("-created_at", "-id")
-        .values("id")[:1]
-    )
-    ids = Pair.objects.filter(pk__in=pair_ids).annotate(newest=Subquery(newest)).values("newest")
     out = {}
-    for pair_id, run_id, at, data in Run.objects.filter(id__in=ids).values_list(
-        "pair_id", "id", "finished_at", "summary"
-    ):
+    for pair_id, run_id, at, data in selectors.newest_audits(pair_ids):
         v = RunSummary.from_json(data).verdict
         if v:
             alarm = v.monitor.get("alarm")
@@ -127,10 +119,7 @@ def window_ttft(
     id → the start of its oldest run in the window."""
     merged: dict[tuple[int, str], dict[str, int]] = defaultdict(dict)
     oldest: dict[int, datetime] = {}
-    rows = RunRollup.objects.filter(
-        pair_id__in=pair_ids, kind=RunKind.PROBE, at__gte=since, run__status=RunStatus.DONE
-    ).values_list("pair_id", "tier", "at", "ttft_sketch")
-    for pair_id, tier, at, counts in rows:
+    for pair_id, tier, at, counts in selectors.probe_ttft_sketches(pair_ids, since):
         oldest[pair_id] = min(at, oldest.get(pair_id, at))
         into = merged[(pair_id, tier)]
         for key, n in (counts or {}).items():
@@ -151,21 +140,13 @@ def build(
     window, oldest = window_ttft(pair_ids, now - P95_WINDOW)
     claims = {pid: claimed for pid, (_, _, claimed) in pairs.items()}
     speeds = speed_window.window_speedups(claims)
-    summaries = dict(
-        Run.objects.filter(id__in=[i for _, i, _ in pairs.values() if i]).values_list(
-            "id", "summary"
-        )
-    )
+    summaries = selectors.run_summaries([i for _, i, _ in pairs.values() if i])
     drifts = {
         pid: RunSummary.from_json(summaries.get(newest)).drift
         for pid, (_, newest, _) in pairs.items()
     }
     baseline_ids = [d.baseline_id for d in drifts.values() if d and d.baseline_id]
-    frozen = (
-        dict(Baseline.objects.filter(id__in=baseline_ids).values_list("id", "set_at"))
-        if baseline_ids
-        else {}
-    )
+    frozen = selectors.baseline_times(baseline_ids) if baseline_ids else {}
     out = {}
     for pair_id, (_name, newest, _claimed) in pairs.items():
         trend = trends[pair_id]
@@ -218,11 +199,4 @@ def measured(rows: Sequence[tuple[Pair, Run | None]], now: datetime) -> dict[int
 
 def warm(pair: Pair, now: datetime) -> None:
     """Build one pair's cells into the cache (the pipeline, after a run's last write)."""
-    newest = (
-        Run.objects.trend()
-        .filter(pair=pair)
-        .order_by("-created_at", "-id")
-        .only("id", "finished_at")
-        .first()
-    )
-    measured([(pair, newest)], now)
+    measured([(pair, selectors.newest_trend_run(pair))], now)

@@ -6,6 +6,7 @@ summaries (``Run.summary_obj``). A percentile whose n is below the run's minimum
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from monitor.models import Run, RunKind, RunStatus
@@ -132,10 +133,11 @@ def similarity_figure(runs: Sequence[Run], *, note: str = "") -> Figure:
     percent. A fast-vs-base line well under the base-vs-base line is the signal; the floor says
     how much two batches of the same tier already differ.
     """
-    data, ns = [], []
+    data: list[dict[str, Any]] = []
+    ns: list[int] = []
     labels = {"fast_vs_base": "fast vs base", "base_vs_base": "base vs base<br>(noise floor)"}
     for key, name in labels.items():
-        xs, ys, n_col = _percent_series(runs, lambda run, key=key: _similarity(run, key), ns)
+        xs, ys, n_col = _percent_series(runs, partial(_similarity, key=key), ns)
         data.append(
             dict(
                 type="scatter",
@@ -166,9 +168,10 @@ def similarity_figure(runs: Sequence[Run], *, note: str = "") -> Figure:
 
 def pass_rate_figure(runs: Sequence[Run], *, note: str = "") -> Figure:
     """Unit-test pass rate per tier per run (coding cases only), in percent."""
-    data, ns = [], []
+    data: list[dict[str, Any]] = []
+    ns: list[int] = []
     for tier in TIERS:
-        xs, ys, n_col = _percent_series(runs, lambda run, tier=tier: _pass_rate(run, tier), ns)
+        xs, ys, n_col = _percent_series(runs, partial(_pass_rate, tier=tier), ns)
         data.append(
             dict(
                 type="scatter",

@@ -58,7 +58,8 @@ def ttft_trends(pair_ids: Sequence[int], runs: int = RUNS) -> dict[int, Trend]:
 def _paths(values: Sequence[float | None], top: float, count: int) -> list[str]:
     """SVG path data, one sub-path per run of consecutive values (gaps stay gaps)."""
     step = (WIDTH - 2 * PAD) / max(count - 1, 1)
-    parts, current = [], []
+    parts: list[list[str]] = []
+    current: list[str] = []
     for i, v in enumerate(values):
         if v is None:
             if current:

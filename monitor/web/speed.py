@@ -22,13 +22,14 @@ from monitor.web.access import VIEW_RUN, requires
 from monitor.web.cells import NO_DATA, Cell, fraction, percentile
 
 QUANTILES = ("p50", "p90", "p95", "p99")
+METRIC_KEYS = tuple(key for key, _, _ in METRICS)
 TIMINGS = (("ttft_ms", "TTFT"), ("e2e_ms", "E2E"), ("tpot_ms", "TPOT"))
 
 
 def speedup_rows(
     report: dict[str, Any],
     table: str = "speedup",
-    keys: tuple[str, ...] = tuple(m[0] for m in METRICS),
+    keys: tuple[str, ...] = METRIC_KEYS,
 ) -> list[dict[str, Any]]:
     """One row per scenario: per metric the estimate [CI] and its status against the claim."""
     rows = []

@@ -160,7 +160,8 @@ def _panels(titles: Sequence[str]) -> tuple[dict[str, Any], list[dict[str, Any]]
     rows = len(titles)
     spacing = 0.35 / rows
     height = (1.0 - spacing * (rows - 1)) / rows
-    axes, notes = {}, []
+    axes: dict[str, Any] = {}
+    notes: list[dict[str, Any]] = []
     for row, title in enumerate(titles, start=1):
         below = rows - row  # panels under this one
         start = sum([height] * below) + below * spacing

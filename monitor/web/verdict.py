@@ -8,6 +8,7 @@ marked, the top logprobs there.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from django.http import Http404, HttpRequest, HttpResponse
@@ -56,7 +57,7 @@ def _pct(value: float | None, digits: int = 1) -> str:
     return "—" if value is None else f"{100 * value:.{digits}f}%"
 
 
-def _capability_rows(cap: dict[str, Any] | None) -> dict[str, Any] | None:
+def _capability_rows(cap: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if not cap:
         return None
     groups = sorted({g for t in cap["pass_at_1"].values() for g in t}, key=lambda g: g != "all")
@@ -66,7 +67,7 @@ def _capability_rows(cap: dict[str, Any] | None) -> dict[str, Any] | None:
     return {**cap, "pass1_rows": pass1}
 
 
-def _t0_rows(t0: dict[str, Any] | None) -> list[tuple[str, list[str], bool]]:
+def _t0_rows(t0: Mapping[str, Any] | None) -> list[tuple[str, list[str], bool]]:
     """Fast vs base beside the base-vs-base floor, formatted (never recomputed)."""
     rows = []
     for key, label in (("fast_vs_base", "fast vs base"), ("base_vs_base", "base vs base (floor)")):
@@ -230,7 +231,7 @@ def acknowledge(request: HttpRequest, name: str) -> HttpResponse:
 # --- the diff viewer --------------------------------------------------------------------------
 
 
-def _split(text: str, pos: int | None) -> dict[str, str]:
+def _split(text: str, pos: int | None) -> dict[str, Any]:
     """The text cut at the divergence: common prefix, the first differing character, rest."""
     if pos is None:
         return {"prefix": text, "char": "", "rest": "", "ended": False}

@@ -10,7 +10,7 @@ same prompt have in common, so MMD² is a difference of such shares.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from evals.stats.labels import LABEL_WORDS
@@ -169,7 +169,7 @@ def ladder_figure(verdict: Verdict, *, note: str = "") -> Figure:
     return figure(data, merged(layout, xaxis=xaxis, yaxis={"range": [-0.6, 1.8]}))
 
 
-def similarity_figure(t0: dict[str, Any], *, note: str = "") -> Figure:
+def similarity_figure(t0: Mapping[str, Any], *, note: str = "") -> Figure:
     """Overlaid histograms of temperature-0 Indel similarity, fast-vs-base over the
     base-vs-base pairs (the noise floor)."""
     data = []
@@ -206,7 +206,7 @@ def similarity_figure(t0: dict[str, Any], *, note: str = "") -> Figure:
     return figure(data, merged(layout, xaxis={"range": [max(0.0, min(lowest, 90.0) - 5.0), 102.5]}))
 
 
-def divergence_figure(t0: dict[str, Any], *, note: str = "") -> Figure:
+def divergence_figure(t0: Mapping[str, Any], *, note: str = "") -> Figure:
     """Box plots of the first-divergence position (characters) of the pairs that diverge."""
     data = []
     for key, name in (("fast_vs_base", "fast vs base"), ("base_vs_base", "base vs base (floor)")):

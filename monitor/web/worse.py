@@ -39,7 +39,8 @@ def rate_cell(r: Rate) -> str:
     """ "62% [48–74%] (31/50)": the pooled pass rate, its Wilson 95% interval and n."""
     if not r.n:
         return "—"
-    return f"{pct(r.rate)} [{100 * r.low:.0f}–{100 * r.high:.0f}%] ({r.passed}/{r.n})"
+    low, high = 100 * (r.low or 0), 100 * (r.high or 0)
+    return f"{pct(r.rate)} [{low:.0f}–{high:.0f}%] ({r.passed}/{r.n})"
 
 
 def usd(value: float | None) -> str:

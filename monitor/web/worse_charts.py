@@ -49,8 +49,8 @@ def pass_rate_figure(report: WindowReport) -> Figure:
                 error_x={
                     "type": "data",
                     "symmetric": False,
-                    "array": [100 * (r.high - r.rate) if r.n else 0 for r in rates],
-                    "arrayminus": [100 * (r.rate - r.low) if r.n else 0 for r in rates],
+                    "array": [100 * ((r.high or 0) - (r.rate or 0)) for r in rates],
+                    "arrayminus": [100 * ((r.rate or 0) - (r.low or 0)) for r in rates],
                 },
                 customdata=[[r.passed, r.n] for r in rates],
                 hovertemplate="%{y}: %{x:.0f}% (%{customdata[0]} of %{customdata[1]} answers)"
@@ -117,8 +117,8 @@ def difference_figure(report: WindowReport) -> Figure:
         top=90,
         yaxis={"autorange": "reversed"},
     )
-    lows = [v for r in rows for v in (r.diff_points, -(r.mde_points or 0))]
-    highs = [r.diff_points for r in rows]
+    lows = [v for r in rows for v in (r.diff_points or 0.0, -(r.mde_points or 0.0))]
+    highs = [r.diff_points or 0.0 for r in rows]
     xaxis = {
         "zeroline": True,
         "zerolinewidth": 2,

@@ -35,10 +35,14 @@ class Command(BaseCommand):
             names = ", ".join(Pair.objects.values_list("name", flat=True)) or "none yet"
             raise CommandError(f"no pair named {opts['pair']!r} (pairs: {names})")
         try:
-            run = queue_run(pair=pair, kind=opts["kind"], repeat=opts["repeat"], seed=opts["seed"])
+            queued = queue_run(
+                pair=pair, kind=opts["kind"], repeat=opts["repeat"], seed=opts["seed"]
+            )
         except RunAlreadyQueued as exc:
             raise CommandError(str(exc)) from exc
-        run = execute_run(run_id=run.id, cases_limit=opts["cases"])
+        run = execute_run(run_id=queued.id, cases_limit=opts["cases"])
+        if run is None:
+            raise CommandError(f"run #{queued.id} was deleted while it ran")
         if run.status != RunStatus.DONE:
             raise CommandError(f"run {run.id} {run.status}: {run.error}")
         summary = run.summary
