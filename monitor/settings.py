@@ -188,6 +188,8 @@ CELERY_BEAT_SCHEDULE = {
 TIERWATCH_HEARTBEAT_S = env_float("TIERWATCH_HEARTBEAT_S", 30.0)  # a running run beats this often
 TIERWATCH_STALE_AFTER_S = env_float("TIERWATCH_STALE_AFTER_S", 300.0)  # silent this long: lost
 TIERWATCH_QUEUED_STALE_S = env_float("TIERWATCH_QUEUED_STALE_S", 3600.0)  # never started: lost
+# still queued this long after its task was sent: sent again (monitor.runs.watchdog.resend_lost)
+TIERWATCH_RESEND_AFTER_S = env_float("TIERWATCH_RESEND_AFTER_S", 600.0)
 TIERWATCH_RUN_MAX_S = env_float("TIERWATCH_RUN_MAX_S", 3600.0)  # execute_run_task's time_limit
 TIERWATCH_OVERDUE_GRACE_S = env_float("TIERWATCH_OVERDUE_GRACE_S", 900.0)  # beyond the interval
 TIERWATCH_DB_RETRY_S = env_float("TIERWATCH_DB_RETRY_S", 60.0)  # a sample save rides out a restart
