@@ -57,10 +57,10 @@ class AddPairForm(forms.Form):
         help_text="Repetitions per case and tier; 2 or more gives the base-vs-base noise floor.",
     )
     probe_every_minutes = forms.IntegerField(
-        min_value=1, required=False, initial=pair_defaults.PROBE_EVERY_MIN
+        label="probe every", min_value=1, required=False, initial=pair_defaults.PROBE_EVERY_MIN
     )
     audit_every_hours = forms.IntegerField(
-        min_value=1, required=False, initial=pair_defaults.AUDIT_EVERY_H
+        label="audit every", min_value=1, required=False, initial=pair_defaults.AUDIT_EVERY_H
     )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
