@@ -151,6 +151,10 @@ else:
             "processed_folder": str(_BROKER_DIR / "processed"),
             "store_processed": False,
             "control_folder": str(_BROKER_DIR / "control"),
+            # kombu polls the folders every 1 s by default: a worker ping then took ~2 s and
+            # /health over its 1 s promise; at 0.1 s it answers in ~0.1-0.2 s
+            # (docs/benchmarks.md, "/health"), for a directory listing ten times a second
+            "polling_interval": 0.1,
         }
 # Page figures and the speed page's bootstrap (monitor.derived.page_cache): shared by the web and
 # worker processes, so a run's new summary reaches every page process: Redis with REDIS_URL,
