@@ -11,7 +11,10 @@ from django_celery_beat.models import PeriodicTask
 
 from monitor.models import AlertRule, Channel, ConfigChange, Endpoint, Pair
 from tests import factories
-from tests.monitor.test_vendor_failures import NO_KEY, refusing_url  # noqa: F401
+from tests.monitor import test_vendor_failures
+from tests.monitor.test_vendor_failures import NO_KEY
+
+refusing_url = test_vendor_failures.refusing_url  # the 401 server, as a fixture here
 
 pytestmark = pytest.mark.django_db
 
@@ -83,7 +86,7 @@ def test_a_saved_pair_gets_its_schedules_rule_and_audit_entries(operator):
     )
 
 
-def test_test_connection_says_what_each_endpoint_answered(operator, demo_vendor_url, refusing_url):  # noqa: F811
+def test_test_connection_says_what_each_endpoint_answered(operator, demo_vendor_url, refusing_url):
     data = form(demo_vendor_url, base_base_url=refusing_url, action="test")
     page = operator.post("/pairs/add/", data, HTTP_HX_REQUEST="true")
     html = page.content.decode()

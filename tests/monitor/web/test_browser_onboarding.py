@@ -14,8 +14,11 @@ from monitor.models import Pair, Run
 from monitor.runs.pipeline import execute_run
 from monitor.tasks import probe_pair_task
 from tests import factories
-from tests.monitor.test_vendor_failures import NO_KEY, refusing_url  # noqa: F401
+from tests.monitor import test_vendor_failures
+from tests.monitor.test_vendor_failures import NO_KEY
 from tests.monitor.web.browser import CHROMIUM, launch, screenshots_dir
+
+refusing_url = test_vendor_failures.refusing_url  # the 401 server, as a fixture here
 
 pytestmark = [
     pytest.mark.browser,
@@ -93,7 +96,7 @@ def test_a_failed_test_connection_shows_the_vendors_message(
     live_server,
     monkeypatch,
     demo_vendor_url,
-    refusing_url,  # noqa: F811
+    refusing_url,
 ):
     sync_api = pytest.importorskip("playwright.sync_api")
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
