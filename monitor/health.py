@@ -171,16 +171,15 @@ def health(request: HttpRequest) -> JsonResponse:
             if checks["database"].ok
             else Check(False, "not known: the database is down")
         )
-    queue = None
+    queue: dict[str, object] = {}
     if checks["database"].ok:
-        queue = queue_state()
-        checks["queue"] = timed(lambda: check_queue(queue))
+        checks["queue"] = timed(lambda: check_queue(queue.update(queue_state()) or queue))
     else:
         checks["queue"] = Check(False, "not known: the database is down")
     ok = all(c.ok for c in checks.values())
     body = {
         "status": "ok" if ok else "fail",
         "checks": {k: asdict(v) for k, v in checks.items()},
-        "queue": queue,
+        "queue": queue or None,
     }
     return JsonResponse(body, status=200 if ok else 503)

@@ -101,4 +101,4 @@ def test_the_pair_page_tests_its_connection(operator, demo_vendor_url):
     pair = factories.vendor_pair(demo_vendor_url, suite="smoke")
     page = operator.post(f"/pairs/{pair.name}/test-connection/", HTTP_HX_REQUEST="true")
     html = page.content.decode()
-    assert page.status_code == 200 and html.count('class="check ok"') == 2
+    assert page.status_code == 200 and html.count('class="check answered"') == 2

@@ -67,7 +67,7 @@ def test_a_pair_added_in_the_browser_runs_on_its_schedule(
             assert page.input_value("#id_probe_every_minutes") == "15"
             fill(page, demo_vendor_url, demo_vendor_url)
             page.click("button[value=test]")
-            page.locator("#connection-results .check.ok").nth(1).wait_for(timeout=20_000)
+            page.locator("#connection-results .check.answered").nth(1).wait_for(timeout=20_000)
             text = page.locator("#connection-results").inner_text()
             assert "fast · acme-fast: answered — HTTP 200 · model demo-fast" in text
             assert "base · acme-base: answered" in text and "TTFT" in text
@@ -111,7 +111,7 @@ def test_a_failed_test_connection_shows_the_vendors_message(
             failed = page.locator("#connection-results .check.failed")
             failed.wait_for(timeout=20_000)
             assert f"base · acme-base: failed: HTTP 401: {NO_KEY}" in failed.inner_text()
-            assert page.locator("#connection-results .check.ok").count() == 1
+            assert page.locator("#connection-results .check.answered").count() == 1
             assert page.input_value("#id_base_base_url") == refusing_url  # the form kept
             page.screenshot(path=str(screenshots_dir() / "add-pair-refused.png"), full_page=True)
         finally:
