@@ -12,7 +12,7 @@ from django_celery_beat.models import PeriodicTask
 
 from monitor import models
 from monitor.alerting.channels import send_test
-from monitor.setup import audit, pair_defaults
+from monitor.setup import audit, connection, pair_defaults
 
 
 class AuditedAdmin(admin.ModelAdmin):
@@ -56,6 +56,17 @@ class AuditedPeriodicTaskAdmin(AuditedAdmin, PeriodicTaskAdmin):
 class EndpointAdmin(AuditedAdmin):
     list_display = ("name", "protocol", "base_url", "model", "api_key_env", "simulated")
     search_fields = ("name", "model", "base_url")
+    actions = ["test_connection"]
+
+    @admin.action(description="Test connection (one short request to each selected endpoint)")
+    def test_connection(self, request, queryset):
+        """What each endpoint answered, as a message per endpoint (``monitor.setup.connection``);
+        an audit-log entry each, nothing else stored."""
+        checks = [connection.check(endpoint) for endpoint in queryset[:20]]
+        connection.record(checks, user=request.user, source="admin")
+        for check in checks:
+            level = messages.SUCCESS if check.ok else messages.ERROR
+            self.message_user(request, f"{check.endpoint}: {check.summary}", level)
 
 
 class CaseInline(admin.TabularInline):

@@ -1,5 +1,5 @@
-"""``/health``: the database, the broker, a worker, beat and the probe schedules, for an
-outside uptime check.
+"""``/health``: the database, the broker, a worker, beat, the probe schedules and the queue of
+runs waiting (its depth and the oldest's age), for an outside uptime check.
 
 No login, JSON, HTTP 200 when every check passes and 503 otherwise, each check with its latency
 and a reason. Beat is judged by the last time the watchdog ran (it runs from beat, in a worker),
@@ -82,10 +82,11 @@ def check_broker() -> Check:
 def check_worker() -> Check:
     from monitor.celery import app
 
-    replies = app.control.ping(timeout=PING_TIMEOUT_S)
+    # limit=1: back at the first reply; without it the ping always waited out its timeout
+    replies = app.control.ping(timeout=PING_TIMEOUT_S, limit=1)
     if not replies:
         return Check(False, f"no worker answered a ping within {PING_TIMEOUT_S:.0f} s")
-    return Check(True, f"{len(replies)} worker(s) answered a ping")
+    return Check(True, "a worker answered a ping")
 
 
 def check_beat() -> Check:
@@ -117,6 +118,36 @@ def check_schedules() -> Check:
     return Check(True, f"{len(on_time)} scheduled pair(s) on time")
 
 
+def queue_state() -> dict[str, object]:
+    """Runs waiting for a worker, from the database (what the broker holds says nothing of a
+    message lost): how many, and the oldest's id and age in seconds."""
+    from monitor.models import Run, RunStatus
+
+    queued = Run.objects.filter(status=RunStatus.QUEUED)
+    oldest = queued.order_by("created_at", "pk").values("pk", "created_at").first()
+    age = (timezone.now() - oldest["created_at"]).total_seconds() if oldest else None
+    return {
+        "depth": queued.count(),
+        "oldest_run": oldest["pk"] if oldest else None,
+        "oldest_s": round(age, 1) if age is not None else None,
+    }
+
+
+def check_queue(state: dict[str, object]) -> Check:
+    """Fails when the oldest queued run waited longer than ``TIERWATCH_OVERDUE_GRACE_S``: the
+    workers are falling behind (or its message was lost) and the schedules will soon be late."""
+    if not state["depth"]:
+        return Check(True, "no run queued")
+    grace = settings.TIERWATCH_OVERDUE_GRACE_S
+    reason = (
+        f"{state['depth']} run(s) queued, the oldest (run {state['oldest_run']}) "
+        f"for {state['oldest_s']:.0f} s"
+    )
+    if float(state["oldest_s"]) > grace:  # type: ignore[arg-type]
+        return Check(False, f"{reason}: longer than {grace:.0f} s, the workers fall behind")
+    return Check(True, reason)
+
+
 def timed(check: Callable[[], Check]) -> Check:
     start = time.perf_counter()
     try:
@@ -140,6 +171,20 @@ def health(request: HttpRequest) -> JsonResponse:
             if checks["database"].ok
             else Check(False, "not known: the database is down")
         )
+    queue: dict[str, object] = {}
+
+    def queue_check() -> Check:
+        queue.update(queue_state())  # kept for the body's "queue" figures
+        return check_queue(queue)
+
+    if checks["database"].ok:
+        checks["queue"] = timed(queue_check)
+    else:
+        checks["queue"] = Check(False, "not known: the database is down")
     ok = all(c.ok for c in checks.values())
-    body = {"status": "ok" if ok else "fail", "checks": {k: asdict(v) for k, v in checks.items()}}
+    body = {
+        "status": "ok" if ok else "fail",
+        "checks": {k: asdict(v) for k, v in checks.items()},
+        "queue": queue or None,
+    }
     return JsonResponse(body, status=200 if ok else 503)

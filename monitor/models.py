@@ -421,6 +421,9 @@ class Run(models.Model):
     # when its timed requests ended and the run was handed to the sandbox queue (EVALUATING)
     measured_at = models.DateTimeField(null=True, blank=True)
     attempt = models.PositiveSmallIntegerField(default=0)
+    # when its task was last sent (``monitor.runs.watchdog.resend_lost``): a queued run whose
+    # message a killed worker took with it is sent again instead of blocking its pair
+    sent_at = models.DateTimeField(null=True, blank=True)
     summary = models.JSONField(default=dict, blank=True)
     verdict = models.TextField(blank=True)
     error = models.TextField(blank=True)

@@ -151,6 +151,10 @@ else:
             "processed_folder": str(_BROKER_DIR / "processed"),
             "store_processed": False,
             "control_folder": str(_BROKER_DIR / "control"),
+            # kombu polls the folders every 1 s by default: a worker ping then took ~2 s and
+            # /health over its 1 s promise; at 0.1 s it answers in ~0.1-0.2 s
+            # (docs/benchmarks.md, "/health"), for a directory listing ten times a second
+            "polling_interval": 0.1,
         }
 # Page figures and the speed page's bootstrap (monitor.derived.page_cache): shared by the web and
 # worker processes, so a run's new summary reaches every page process: Redis with REDIS_URL,
@@ -188,6 +192,8 @@ CELERY_BEAT_SCHEDULE = {
 TIERWATCH_HEARTBEAT_S = env_float("TIERWATCH_HEARTBEAT_S", 30.0)  # a running run beats this often
 TIERWATCH_STALE_AFTER_S = env_float("TIERWATCH_STALE_AFTER_S", 300.0)  # silent this long: lost
 TIERWATCH_QUEUED_STALE_S = env_float("TIERWATCH_QUEUED_STALE_S", 3600.0)  # never started: lost
+# still queued this long after its task was sent: sent again (monitor.runs.watchdog.resend_lost)
+TIERWATCH_RESEND_AFTER_S = env_float("TIERWATCH_RESEND_AFTER_S", 600.0)
 TIERWATCH_RUN_MAX_S = env_float("TIERWATCH_RUN_MAX_S", 3600.0)  # execute_run_task's time_limit
 TIERWATCH_OVERDUE_GRACE_S = env_float("TIERWATCH_OVERDUE_GRACE_S", 900.0)  # beyond the interval
 TIERWATCH_DB_RETRY_S = env_float("TIERWATCH_DB_RETRY_S", 60.0)  # a sample save rides out a restart

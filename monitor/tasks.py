@@ -12,6 +12,7 @@ import logging
 
 from celery import shared_task
 from django.db import OperationalError
+from django.utils import timezone
 
 from monitor.alerting import lifecycle
 from monitor.derived import retention, run_end
@@ -33,8 +34,15 @@ def enqueue_run(
     """Create the run now (``steps.queue_run``: raises ``steps.RunAlreadyQueued`` while one of
     the pair and kind waits); the worker picks it up once the transaction has committed."""
     run = steps.queue_run(pair=pair, kind=kind, trigger=trigger, repeat=repeat)
-    execute_run_task.delay_on_commit(run.id, kind=run.kind)  # the kind picks the queue
+    send_run(run)
     return run
+
+
+def send_run(run: Run) -> None:
+    """Send the run's task once the transaction has committed, and note when
+    (``Run.sent_at``: the watchdog sends a queued run again when its message was lost)."""
+    Run.objects.filter(pk=run.pk).update(sent_at=timezone.now())
+    execute_run_task.delay_on_commit(run.id, kind=run.kind)  # the kind picks the queue
 
 
 def escalate_to_audit(pair: Pair) -> Run:
@@ -120,7 +128,7 @@ def monthly_report_task() -> int:
 def watchdog_task() -> int:
     """Every minute (settings.CELERY_BEAT_SCHEDULE): reap stuck runs, check that each
     scheduled pair is still measured, and record that the watchdog ran (``/health``)."""
-    changed = watchdog.run_watchdog()
+    changed = watchdog.run_watchdog(resend=send_run)
     for alert in changed:
         notify_task.delay(alert.id)
     return len(changed)

@@ -9,6 +9,8 @@
   (``heartbeat.evaluation_lost``), is marked failed with a reason starting "worker lost". What it
   stored stays and is summarised; one alert per run, claimed by the same conditional update that
   fails the run, so two watchdogs never alert twice.
+- **resend**: a run still ``queued`` ``TIERWATCH_RESEND_AFTER_S`` after its task was sent has
+  its task sent again (``resend_lost`` says why messages vanish); the claim makes it run once.
 - **dead man's switch**: for each enabled probe schedule, when no scheduled run of the pair
   finished within the schedule's interval plus ``TIERWATCH_OVERDUE_GRACE_S``, an alert opens
   (once, until a scheduled run finishes again, which resolves it). Beat down, worker down and
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -241,9 +244,42 @@ def check_schedules(now: datetime | None = None) -> list[Alert]:
     return changed
 
 
-def run_watchdog(now: datetime | None = None) -> list[Alert]:
-    """One pass: reap, check the schedules, then record that the watchdog ran."""
-    changed = reap_stale_runs(now) + check_schedules(now)
+def resend_lost(resend: Callable[[Run], object], now: datetime | None = None) -> list[int]:
+    """Send again the task of each run still queued ``TIERWATCH_RESEND_AFTER_S`` after its
+    task was last sent; the ids sent.
+
+    Why: the message of a queued run can vanish while its row stays ``queued``. kombu's
+    filesystem broker (the demo's) moves a message's file out of the queue when a worker
+    reserves it, so a worker killed before it acknowledged (the demo's stop sends SIGKILL after
+    10 s, an OOM kill, a second Ctrl-C) takes every message it had reserved with it; Redis gives
+    them back only after its visibility timeout (1 h). A task that gave up before its claim
+    (a database locked past its retries) leaves the same state. With one queued run per pair
+    and kind (``steps.queue_run``), that run then blocked every later tick of its schedule
+    until the reaper failed it after ``TIERWATCH_QUEUED_STALE_S``; before that rule, later runs
+    of the pair ran while it stayed queued. A second delivery is harmless: the claim is one
+    conditional update, so a duplicate finds the run taken and does nothing."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=settings.TIERWATCH_RESEND_AFTER_S)
+    lost = Run.objects.filter(status=RunStatus.QUEUED).filter(
+        Q(sent_at__lt=cutoff) | Q(sent_at__isnull=True, created_at__lt=cutoff)
+    )
+    sent = []
+    for run in lost.order_by("pk"):
+        log.warning("run %s of pair %s: still queued; its task is sent again", run.pk, run.pair_id)
+        resend(run)
+        sent.append(run.pk)
+    return sent
+
+
+def run_watchdog(
+    now: datetime | None = None, resend: Callable[[Run], object] | None = None
+) -> list[Alert]:
+    """One pass: reap, send again what looks lost (``resend``: the task passes
+    ``send_run``), check the schedules, then record that the watchdog ran."""
+    changed = reap_stale_runs(now)
+    if resend is not None:
+        resend_lost(resend, now)
+    changed += check_schedules(now)
     Beacon.objects.update_or_create(name=WATCHDOG_BEACON, defaults={"seen_at": timezone.now()})
     return changed
 

@@ -14,6 +14,7 @@ VIEW_RUN = "monitor.view_run"
 VIEW_SAMPLE = "monitor.view_sample"
 VIEW_REPORT = "monitor.view_reportarchive"
 ADD_RUN = "monitor.add_run"
+ADD_PAIR = "monitor.add_pair"  # the add-a-pair page (operators)
 VIEW_ALERT = "monitor.view_alert"
 CHANGE_ALERT = "monitor.change_alert"  # acknowledge, silence (operators)
 ADD_MAINTENANCE = "monitor.add_maintenancewindow"

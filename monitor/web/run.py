@@ -5,6 +5,8 @@ Tables format the run's typed summary (``Run.summary_obj``); nothing is recomput
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
@@ -18,6 +20,7 @@ from monitor.web.htmx import render_page
 from monitor.web.worse import usd
 
 PERCENTILES = ("p50", "p95")
+FILTERS = ("tier", "case", "error")  # the samples' filters (query parameters)
 
 
 def similarity_rows(summary: RunSummary) -> list[tuple[str, list[Cell]]]:
@@ -113,7 +116,13 @@ def scenario_rows(summary: RunSummary) -> list[tuple[str, list[Cell]]]:
 @requires(VIEW_RUN)
 @require_GET
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
-    run, samples = selectors.run_with_samples(run_id)
+    run = selectors.get_run(run_id)
+    chosen = {k: request.GET.get(k, "").strip()[:200] for k in FILTERS}
+    try:
+        number = int(request.GET.get("page") or 1)
+    except ValueError:
+        number = 1
+    samples = selectors.run_samples_page(run, page=number, **chosen)
     summary = run.summary_obj
     speed = summary.speedup
     context = {
@@ -121,7 +130,8 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "pair": run.pair,
         "simulated": run.pair.simulated,
         "samples": samples,
-        "samples_capped": len(samples) >= selectors.MAX_SAMPLES_SHOWN,
+        "chosen": chosen,
+        "query": urlencode({k: v for k, v in chosen.items() if v}),
         "tier_rows": tier_rows(summary) if summary.has_tiers else [],
         "scenario_rows": scenario_rows(summary),
         "sim_rows": similarity_rows(summary),

@@ -11,6 +11,7 @@ from monitor.web import (
     exports,
     maintenance,
     metrics,
+    onboarding,
     overview,
     pair,
     reports,
@@ -23,8 +24,14 @@ from monitor.web import (
 
 pages = [
     path("", overview.overview, name="overview"),
+    path("pairs/add/", onboarding.add_pair, name="add_pair"),  # before the pair: "add" is no pair
     path("pairs/<slug:name>/", pair.pair_detail, name="pair"),
     path("pairs/<slug:name>/probe/", pair.run_probe, name="run_probe"),
+    path(
+        "pairs/<slug:name>/test-connection/",
+        onboarding.test_pair_connection,
+        name="test_connection",
+    ),
     path("pairs/<slug:name>/timeline/", timeline.timeline, name="timeline"),
     path("pairs/<slug:name>/maintenance/", maintenance.add_window, name="add_maintenance"),
     path("alerts/<int:alert_id>/<slug:action>/", timeline.alert_action, name="alert_action"),

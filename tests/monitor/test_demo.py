@@ -1,5 +1,6 @@
 """The README's first command, as a user runs it: the embedded demo starts, prints a URL and a
-login, and data flows (SQLite + filesystem broker + simulated vendor, nothing else)."""
+login, and data flows (SQLite + filesystem broker + simulated vendor, nothing else); its console
+ends with that banner, the children's access, axes and worker lines going to a log file."""
 
 import os
 import re
@@ -80,6 +81,14 @@ def test_the_demo_starts_prints_a_url_and_data_flows(tmp_path):
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
+    # The console: the banner last, then only "stopping…"; the children's lines in the log file.
+    console = "".join(lines) + proc.stdout.read()
+    after_banner = console.split("web, worker and vendor logs: ", 1)
+    assert len(after_banner) == 2 and after_banner[1].startswith(str(tmp_path / "demo.log"))
+    assert after_banner[1].splitlines()[1:] in ([], ["stopping…"]), console[-2000:]
+    assert '"GET /' not in console and "AXES" not in console and "celery@" not in console
+    log = (tmp_path / "demo.log").read_text()
+    assert '"GET / HTTP/1.1" 200' in log and "AXES: Successful login" in log
     for port in (web_port, vendor_port):
         with pytest.raises(OSError):
             socket.create_connection(("127.0.0.1", port), timeout=1).close()

@@ -7,7 +7,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from monitor.models import Beacon
+from monitor.models import Beacon, Run
+from monitor.runs.steps import create_run
 from monitor.runs.watchdog import run_watchdog
 from monitor.setup.schedules import ensure_probe_schedule
 from tests.factories import free_port, vendor_pair
@@ -64,3 +65,27 @@ def test_it_fails_when_a_scheduled_pair_went_unmeasured(client, demo_vendor_url)
     assert schedules["reason"] == (
         "overdue: pair p: probe every 60 s (none finished yet; grace 900 s)"
     )
+
+
+def test_it_reports_the_queue_depth_and_the_oldest_queued_runs_age(client, demo_vendor_url):
+    """The demo fell behind (56 runs queued, the oldest 24 minutes) while /health said "on
+    time": the queue is now a check of its own, failing past the overdue grace."""
+    assert client.get("/health").json()["queue"] == {
+        "depth": 0,
+        "oldest_run": None,
+        "oldest_s": None,
+    }
+    pair = vendor_pair(demo_vendor_url, suite="smoke")
+    old, new = create_run(pair=pair), create_run(pair=pair, kind="audit")
+    Run.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(seconds=120))
+    body = client.get("/health").json()
+    assert body["queue"]["depth"] == 2 and body["queue"]["oldest_run"] == old.pk
+    assert 120 <= body["queue"]["oldest_s"] < 600
+    queue = body["checks"]["queue"]
+    assert queue["ok"]
+    assert re.match(rf"2 run\(s\) queued, the oldest \(run {old.pk}\) for 12\d s$", queue["reason"])
+    Run.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(seconds=1000))
+    queue = client.get("/health").json()["checks"]["queue"]
+    assert not queue["ok"]
+    assert queue["reason"].endswith("longer than 900 s, the workers fall behind")
+    assert new.status == "queued"

@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -86,6 +87,21 @@ def demo_env(environ: os._Environ | dict[str, str], port: int | None) -> dict[st
     return env
 
 
+def banner(label: str, port: int, every: int, log_path: Path) -> str:
+    """The last lines on the console: where to go, how to log in, where the rest went."""
+    return (
+        f"\n  tierwatch demo ({label}) is running:\n"
+        f"    open  http://127.0.0.1:{port}/\n"
+        f"    login {DEMO_USER} / {DEMO_PASSWORD}\n"
+        f"  probes every {every} s; Ctrl-C stops everything.\n"
+        f"  web, worker and vendor logs: {log_path}\n"
+    )
+
+
+def tail(path: Path, lines: int = 20) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
 class Command(BaseCommand):
     help = "Start the demo: simulated vendor, Celery worker with beat, and the web server."
 
@@ -136,8 +152,15 @@ class Command(BaseCommand):
         port = None if opts["no_web"] else free_port(opts["port"])
         env = demo_env(os.environ, port)
 
+        log_path = settings.VAR_DIR / "demo.log"
+        log = open(log_path, "w")  # noqa: SIM115 (closed in the finally below)
+
         def start(cmd: list[str]) -> subprocess.Popen:
-            proc = subprocess.Popen(cmd, env=env, start_new_session=True)
+            """The children's output (access lines, axes, the worker) goes to ``log_path``, so
+            the console keeps the banner last and readable."""
+            proc = subprocess.Popen(
+                cmd, env=env, start_new_session=True, stdout=log, stderr=subprocess.STDOUT
+            )
             procs.append(proc)
             return proc
 
@@ -176,18 +199,16 @@ class Command(BaseCommand):
                     ]
                 )
                 wait_http(f"http://127.0.0.1:{port}/accounts/login/", "the web server")
-                self.stdout.write(
-                    self.style.SUCCESS(
-                        f"\n  tierwatch demo ({label}) is running:\n"
-                        f"    open  http://127.0.0.1:{port}/\n"
-                        f"    login {DEMO_USER} / {DEMO_PASSWORD}\n"
-                        f"  probes every {every} s; Ctrl-C stops everything.\n"
-                    )
-                )
+                self.stdout.write(banner(label, port, every, log_path))
+            else:
+                self.stdout.write(f"demo worker and vendor running; logs in {log_path}")
             while all(p.poll() is None for p in procs):
                 time.sleep(1)
             dead = [p.args for p in procs if p.poll() is not None]
-            raise CommandError(f"a demo process exited: {dead}")
+            log.flush()
+            raise CommandError(
+                f"a demo process exited: {dead}\nthe end of {log_path}:\n{tail(log_path)}"
+            )
         except KeyboardInterrupt:
             self.stdout.write("stopping…")
         finally:
@@ -199,6 +220,7 @@ class Command(BaseCommand):
                     proc.wait(timeout=10)
                 except subprocess.TimeoutExpired:
                     os.killpg(proc.pid, signal.SIGKILL)
+            log.close()
             if owned:  # after the worker: nothing probes the servers any more
                 stopped = vendor.down(owned)
                 deactivate(targets=owned)
