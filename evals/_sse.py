@@ -71,6 +71,7 @@ class Stream:
         "failure",
         "queued",
         "tier_fields",
+        "named_tier",
         "calls",
         "refusal_parts",
         "server_blocks",
@@ -89,6 +90,9 @@ class Stream:
         self.rec, self.protocol, self.limit, self.lane = rec, protocol, limit, lane
         # header names / dotted JSON keys reporting the served tier (the endpoint's config)
         self.tier_fields = tier_fields
+        # the tier one of those named (header or field): it wins over the protocol's own report,
+        # e.g. Anthropic's usage.speed "fast" beside its usage.service_tier "standard"
+        self.named_tier = ""
         # the substring that may end the stream (besides "data: [DONE]"), checked per event
         self.end_mark = b"response.completed" if protocol == "responses" else b"message_stop"
         self.parsed = 0  # events[:parsed] are interpreted
@@ -223,8 +227,10 @@ class Stream:
             self._responses(obj, name, now)
         else:
             self._openai(obj, now)
-        if self.tier_fields and not self.rec.served_tier:
-            self.rec.served_tier = _dotted_tier(obj, self.tier_fields)
+        if self.tier_fields:
+            self.named_tier = self.named_tier or _dotted_tier(obj, self.tier_fields)
+            if self.named_tier:
+                self.rec.served_tier = self.named_tier
 
     def take_tier_headers(self, headers: Any) -> None:
         """The served tier from a response header named in ``tier_fields``, if any: headers
@@ -232,7 +238,7 @@ class Stream:
         for name in self.tier_fields:
             value = headers.get(name)
             if value:
-                self.rec.served_tier = str(value)[:40]
+                self.rec.served_tier = self.named_tier = str(value)[:40]
                 return
 
     def _token(self, piece: str, now: float) -> None:

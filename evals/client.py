@@ -205,9 +205,11 @@ def _responses_body(endpoint: EndpointSpec, request: ChatRequest) -> dict[str, A
     return body
 
 
-def _request_parts(
+def build_request(
     endpoint: EndpointSpec, request: ChatRequest
 ) -> tuple[str, dict[str, str], bytes]:
+    """The request exactly as sent: URL, headers (the key included) and the JSON body. The
+    presets' fixtures (``tests/data/presets``) are this, for a one-message probe."""
     base = endpoint.base_url.rstrip("/")
     headers = {
         **endpoint.extra_headers,  # first: the client's own below win (validation refuses them)
@@ -519,7 +521,7 @@ async def stream_chat(
 
     await lane.turn()  # building and sending the request: one piece
     try:
-        url, headers, body = _request_parts(endpoint, request)
+        url, headers, body = build_request(endpoint, request)
         async with asyncio.timeout(endpoint.timeout_s):
             try:
                 await attempt(url, headers, body, fresh=False)

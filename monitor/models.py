@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 import secrets
 import urllib.parse
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from croniter import croniter
 from django.conf import settings
@@ -24,6 +25,7 @@ from django.db.models.signals import post_delete
 from django.dispatch import receiver
 from django.utils import timezone
 
+from evals.presets import PRESETS, resolve, unknown_preset
 from evals.records import PROBE_FIELDS, PROBE_HEADERS, EndpointSpec
 from monitor.alerting import metrics_catalogue
 from monitor.derived.run_summary import RunSummary
@@ -147,6 +149,12 @@ class Endpoint(models.Model):
         "then has no temperature field).",
     )
     simulated = models.BooleanField(default=False, help_text="Served by the simulated demo vendor.")
+    preset = models.CharField(
+        max_length=40,
+        blank=True,
+        help_text="The vendor tier's preset (evals.presets) applied when saved: it fills the "
+        "protocol, body, headers and served-tier fields; fields you set win.",
+    )
     expected_tier = models.CharField(
         max_length=40,
         blank=True,
@@ -176,6 +184,18 @@ class Endpoint(models.Model):
         super().clean()
         if self.api_key_env and (problem := key_env_problem(self.api_key_env)):
             raise ValidationError({"api_key_env": problem})
+        if self.preset and self.preset not in PRESETS:
+            raise ValidationError({"preset": unknown_preset(self.preset)})
+
+    def apply_preset(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        """Fill the fields the preset sets (``evals.presets.resolve``), the ``given`` ones (the
+        fields the user set: a config file's keys, a form's changed fields) winning; returns
+        what it set. The one way a preset is applied: by ``apply_config`` and by the admin
+        form alike."""
+        fields = resolve(self.preset, given) if self.preset in PRESETS else {}
+        for name, value in fields.items():
+            setattr(self, name, value)
+        return fields
 
     def api_key(self) -> str | None:
         """Read at request time, so a rotated key needs no database change; stripped, and
