@@ -76,9 +76,17 @@ class EndpointForm(forms.ModelForm):
     def clean(self):
         data = super().clean()
         if data.get("preset") and (self.instance.pk is None or "preset" in self.changed_data):
-            given = {f: data[f] for f in self.changed_data if f in data and f != "preset"}
+            # what the user set: a field changed in this form and not left at its default
+            blank = models.Endpoint()
+            given = {
+                f: data[f]
+                for f in self.changed_data
+                if f in data and f != "preset" and data[f] != getattr(blank, f, None)
+            }
             given["model"] = data.get("model")
             data.update(models.Endpoint(preset=data["preset"]).apply_preset(given))
+        if not data.get("base_url") and "base_url" not in self.errors:
+            self.add_error("base_url", "Required, unless the chosen preset sets it.")
         return data
 
 
