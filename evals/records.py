@@ -65,6 +65,9 @@ ERROR_CLASSES = (
     "refusal",  # the model declined (OpenAI delta.refusal, Anthropic stop_reason refusal)
     "unsupported_encoding",  # a compressed body in an encoding the client cannot decode
 )
+# a served tier as kept: long enough for a model id reported as the tier (Fireworks'
+# "accounts/fireworks/models/…-fast"), whose difference is often at the end
+TIER_CHARS = 200
 TEXT_KEPT_CHARS = 65_536  # of an oversized body's text: a bounded prefix, said so in the record
 REPLACEMENT = "\ufffd"
 

@@ -26,7 +26,7 @@ from django.dispatch import receiver
 from django.utils import timezone
 
 from evals.presets import PRESETS, resolve, unknown_preset
-from evals.records import PROBE_FIELDS, PROBE_HEADERS, EndpointSpec
+from evals.records import PROBE_FIELDS, PROBE_HEADERS, TIER_CHARS, EndpointSpec
 from monitor.alerting import metrics_catalogue
 from monitor.derived.run_summary import RunSummary
 from monitor.env import EnvError, env_secret
@@ -156,7 +156,7 @@ class Endpoint(models.Model):
         "protocol, body, headers and served-tier fields; fields you set win.",
     )
     expected_tier = models.CharField(
-        max_length=40,
+        max_length=TIER_CHARS,
         blank=True,
         help_text="The tier the vendor should report serving, e.g. 'priority'; empty: not checked.",
     )
@@ -526,7 +526,9 @@ class Sample(models.Model):
     cached_tokens = models.PositiveIntegerField(null=True, blank=True)
     model_id = models.CharField(max_length=200, blank=True)
     system_fingerprint = models.CharField(max_length=200, blank=True)
-    served_tier = models.CharField(max_length=40, blank=True, help_text="as the vendor reported")
+    served_tier = models.CharField(
+        max_length=TIER_CHARS, blank=True, help_text="as the vendor reported"
+    )
     headers = models.JSONField(default=dict, blank=True)
     logprobs = models.JSONField(null=True, blank=True)
     server_timings = models.JSONField(null=True, blank=True)

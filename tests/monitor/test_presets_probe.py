@@ -15,6 +15,7 @@ from monitor.runs.steps import create_run
 from monitor.setup.config import apply_config_text
 
 pytestmark = pytest.mark.django_db
+FW = "accounts/fireworks/models/llama-v3p3-70b-instruct"  # a model id past 40 characters
 CASES = 4  # per tier; half of the fast tier's requests are downgraded
 
 # (fast preset, base preset, vendor path, fast model, base model, extra fast fields,
@@ -38,10 +39,8 @@ CASES_TABLE = [
     ("openrouter-nitro", "openrouter-pinned", "openrouter", "meta-llama/llama-3.3-70b-instruct",
      "meta-llama/llama-3.3-70b-instruct", "", {"Cerebras", "DeepInfra"}, "", None,
      {"DeepInfra"}),
-    ("fireworks-model", "fireworks-model", "fireworks", "llama-v3p3-70b-instruct-fast",
-     "llama-v3p3-70b-instruct", "", {"llama-v3p3-70b-instruct-fast",
-     "llama-v3p3-70b-instruct-fast-standard"}, "llama-v3p3-70b-instruct-fast", 0.5,
-     {"llama-v3p3-70b-instruct"}),
+    ("fireworks-model", "fireworks-model", "fireworks", FW + "-fast", FW, "",
+     {FW + "-fast", FW + "-fast-standard"}, FW + "-fast", 0.5, {FW}),
     ("cerebras-model", "together-model", "cerebras", "llama-3.3-70b", "llama-3.3-70b", "",
      {"llama-3.3-70b"}, "llama-3.3-70b", 0.0, {"llama-3.3-70b"}),
     ("openrouter-pinned", "openrouter-pinned", "openrouter", "meta-llama/llama-3.3-70b-instruct",
