@@ -153,6 +153,8 @@ def _openai_body(endpoint: EndpointSpec, request: ChatRequest) -> dict[str, Any]
     }
     if not endpoint.send_temperature:  # the model takes only its default
         del body["temperature"]
+    if endpoint.reasoning_effort:
+        body["reasoning_effort"] = endpoint.reasoning_effort
     if request.seed is not None:
         body["seed"] = request.seed
     if request.logprobs:
@@ -174,7 +176,9 @@ def _anthropic_body(endpoint: EndpointSpec, request: ChatRequest) -> dict[str, A
         "temperature": request.temperature,
         "stream": True,
     }
-    if not endpoint.send_temperature:
+    if endpoint.thinking_budget:  # extended thinking takes only the default temperature
+        body["thinking"] = {"type": "enabled", "budget_tokens": endpoint.thinking_budget}
+    if not endpoint.send_temperature or endpoint.thinking_budget:
         del body["temperature"]
     if system:
         body["system"] = system
@@ -195,6 +199,8 @@ def _responses_body(endpoint: EndpointSpec, request: ChatRequest) -> dict[str, A
     }
     if not endpoint.send_temperature:
         del body["temperature"]
+    if endpoint.reasoning_effort:
+        body["reasoning"] = {"effort": endpoint.reasoning_effort}
     if request.tools:
         body["tools"] = [{"type": "function", **f} for f in request.tools]
     if request.response_format:

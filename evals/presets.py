@@ -84,6 +84,7 @@ class Preset:
     downgrade: str = ""  # what the vendor reports when it served another tier
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
     send_temperature: bool = True
+    reasoning_effort: str = ""  # OpenAI reasoning models; "" = the model's default
     model_hint: str = ""  # an example model id
     model_suffix: str = ""  # appended to the model when missing (OpenRouter ":nitro")
     base: str = ""  # a fast preset's base-tier counterpart, for pairs
@@ -131,7 +132,8 @@ _ALL = [
         role="fast",
         protocol="openai",
         api_key_env=_OPENAI_KEY,
-        body={"service_tier": "priority", "reasoning_effort": "low"},
+        body={"service_tier": "priority"},
+        reasoning_effort="low",
         expected_tier="priority",
         downgrade="default",
         model_hint="gpt-5.6-sol",
@@ -149,7 +151,8 @@ _ALL = [
         role="base",
         protocol="openai",
         api_key_env=_OPENAI_KEY,
-        body={"service_tier": "default", "reasoning_effort": "low"},
+        body={"service_tier": "default"},
+        reasoning_effort="low",
         expected_tier="default",
         model_hint="gpt-5.6-sol",
         max_tokens_field="max_completion_tokens",
@@ -458,6 +461,7 @@ def resolve(name: str, given: Mapping[str, Any]) -> dict[str, Any]:
         "expected_tier": p.expected_tier,
         "max_tokens_field": p.max_tokens_field,
         "send_temperature": p.send_temperature,
+        "reasoning_effort": p.reasoning_effort,
     }
     out = {k: given.get(k, v) for k, v in out.items()}
     out["extra_body"] = merged(p.body, given.get("extra_body") or {})

@@ -128,6 +128,11 @@ class EndpointSpec:
     # their default temperature
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
     send_temperature: bool = True
+    # reasoning as part of the request shape: OpenAI ``reasoning_effort`` (Chat Completions) or
+    # ``reasoning.effort`` (Responses); Anthropic extended thinking's ``budget_tokens`` (the
+    # request then has no temperature: thinking takes only the default)
+    reasoning_effort: str = ""
+    thinking_budget: int | None = None
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from typing import Any
 from croniter import croniter
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import validate_email
+from django.core.validators import MinValueValidator, validate_email
 from django.db import models, transaction
 from django.db.models import F
 from django.db.models.signals import post_delete
@@ -148,6 +148,20 @@ class Endpoint(models.Model):
         help_text="Off for models that take only their default temperature (the request "
         "then has no temperature field).",
     )
+    reasoning_effort = models.CharField(
+        max_length=16,
+        blank=True,
+        choices=[(e, e) for e in ("none", "minimal", "low", "medium", "high", "xhigh")],
+        help_text="OpenAI reasoning models: sent as reasoning_effort (Chat Completions) or "
+        "reasoning.effort (Responses API); empty: the model's default.",
+    )
+    thinking_budget = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1024)],
+        help_text="Anthropic extended thinking: budget_tokens (at least 1024, below the cases' "
+        "max_tokens); the request then has no temperature. Empty: no thinking.",
+    )
     simulated = models.BooleanField(default=False, help_text="Served by the simulated demo vendor.")
     preset = models.CharField(
         max_length=40,
@@ -186,6 +200,14 @@ class Endpoint(models.Model):
             raise ValidationError({"api_key_env": problem})
         if self.preset and self.preset not in PRESETS:
             raise ValidationError({"preset": unknown_preset(self.preset)})
+        if self.reasoning_effort and self.protocol == "anthropic":
+            raise ValidationError(
+                {"reasoning_effort": "OpenAI's field: for Anthropic set thinking_budget"}
+            )
+        if self.thinking_budget and self.protocol != "anthropic":
+            raise ValidationError(
+                {"thinking_budget": "Anthropic's field: for OpenAI set reasoning_effort"}
+            )
 
     def apply_preset(self, given: Mapping[str, Any]) -> dict[str, Any]:
         """Fill the fields the preset sets (``evals.presets.resolve``), the ``given`` ones (the
@@ -224,6 +246,8 @@ class Endpoint(models.Model):
             secrets=secrets,
             max_tokens_field=self.max_tokens_field,  # type: ignore[arg-type]
             send_temperature=self.send_temperature,
+            reasoning_effort=self.reasoning_effort,
+            thinking_budget=self.thinking_budget,
         )
 
     def request_headers(self) -> tuple[dict[str, str], tuple[str, ...]]:

@@ -45,6 +45,8 @@ FIELDS = {
         "extra_headers",
         "max_tokens_field",
         "send_temperature",
+        "reasoning_effort",
+        "thinking_budget",
         "expected_tier",
         "served_tier_fields",
         "notes",

@@ -46,7 +46,7 @@ def test_the_nitro_suffix_is_added_once_and_a_model_id_tier_expects_its_model():
 def test_reasoning_presets_use_max_completion_tokens_and_no_temperature():
     got = resolve("openai-fast-reasoning", {"model": "gpt-5"})
     assert got["max_tokens_field"] == "max_completion_tokens" and got["send_temperature"] is False
-    assert got["extra_body"]["reasoning_effort"] == "low"
+    assert got["reasoning_effort"] == "low" and "reasoning_effort" not in got["extra_body"]
 
 
 def test_an_unknown_preset_names_the_known_ones():

@@ -91,3 +91,25 @@ def test_the_admin_form_without_a_preset_still_needs_a_base_url(client):
     response = _admin(client).post("/admin/monitor/endpoint/add/", _form())
     assert response.status_code == 200 and not Endpoint.objects.exists()
     assert "Required, unless the chosen preset sets it." in response.content.decode()
+
+
+def test_reasoning_fields_belong_to_their_vendor_s_protocol():
+    bad = """\
+endpoints:
+  - {name: c, protocol: anthropic, base_url: "https://a.example/v1", model: m,
+     reasoning_effort: low}
+  - {name: o, base_url: "https://a.example/v1", model: m, thinking_budget: 2048}
+  - {name: t, protocol: anthropic, base_url: "https://a.example/v1", model: m,
+     thinking_budget: 100}
+"""
+    with pytest.raises(ConfigError) as err:
+        apply_config_text(bad, source="r.yaml")
+    lines = str(err.value).splitlines()
+    assert lines == [
+        "r.yaml:3: endpoints[0].reasoning_effort: OpenAI's field: for Anthropic set "
+        "thinking_budget",
+        "r.yaml:4: endpoints[1].thinking_budget: Anthropic's field: for OpenAI set "
+        "reasoning_effort",
+        "r.yaml:6: endpoints[2].thinking_budget: Ensure this value is greater than or equal to "
+        "1024.",
+    ]
