@@ -93,6 +93,12 @@ class EndpointForm(forms.ModelForm):
 @admin.register(models.Endpoint)
 class EndpointAdmin(AuditedAdmin):
     form = EndpointForm
+
+    def get_fields(self, request, obj=None):
+        """The preset right under the name: the first choice, and it fills most fields below."""
+        fields = super().get_fields(request, obj)
+        return sorted(fields, key=lambda f: f not in ("name", "preset"))
+
     list_display = ("name", "protocol", "preset", "base_url", "model", "api_key_env", "simulated")
     search_fields = ("name", "model", "base_url")
 
