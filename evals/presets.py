@@ -32,7 +32,9 @@ Field names were checked against the vendors' public documentation (late 2026):
   ``:nitro`` model suffix sorts by throughput; each chunk's ``provider`` names who served, by
   display name ("Groq", "OpenAI"), not by the request's slug.
 - Groq: ``service_tier: performance | on_demand | flex | auto`` (on_demand is the default;
-  flex fails fast with HTTP 498 ``capacity_exceeded``); usage in ``x_groq.usage``.
+  flex fails fast with HTTP 498 ``capacity_exceeded``); usage in ``x_groq.usage``. Where the
+  response reports the tier served is not documented: an OpenAI-style ``service_tier`` is
+  read when present; without it samples count as unreported, never as downgraded.
 - Fireworks, Together, Moonshot: the fast tier is another model id; the model id is the only
   served-tier signal.
 """
@@ -308,6 +310,7 @@ _ALL = [
         downgrade="on_demand",
         model_hint="llama-3.3-70b-versatile",
         base="groq-on-demand",
+        note="Groq does not document a served-tier field: without one, samples are unreported.",
         vendor="Groq",
         base_url="https://api.groq.com/openai/v1",
     ),
