@@ -107,7 +107,8 @@ KEPT_HEADERS = frozenset(
         "x-served-model",
     }
 )
-KEPT_HEADER_PREFIXES = ("x-ratelimit-", "anthropic-ratelimit-", "x-tierwatch-")
+# anthropic-fast-: fast mode's own rate limits (its 429s come with retry-after)
+KEPT_HEADER_PREFIXES = ("x-ratelimit-", "anthropic-ratelimit-", "anthropic-fast-", "x-tierwatch-")
 NEVER_KEPT = frozenset({"authorization", "x-api-key", "set-cookie", "cookie", "api-key"})
 # connect_ms: the first of these marks that is present
 _READY_MARKS = ("tls", "tcp", "headers_sent")

@@ -9,7 +9,8 @@ documents, read from the request's own preset fields:
   ``service_tier`` (Responses: ``response.completed``); a downgrade reports "default".
 - ``anthropic``: Messages; ``speed: "fast"`` needs the ``anthropic-beta: fast-mode-2026-02-01``
   header (400 without it, as on preview models); ``usage.speed`` is "fast", or "standard" when
-  downgraded, while ``usage.service_tier`` stays "standard".
+  downgraded, while ``usage.service_tier`` stays "standard"; fast requests get an
+  ``anthropic-fast-*`` rate-limit header.
 - ``gemini``: the OpenAI-compatible endpoint; header ``x-gemini-service-tier`` is "priority"
   when served so, "standard" otherwise.
 - ``openrouter``: ``provider.only``/``order`` pins a provider (reported by display name in each
@@ -208,7 +209,8 @@ async def messages(request: web.Request) -> web.StreamResponse:
     down = fast and request.app[STATE]["anthropic"].next_downgraded()
     usage = {"input_tokens": 5, "output_tokens": 1, "service_tier": "standard"}
     usage["speed"] = "fast" if fast and not down else "standard"
-    resp = await _open(request)
+    limits = {"anthropic-fast-output-tokens-remaining": "9000"} if fast else {}
+    resp = await _open(request, limits)
     message = {
         "id": "msg_tiers",
         "type": "message",

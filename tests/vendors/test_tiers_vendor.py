@@ -37,3 +37,14 @@ def test_a_standard_request_is_never_downgraded_and_the_share_is_exact():
     assert [r.served_tier for r in plain] == ["on_demand", "on_demand"]
     counter = Counter(0.25)
     assert [counter.next_downgraded() for _ in range(8)].count(True) == 2
+
+
+def test_anthropic_fast_mode_s_own_rate_limit_headers_are_kept_with_the_sample():
+    beta = {"anthropic-beta": "fast-mode-2026-02-01"}
+    with serve_in_thread() as url:
+        (fast,) = fetch(
+            f"{url}/anthropic/v1", "anthropic", extra_body={"speed": "fast"}, extra_headers=beta
+        )
+        (standard,) = fetch(f"{url}/anthropic/v1", "anthropic")
+    assert fast.ok and fast.headers["anthropic-fast-output-tokens-remaining"] == "9000"
+    assert not any(name.startswith("anthropic-fast-") for name in standard.headers)
