@@ -16,7 +16,7 @@ import json
 import json.scanner
 from typing import TYPE_CHECKING, Any
 
-from evals.records import TimingRecord
+from evals.records import TIER_CHARS, TimingRecord
 from evals.tokens import estimate_tokens
 from evals.toolcalls import ToolCallAssembler
 
@@ -71,6 +71,7 @@ class Stream:
         "failure",
         "queued",
         "tier_fields",
+        "named_tier",
         "calls",
         "refusal_parts",
         "server_blocks",
@@ -89,6 +90,9 @@ class Stream:
         self.rec, self.protocol, self.limit, self.lane = rec, protocol, limit, lane
         # header names / dotted JSON keys reporting the served tier (the endpoint's config)
         self.tier_fields = tier_fields
+        # the tier one of those named (header or field): it wins over the protocol's own report,
+        # e.g. Anthropic's usage.speed "fast" beside its usage.service_tier "standard"
+        self.named_tier = ""
         # the substring that may end the stream (besides "data: [DONE]"), checked per event
         self.end_mark = b"response.completed" if protocol == "responses" else b"message_stop"
         self.parsed = 0  # events[:parsed] are interpreted
@@ -223,8 +227,10 @@ class Stream:
             self._responses(obj, name, now)
         else:
             self._openai(obj, now)
-        if self.tier_fields and not self.rec.served_tier:
-            self.rec.served_tier = _dotted_tier(obj, self.tier_fields)
+        if self.tier_fields:
+            self.named_tier = self.named_tier or _dotted_tier(obj, self.tier_fields)
+            if self.named_tier:
+                self.rec.served_tier = self.named_tier
 
     def take_tier_headers(self, headers: Any) -> None:
         """The served tier from a response header named in ``tier_fields``, if any: headers
@@ -232,7 +238,7 @@ class Stream:
         for name in self.tier_fields:
             value = headers.get(name)
             if value:
-                self.rec.served_tier = str(value)[:40]
+                self.rec.served_tier = self.named_tier = str(value)[:TIER_CHARS]
                 return
 
     def _token(self, piece: str, now: float) -> None:
@@ -251,7 +257,7 @@ class Stream:
         if not rec.system_fingerprint and obj.get("system_fingerprint"):
             rec.system_fingerprint = str(obj["system_fingerprint"])
         if not rec.served_tier and obj.get("service_tier"):  # OpenAI: the tier that served
-            rec.served_tier = str(obj["service_tier"])[:40]
+            rec.served_tier = str(obj["service_tier"])[:TIER_CHARS]
         for choice in obj.get("choices") or ():
             if choice.get("index", 0) == 0:  # only the first choice is measured
                 self._openai_choice(choice, now)
@@ -406,7 +412,7 @@ class Stream:
         if kind == "response.created":  # its service_tier echoes the request: not the served
             return
         if resp.get("service_tier"):
-            rec.served_tier = str(resp["service_tier"])[:40]
+            rec.served_tier = str(resp["service_tier"])[:TIER_CHARS]
         if kind == "response.incomplete":
             details = resp.get("incomplete_details")
             reason = details.get("reason") if isinstance(details, dict) else None
@@ -437,7 +443,7 @@ class Stream:
             if cached is not None:
                 rec.cached_tokens = cached
         if usage.get("service_tier") and not rec.served_tier:  # Anthropic: standard|priority
-            rec.served_tier = str(usage["service_tier"])[:40]
+            rec.served_tier = str(usage["service_tier"])[:TIER_CHARS]
         self.usage_seen = True
 
     def refused(self) -> str:
@@ -561,7 +567,7 @@ def _dotted_tier(obj: dict[str, Any], paths: tuple[str, ...]) -> str:
         for key in path.split("."):
             value = value.get(key) if isinstance(value, dict) else None
         if isinstance(value, (str, int, float)) and value != "":
-            return str(value)[:40]
+            return str(value)[:TIER_CHARS]
     return ""
 
 

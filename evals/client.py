@@ -107,7 +107,8 @@ KEPT_HEADERS = frozenset(
         "x-served-model",
     }
 )
-KEPT_HEADER_PREFIXES = ("x-ratelimit-", "anthropic-ratelimit-", "x-tierwatch-")
+# anthropic-fast-: fast mode's own rate limits (its 429s come with retry-after)
+KEPT_HEADER_PREFIXES = ("x-ratelimit-", "anthropic-ratelimit-", "anthropic-fast-", "x-tierwatch-")
 NEVER_KEPT = frozenset({"authorization", "x-api-key", "set-cookie", "cookie", "api-key"})
 # connect_ms: the first of these marks that is present
 _READY_MARKS = ("tls", "tcp", "headers_sent")
@@ -153,6 +154,8 @@ def _openai_body(endpoint: EndpointSpec, request: ChatRequest) -> dict[str, Any]
     }
     if not endpoint.send_temperature:  # the model takes only its default
         del body["temperature"]
+    if endpoint.reasoning_effort:
+        body["reasoning_effort"] = endpoint.reasoning_effort
     if request.seed is not None:
         body["seed"] = request.seed
     if request.logprobs:
@@ -174,7 +177,9 @@ def _anthropic_body(endpoint: EndpointSpec, request: ChatRequest) -> dict[str, A
         "temperature": request.temperature,
         "stream": True,
     }
-    if not endpoint.send_temperature:
+    if endpoint.thinking_budget:  # extended thinking takes only the default temperature
+        body["thinking"] = {"type": "enabled", "budget_tokens": endpoint.thinking_budget}
+    if not endpoint.send_temperature or endpoint.thinking_budget:
         del body["temperature"]
     if system:
         body["system"] = system
@@ -195,6 +200,8 @@ def _responses_body(endpoint: EndpointSpec, request: ChatRequest) -> dict[str, A
     }
     if not endpoint.send_temperature:
         del body["temperature"]
+    if endpoint.reasoning_effort:
+        body["reasoning"] = {"effort": endpoint.reasoning_effort}
     if request.tools:
         body["tools"] = [{"type": "function", **f} for f in request.tools]
     if request.response_format:
@@ -205,9 +212,11 @@ def _responses_body(endpoint: EndpointSpec, request: ChatRequest) -> dict[str, A
     return body
 
 
-def _request_parts(
+def build_request(
     endpoint: EndpointSpec, request: ChatRequest
 ) -> tuple[str, dict[str, str], bytes]:
+    """The request exactly as sent: URL, headers (the key included) and the JSON body. The
+    presets' fixtures (``tests/data/presets``) are this, for a one-message probe."""
     base = endpoint.base_url.rstrip("/")
     headers = {
         **endpoint.extra_headers,  # first: the client's own below win (validation refuses them)
@@ -519,7 +528,7 @@ async def stream_chat(
 
     await lane.turn()  # building and sending the request: one piece
     try:
-        url, headers, body = _request_parts(endpoint, request)
+        url, headers, body = build_request(endpoint, request)
         async with asyncio.timeout(endpoint.timeout_s):
             try:
                 await attempt(url, headers, body, fresh=False)

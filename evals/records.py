@@ -65,6 +65,9 @@ ERROR_CLASSES = (
     "refusal",  # the model declined (OpenAI delta.refusal, Anthropic stop_reason refusal)
     "unsupported_encoding",  # a compressed body in an encoding the client cannot decode
 )
+# a served tier as kept: long enough for a model id reported as the tier (Fireworks'
+# "accounts/fireworks/models/…-fast"), whose difference is often at the end
+TIER_CHARS = 200
 TEXT_KEPT_CHARS = 65_536  # of an oversized body's text: a bounded prefix, said so in the record
 REPLACEMENT = "\ufffd"
 
@@ -125,6 +128,11 @@ class EndpointSpec:
     # their default temperature
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
     send_temperature: bool = True
+    # reasoning as part of the request shape: OpenAI ``reasoning_effort`` (Chat Completions) or
+    # ``reasoning.effort`` (Responses); Anthropic extended thinking's ``budget_tokens`` (the
+    # request then has no temperature: thinking takes only the default)
+    reasoning_effort: str = ""
+    thinking_budget: int | None = None
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from django.contrib import admin, messages
 from django_celery_beat.admin import PeriodicTaskAdmin
 from django_celery_beat.models import PeriodicTask
 
+from evals.presets import PRESETS
 from monitor import models
 from monitor.alerting.channels import send_test
 from monitor.setup import audit, connection, pair_defaults
@@ -52,9 +53,53 @@ class AuditedPeriodicTaskAdmin(AuditedAdmin, PeriodicTaskAdmin):
     """Schedules: django-celery-beat's admin, audited."""
 
 
+class EndpointForm(forms.ModelForm):
+    """The endpoint with a preset to choose: picked (on a new endpoint, or changed on a stored
+    one), it fills the protocol, base URL, body, headers and served-tier fields on save
+    (``Endpoint.apply_preset``, as config files do); the fields changed in this form win."""
+
+    preset = forms.ChoiceField(
+        required=False,
+        choices=[("", "— none: set the fields below by hand —")]
+        + [(p.name, f"{p.name}: {p.title}") for p in PRESETS.values()],
+        help_text=models.Endpoint._meta.get_field("preset").help_text,
+    )
+
+    class Meta:
+        model = models.Endpoint
+        fields = "__all__"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["base_url"].required = False  # a preset may fill it; the model checks it
+
+    def clean(self):
+        data = super().clean()
+        if data.get("preset") and (self.instance.pk is None or "preset" in self.changed_data):
+            # what the user set: a field changed in this form and not left at its default
+            blank = models.Endpoint()
+            given = {
+                f: data[f]
+                for f in self.changed_data
+                if f in data and f != "preset" and data[f] != getattr(blank, f, None)
+            }
+            given["model"] = data.get("model")
+            data.update(models.Endpoint(preset=data["preset"]).apply_preset(given))
+        if not data.get("base_url") and "base_url" not in self.errors:
+            self.add_error("base_url", "Required, unless the chosen preset sets it.")
+        return data
+
+
 @admin.register(models.Endpoint)
 class EndpointAdmin(AuditedAdmin):
-    list_display = ("name", "protocol", "base_url", "model", "api_key_env", "simulated")
+    form = EndpointForm
+
+    def get_fields(self, request, obj=None):
+        """The preset right under the name: the first choice, and it fills most fields below."""
+        fields = super().get_fields(request, obj)
+        return sorted(fields, key=lambda f: f not in ("name", "preset"))
+
+    list_display = ("name", "protocol", "preset", "base_url", "model", "api_key_env", "simulated")
     search_fields = ("name", "model", "base_url")
     actions = ["test_connection"]
 

@@ -12,19 +12,21 @@ from __future__ import annotations
 import re
 import secrets
 import urllib.parse
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from croniter import croniter
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import validate_email
+from django.core.validators import MinValueValidator, validate_email
 from django.db import models, transaction
 from django.db.models import F
 from django.db.models.signals import post_delete
 from django.dispatch import receiver
 from django.utils import timezone
 
-from evals.records import PROBE_FIELDS, PROBE_HEADERS, EndpointSpec
+from evals.presets import PRESETS, resolve, unknown_preset
+from evals.records import PROBE_FIELDS, PROBE_HEADERS, TIER_CHARS, EndpointSpec
 from monitor.alerting import metrics_catalogue
 from monitor.derived.run_summary import RunSummary
 from monitor.env import EnvError, env_secret
@@ -146,9 +148,29 @@ class Endpoint(models.Model):
         help_text="Off for models that take only their default temperature (the request "
         "then has no temperature field).",
     )
+    reasoning_effort = models.CharField(
+        max_length=16,
+        blank=True,
+        choices=[(e, e) for e in ("none", "minimal", "low", "medium", "high", "xhigh")],
+        help_text="OpenAI reasoning models: sent as reasoning_effort (Chat Completions) or "
+        "reasoning.effort (Responses API); empty: the model's default.",
+    )
+    thinking_budget = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1024)],
+        help_text="Anthropic extended thinking: budget_tokens (at least 1024, below the cases' "
+        "max_tokens); the request then has no temperature. Empty: no thinking.",
+    )
     simulated = models.BooleanField(default=False, help_text="Served by the simulated demo vendor.")
-    expected_tier = models.CharField(
+    preset = models.CharField(
         max_length=40,
+        blank=True,
+        help_text="The vendor tier's preset (evals.presets) applied when saved: it fills the "
+        "protocol, body, headers and served-tier fields; fields you set win.",
+    )
+    expected_tier = models.CharField(
+        max_length=TIER_CHARS,
         blank=True,
         help_text="The tier the vendor should report serving, e.g. 'priority'; empty: not checked.",
     )
@@ -176,6 +198,26 @@ class Endpoint(models.Model):
         super().clean()
         if self.api_key_env and (problem := key_env_problem(self.api_key_env)):
             raise ValidationError({"api_key_env": problem})
+        if self.preset and self.preset not in PRESETS:
+            raise ValidationError({"preset": unknown_preset(self.preset)})
+        if self.reasoning_effort and self.protocol == "anthropic":
+            raise ValidationError(
+                {"reasoning_effort": "OpenAI's field: for Anthropic set thinking_budget"}
+            )
+        if self.thinking_budget and self.protocol != "anthropic":
+            raise ValidationError(
+                {"thinking_budget": "Anthropic's field: for OpenAI set reasoning_effort"}
+            )
+
+    def apply_preset(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        """Fill the fields the preset sets (``evals.presets.resolve``), the ``given`` ones (the
+        fields the user set: a config file's keys, a form's changed fields) winning; returns
+        what it set. The one way a preset is applied: by ``apply_config`` and by the admin
+        form alike."""
+        fields = resolve(self.preset, given) if self.preset in PRESETS else {}
+        for name, value in fields.items():
+            setattr(self, name, value)
+        return fields
 
     def api_key(self) -> str | None:
         """Read at request time, so a rotated key needs no database change; stripped, and
@@ -204,6 +246,8 @@ class Endpoint(models.Model):
             secrets=secrets,
             max_tokens_field=self.max_tokens_field,
             send_temperature=self.send_temperature,
+            reasoning_effort=self.reasoning_effort,
+            thinking_budget=self.thinking_budget,
         )
 
     def request_headers(self) -> tuple[dict[str, str], tuple[str, ...]]:
@@ -509,7 +553,9 @@ class Sample(models.Model):
     cached_tokens = models.PositiveIntegerField(null=True, blank=True)
     model_id = models.CharField(max_length=200, blank=True)
     system_fingerprint = models.CharField(max_length=200, blank=True)
-    served_tier = models.CharField(max_length=40, blank=True, help_text="as the vendor reported")
+    served_tier = models.CharField(
+        max_length=TIER_CHARS, blank=True, help_text="as the vendor reported"
+    )
     headers = models.JSONField(default=dict, blank=True)
     logprobs = models.JSONField(null=True, blank=True)
     server_timings = models.JSONField(null=True, blank=True)

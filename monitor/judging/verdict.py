@@ -266,10 +266,19 @@ def temperature0_diagnostics(*, pair: Pair, run: Run | None = None) -> dict[str,
     rows.sort(key=lambda r: (r["first_divergence"] is None, r["first_divergence"] or 0))
     return {
         "run_id": run.id,
+        "default_temperature": default_temperature_tiers(pair),
         "fast_vs_base_full": full_fvb,
         "base_vs_base_full": full_bvb,
         "divergences": rows[:MAX_DIVERGENCE_ROWS],
     }
+
+
+def default_temperature_tiers(pair: Pair) -> list[str]:
+    """The tiers whose endpoint sends no temperature (a reasoning model that takes only its
+    default, or Anthropic extended thinking): their "temperature-0" texts were sampled at the
+    model's default temperature, so their differences include sampling."""
+    endpoints = (("fast", pair.fast), ("base", pair.base))
+    return [t for t, ep in endpoints if not ep.send_temperature or ep.thinking_budget]
 
 
 def _public_t0(t0: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -277,6 +286,7 @@ def _public_t0(t0: dict[str, Any] | None) -> dict[str, Any] | None:
         return None
     return {
         "run_id": t0["run_id"],
+        "default_temperature": t0.get("default_temperature") or [],
         "fast_vs_base": t0["fast_vs_base_full"],
         "base_vs_base": t0["base_vs_base_full"],
         "divergences": t0["divergences"],

@@ -21,6 +21,7 @@ from django.db import transaction
 from django_celery_beat.models import PeriodicTask
 
 from evals.constraints import validate_all
+from evals.presets import PRESETS, unknown_preset
 from evals.records import CaseSpec, SuiteSpec
 from evals.suites import BUILTIN_SUITES
 from monitor.models import AlertRule, Channel, Endpoint, Pair, Suite
@@ -44,12 +45,15 @@ FIELDS = {
         "extra_headers",
         "max_tokens_field",
         "send_temperature",
+        "reasoning_effort",
+        "thinking_budget",
         "expected_tier",
         "served_tier_fields",
         "notes",
         "price_input_per_mtok",
         "price_output_per_mtok",
         "price_cached_input_per_mtok",
+        "preset",
     },
     "suites": {"name", "builtin", "version", "description", "cases"},
     "pairs": {
@@ -421,9 +425,24 @@ def _apply_named(a: _Applier, model: Any, path: str, item: Located) -> bool:
     return a.save(obj, item, path)
 
 
+def _apply_endpoint(a: _Applier, path: str, item: Located) -> bool:
+    """An endpoint; with ``preset:`` the preset fills what the file leaves out, the file's
+    fields winning and its ``extra_body``/``extra_headers`` merged over the preset's."""
+    data = _plain(item)
+    name = data.get("preset")
+    if name is not None and (not isinstance(name, str) or name not in PRESETS):
+        a.error(item.value["preset"].line, f"{path}.preset", unknown_preset(str(name)))
+        return False
+    obj = Endpoint.objects.filter(name=data["name"]).first() or Endpoint(name=data["name"])
+    for field, value in data.items():
+        setattr(obj, field, value)
+    obj.apply_preset(data)
+    return a.save(obj, item, path)
+
+
 def _apply_all(a: _Applier, root: dict[str, Located], counts: dict[str, int]) -> None:
     for path, item in a.items(root, "endpoints"):
-        counts["endpoints"] += _apply_named(a, Endpoint, path, item)
+        counts["endpoints"] += _apply_endpoint(a, path, item)
     for path, item in a.items(root, "suites"):
         counts["suites"] += _apply_suite(a, path, item)
     for path, item in a.items(root, "pairs"):

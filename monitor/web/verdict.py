@@ -166,6 +166,7 @@ def _context(pair) -> dict[str, Any]:
         "meaning": LABEL_MEANING.get(verdict.label if verdict else "", ""),
         "capability": _capability_rows(verdict.capability if verdict else None),
         "t0_rows": _t0_rows(t0),
+        "t0_default_temperature": list((t0 or {}).get("default_temperature") or []),
         "divergences": divergences,
         "prefix_k": DEFAULT_PREFIX_K,
         "reject_wealth": f"{1 / (verdict.alpha if verdict else 0.05):g}",
