@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("monitor", "0019_tripwire_state"),
+        ("monitor", "0020_run_sent_at"),
     ]
 
     operations = [

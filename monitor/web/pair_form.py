@@ -15,31 +15,43 @@ from django import forms
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from evals.presets import PAIR_PRESETS, resolve
 from monitor.models import Endpoint, Pair, Suite
 from monitor.setup import audit, pair_defaults
 
 TIERS = ("fast", "base")
-# (name, title) of each preset offered, and the endpoint fields a preset sets. When
-# ``evals.presets.PRESETS`` (name → Preset) lands, ``preset_choices`` returns
-# ``[(name, p.title) for name, p in PRESETS.items()]`` and ``preset_fields`` the preset's
-# endpoint fields (with ``Endpoint.preset`` = name); nothing else in the form changes.
-PROTOCOL_PRESETS = {"openai": "OpenAI-compatible", "anthropic": "Anthropic"}
+# Two generic choices (any vendor speaking that protocol; the fields typed are all there is)
+# and every pair preset of ``evals.presets`` (each tier from its vendor preset: request shape,
+# served-tier fields, expected tier; a base URL or key variable left empty comes from it).
+PROTOCOL_PRESETS = {"openai": "OpenAI-compatible (any vendor)", "anthropic": "Anthropic"}
+PAIRS = {pp.name: pp for pp in PAIR_PRESETS}
 # model field → form field suffix, so a model's error lands on the field the person typed in
 ENDPOINT_FIELDS = {"base_url": "base_url", "model": "model", "api_key_env": "key_env"}
 
 
 def preset_choices() -> list[tuple[str, str]]:
-    return list(PROTOCOL_PRESETS.items())
+    return [*PROTOCOL_PRESETS.items(), *((pp.name, pp.title) for pp in PAIR_PRESETS)]
 
 
-def preset_fields(name: str) -> dict[str, Any]:
-    return {"protocol": name}
+def preset_fields(name: str, tier: str, typed: dict[str, str]) -> dict[str, Any]:
+    """The tier's endpoint fields: what was typed, over the tier's vendor preset when ``name``
+    is a pair preset (``evals.presets.resolve``, the same merge as config files and the admin)."""
+    if name not in PAIRS:
+        return {**typed, "protocol": name}
+    preset = getattr(PAIRS[name], tier)
+    given = {k: v for k, v in typed.items() if v}
+    return {**typed, **resolve(preset, given), "preset": preset}
 
 
 class AddPairForm(forms.Form):
     name = forms.SlugField(max_length=80, help_text="The pair's name in URLs and alerts.")
     preset = forms.ChoiceField(choices=preset_choices, initial="openai")
-    fast_base_url = forms.CharField(label="fast base URL", max_length=500)
+    fast_base_url = forms.CharField(
+        label="fast base URL",
+        max_length=500,
+        required=False,
+        help_text="Left empty: the vendor preset's URL (a generic choice needs one).",
+    )
     fast_model = forms.CharField(label="fast model", max_length=200)
     fast_key_env = forms.CharField(
         label="fast key variable",
@@ -47,7 +59,7 @@ class AddPairForm(forms.Form):
         required=False,
         help_text="The NAME of the environment variable holding the key, e.g. ACME_API_KEY.",
     )
-    base_base_url = forms.CharField(label="base base URL", max_length=500)
+    base_base_url = forms.CharField(label="base base URL", max_length=500, required=False)
     base_model = forms.CharField(label="base model", max_length=200)
     base_key_env = forms.CharField(label="base key variable", max_length=100, required=False)
     suite = forms.ModelChoiceField(queryset=Suite.objects.none(), required=True)
@@ -75,12 +87,14 @@ class AddPairForm(forms.Form):
     def endpoint(self, tier: str) -> Endpoint:
         """The tier's endpoint as typed, unsaved (Test connection sends to it as it is)."""
         data = self.cleaned_data
+        typed = {
+            "base_url": (data.get(f"{tier}_base_url") or "").strip(),
+            "model": (data.get(f"{tier}_model") or "").strip(),
+            "api_key_env": (data.get(f"{tier}_key_env") or "").strip(),
+        }
         return Endpoint(
             name=f"{data.get('name') or 'new'}-{tier}",
-            base_url=(data.get(f"{tier}_base_url") or "").strip(),
-            model=(data.get(f"{tier}_model") or "").strip(),
-            api_key_env=(data.get(f"{tier}_key_env") or "").strip(),
-            **preset_fields(data.get("preset") or "openai"),
+            **preset_fields(data.get("preset") or "openai", tier, typed),
         )
 
     def clean(self) -> dict[str, Any]:

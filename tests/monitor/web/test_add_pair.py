@@ -102,3 +102,26 @@ def test_the_pair_page_tests_its_connection(operator, demo_vendor_url):
     page = operator.post(f"/pairs/{pair.name}/test-connection/", HTTP_HX_REQUEST="true")
     html = page.content.decode()
     assert page.status_code == 200 and html.count('class="check answered"') == 2
+
+
+def test_a_vendor_preset_fills_each_tier_from_its_own_preset(operator):
+    """Anthropic fast mode chosen, URLs and keys left empty: each endpoint gets its tier's
+    preset (URL, key variable, body, beta header, served-tier field, expected tier), the typed
+    model kept; a generic choice with no URL is refused on that field instead."""
+    suite = factories.suite("smoke")
+    blank = {"fast_base_url": "", "base_base_url": "", "suite": str(suite.pk)}
+    page = operator.post(
+        "/pairs/add/",
+        form("", preset="anthropic-fast", fast_model="claude-x", base_model="claude-x", **blank),
+    )
+    assert page.status_code == 302, page.content.decode()[:2000]
+    pair = Pair.objects.select_related("fast", "base").get(name="acme")
+    fast, base = pair.fast, pair.base
+    assert (fast.preset, base.preset) == ("anthropic-fast", "anthropic-standard")
+    assert fast.base_url == "https://api.anthropic.com/v1" and fast.protocol == "anthropic"
+    assert fast.api_key_env == "ANTHROPIC_API_KEY" and fast.model == "claude-x"
+    assert fast.extra_body == {"speed": "fast"} and base.extra_body == {"speed": "standard"}
+    assert fast.extra_headers.get("anthropic-beta") == "fast-mode-2026-02-01"
+    assert (fast.expected_tier, base.expected_tier) == ("fast", "standard")
+    generic = operator.post("/pairs/add/", form("", name="acme2", **blank))
+    assert generic.status_code == 422 and not Pair.objects.filter(name="acme2").exists()
