@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from evals.records import SandboxResult
+from evals.sandbox_sweep import owner_prefix
 
 log = logging.getLogger(__name__)
 
@@ -338,7 +339,8 @@ def _run(
     owner = NOBODY if os.geteuid() == 0 else os.geteuid()
     nproc = max_procs + _processes_of(owner)
     stdin = _settings(tests, timeout_s, memory_mb, cpu_s, nproc, _child_interpreter(mode))
-    with tempfile.TemporaryDirectory(prefix="tierwatch-sandbox-") as tmp:
+    # the name says which process owns the dir, so a sweep can remove it if we are killed
+    with tempfile.TemporaryDirectory(prefix=owner_prefix()) as tmp:
         host_dir = Path(tmp)
         host_dir.chmod(0o755)  # nobody must reach the files (the tests are not among them)
         (host_dir / "solution.py").write_text(code, encoding="utf-8")

@@ -13,6 +13,8 @@
   finished within the schedule's interval plus ``TIERWATCH_OVERDUE_GRACE_S``, an alert opens
   (once, until a scheduled run finishes again, which resolves it). Beat down, worker down and
   broker down all end here, because each of them stops runs from finishing.
+- **sandbox work dirs**: the ones a worker killed during an evaluation left on this machine,
+  with the generated code in them, are removed (``evals.sandbox_sweep``).
 - it stores the time it ran (``Beacon`` "watchdog"), which ``/health`` reports: the watchdog
   is watched from outside. The watchdog needs beat and a worker to run at all, so ``/health``
   (served by the web process) also evaluates the overdue schedules itself: with beat or every
@@ -31,6 +33,7 @@ from django.db.models import Q
 from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
 
+from evals.sandbox_sweep import sweep as sandbox_sweep
 from monitor.alerting import lifecycle
 from monitor.alerting.alerts import pair_link
 from monitor.alerting.metrics_catalogue import SYSTEM_METRICS
@@ -242,8 +245,10 @@ def check_schedules(now: datetime | None = None) -> list[Alert]:
 
 
 def run_watchdog(now: datetime | None = None) -> list[Alert]:
-    """One pass: reap, check the schedules, then record that the watchdog ran."""
+    """One pass: reap, check the schedules, sweep the sandbox work dirs a killed worker left
+    on this machine (``evals.sandbox_sweep``), then record that the watchdog ran."""
     changed = reap_stale_runs(now) + check_schedules(now)
+    sandbox_sweep()
     Beacon.objects.update_or_create(name=WATCHDOG_BEACON, defaults={"seen_at": timezone.now()})
     return changed
 
