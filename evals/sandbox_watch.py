@@ -122,11 +122,14 @@ class Tree:
         return list(members.values())
 
     def _ours(self, proc: Proc) -> bool:
-        return (
-            proc.pid == self.root
-            or self.seen.get(proc.pid) == proc.start
-            or (proc.sid in self.sids and proc.sid != 0)
-        )
+        if proc.pid == self.root or self.seen.get(proc.pid) == proc.start:
+            return True
+        if proc.sid not in self.sids:
+            return False
+        # a session of the evaluation only while its leader's pid is not another process's
+        # (pids are reused: 32,768 of them on many hosts)
+        leader = self.seen.get(proc.sid)
+        return leader is not None and start_time(proc.sid) in (0, leader)
 
     def kill(self) -> int:
         """Stop every process of the evaluation (SIGSTOP: a stopped process cannot fork or

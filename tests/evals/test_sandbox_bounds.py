@@ -29,8 +29,10 @@ EXPECTED = {  # the class each program's evaluation ends with
     "8 children of 200 MB": {"memory"},
     "/dev/shm filler": {"write_limit"},
 }
-# the cap plus what a 50 ms sampling step can add: 8 × 200 MB unbounded is 1,600 MB
-BOUND_MB = TOTAL_MEMORY_MB + 300
+# the cap plus what the test's RSS view adds (a page shared after fork counted in each
+# process) and what a 50 ms step of the watch lets 8 children allocate under load (peaks of
+# 668-711 MB measured at load ~19: docs/benchmarks.md); unbounded, the 8 children hold 1,766 MB
+BOUND_MB = TOTAL_MEMORY_MB + 500
 
 needs_bwrap = pytest.mark.skipif(
     shutil.which("bwrap") is None or isolation() != "bwrap",
