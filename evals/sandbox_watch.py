@@ -86,8 +86,8 @@ class Tree:
     """The processes of one evaluation: the descendants of its root process, and every process
     once seen among them or in one of their sessions (re-parented to PID 1, it is still the
     evaluation's). Reading ``/proc/<pid>/stat`` is the cost (0.2-0.5 ms each in a VM), so a
-    pid that was not ours when first read is not read again: the processes that ran before
-    the evaluation started are skipped from the first scan."""
+    pid that was not ours when first read is not read again while it lives: the processes that
+    ran before the evaluation started are skipped from the first scan."""
 
     def __init__(self) -> None:
         """Made before the evaluation's first process starts: what runs now is not ours."""
@@ -99,7 +99,9 @@ class Tree:
     def scan(self) -> list[Proc]:
         """The evaluation's live processes now."""
         procs = {}
-        for pid in _pids() - self.outside:
+        now = _pids()
+        self.outside &= now  # a pid that ended may come back as one of ours
+        for pid in now - self.outside:
             proc = read_proc(pid)
             if proc is not None:
                 procs[pid] = proc
