@@ -16,14 +16,13 @@ import json
 import json.scanner
 from typing import TYPE_CHECKING, Any
 
-from evals.records import TIER_CHARS, TimingRecord
+from evals.records import TimingRecord
 from evals.tokens import estimate_tokens
 from evals.toolcalls import ToolCallAssembler
 
 if TYPE_CHECKING:
     from evals._wire import Lane
 
-SNIPPET_CHARS = 200  # characters of an error body kept in the message
 # Anthropic content blocks of tools the vendor runs itself (web search, code execution, MCP):
 # generated tokens, but no call the client must answer, so not among the record's tool calls
 SERVER_TOOL_BLOCKS = frozenset({"server_tool_use", "mcp_tool_use"})
@@ -238,7 +237,7 @@ class Stream:
         for name in self.tier_fields:
             value = headers.get(name)
             if value:
-                self.rec.served_tier = self.named_tier = str(value)[:TIER_CHARS]
+                self.rec.served_tier = self.named_tier = str(value)
                 return
 
     def _token(self, piece: str, now: float) -> None:
@@ -257,7 +256,7 @@ class Stream:
         if not rec.system_fingerprint and obj.get("system_fingerprint"):
             rec.system_fingerprint = str(obj["system_fingerprint"])
         if not rec.served_tier and obj.get("service_tier"):  # OpenAI: the tier that served
-            rec.served_tier = str(obj["service_tier"])[:TIER_CHARS]
+            rec.served_tier = str(obj["service_tier"])
         for choice in obj.get("choices") or ():
             if choice.get("index", 0) == 0:  # only the first choice is measured
                 self._openai_choice(choice, now)
@@ -412,7 +411,7 @@ class Stream:
         if kind == "response.created":  # its service_tier echoes the request: not the served
             return
         if resp.get("service_tier"):
-            rec.served_tier = str(resp["service_tier"])[:TIER_CHARS]
+            rec.served_tier = str(resp["service_tier"])
         if kind == "response.incomplete":
             details = resp.get("incomplete_details")
             reason = details.get("reason") if isinstance(details, dict) else None
@@ -443,7 +442,7 @@ class Stream:
             if cached is not None:
                 rec.cached_tokens = cached
         if usage.get("service_tier") and not rec.served_tier:  # Anthropic: standard|priority
-            rec.served_tier = str(usage["service_tier"])[:TIER_CHARS]
+            rec.served_tier = str(usage["service_tier"])
         self.usage_seen = True
 
     def refused(self) -> str:
@@ -484,7 +483,9 @@ _MAX_COUNT = 2**31 - 1  # a token count a sample's integer column can hold
 
 
 def _kind(value: Any) -> str:
-    return f"{type(value).__name__} {str(value)[:40]!r}"
+    """The value named in a malformed-stream message, whole: the client scrubs the key out of
+    the message before cutting it (``evals.client._scrub``), so no cut leaves a piece of it."""
+    return f"{type(value).__name__} {str(value)!r}"
 
 
 def _text(value: Any, where: str) -> str:
@@ -512,7 +513,7 @@ def _count(obj: dict[str, Any], key: str, default: int | None) -> int | None:
     if value.__class__ is not int:
         raise Failure("malformed_stream", f"usage.{key} is {_kind(value)}, not a count")
     if value > _MAX_COUNT:  # a negative one is the column's to refuse (store_error)
-        raise Failure("malformed_stream", f"usage.{key} is {str(value)[:40]}, out of range")
+        raise Failure("malformed_stream", f"usage.{key} is {value}, out of range")
     return value
 
 
@@ -567,7 +568,7 @@ def _dotted_tier(obj: dict[str, Any], paths: tuple[str, ...]) -> str:
         for key in path.split("."):
             value = value.get(key) if isinstance(value, dict) else None
         if isinstance(value, (str, int, float)) and value != "":
-            return str(value)[:TIER_CHARS]
+            return str(value)
     return ""
 
 
@@ -583,6 +584,9 @@ def _logprob_entry(x: dict[str, Any]) -> dict[str, Any]:
 
 
 def _short_error(err: Any) -> str:
+    """The message of an in-stream error, uncut: the client cuts it only once the key is
+    scrubbed out (``evals.client._scrub``); cut here, a key across the cut would keep a piece
+    too short for the scrubber to know."""
     if isinstance(err, dict):
-        return str(err.get("message") or err.get("type") or err)[:SNIPPET_CHARS]
-    return str(err)[:SNIPPET_CHARS]
+        return str(err.get("message") or err.get("type") or err)
+    return str(err)

@@ -64,7 +64,7 @@ from evals._wire import (
     current_lane,
     ssl_context,
 )
-from evals.records import TEXT_KEPT_CHARS, ChatRequest, EndpointSpec, TimingRecord
+from evals.records import TEXT_KEPT_CHARS, TIER_CHARS, ChatRequest, EndpointSpec, TimingRecord
 from evals.scrub import key_scrubber, scrub_record
 from evals.toolcalls import anthropic_fields, openai_fields
 
@@ -432,7 +432,7 @@ def _kept_headers(headers: Mapping[str, str]) -> dict[str, str]:
         if n in NEVER_KEPT:
             continue
         if n in KEPT_HEADERS or n.startswith(KEPT_HEADER_PREFIXES):
-            out[n] = value  # cut to 200 characters once scrubbed of the key (_scrub_record)
+            out[n] = value  # cut to 200 characters once scrubbed of the key (_bound_record)
     return out
 
 
@@ -581,8 +581,9 @@ async def stream_chat(
         rec.ok = True
     else:
         rec.error_class, rec.error_message = error[0], _scrub(error[1], endpoint)
-    for secret in (endpoint.api_key, *endpoint.secrets):  # before any cut, so no cut leaves
-        _scrub_record(rec, secret)  # a piece of a key
+    for secret in (endpoint.api_key, *endpoint.secrets):  # every secret before any cut, so
+        scrub_record(rec, secret)  # no cut leaves a piece of one
+    _bound_record(rec)
     if rec.error_class == "body_too_large":
         rec.error_message = _keep_prefix(rec, rec.error_message)
     return rec
@@ -655,11 +656,12 @@ def _scrub(message: str, endpoint: EndpointSpec) -> str:
     return text[:300]
 
 
-def _scrub_record(rec: TimingRecord, key: str | None) -> None:
-    """Every string of the record that came from the server (every field, every string inside
-    its JSON values, the logprobs as one joined text), scrubbed of the key before it reaches
-    storage, a page or a log (``evals.scrub``); then bounded where its column is."""
-    scrub_record(rec, key)
+def _bound_record(rec: TimingRecord) -> None:
+    """The server's strings cut to their columns' lengths. Called only once every string of
+    the record (every field, every string inside its JSON values, the logprobs as one joined
+    text) is scrubbed of every secret (``evals.scrub``): a key across a cut would otherwise
+    keep a piece too short for the scrubber to know."""
+    rec.served_tier = rec.served_tier[:TIER_CHARS]
     rec.model_id = rec.model_id[:200]
     rec.system_fingerprint = rec.system_fingerprint[:200]
     if rec.finish_reason is not None:

@@ -17,7 +17,8 @@ Isolation levels (``SandboxResult.isolation``), chosen by :func:`isolation`:
   namespaces (no network at all: only a loopback with nothing listening), a root made of a tmpfs
   with read-only binds of ``/usr`` and the interpreter's prefix, a small tmpfs work dir holding
   only the code and the two runner scripts, a cleared environment, a new session, and death with
-  its parent. When we are root the judge starts the child as ``nobody`` (65534): root is exempt
+  its parent; ``/tmp`` and ``/dev/shm`` are small tmpfs of their own and ``/`` and ``/dev``
+  read-only. When we are root the judge starts the child as ``nobody`` (65534): root is exempt
   from ``RLIMIT_NPROC`` and a user namespace would map back to root, which is why, as root, the
   user namespace is not unshared. As a normal user ``--unshare-all`` is used.
 - ``"unsafe-subprocess"``: only when bwrap does not work AND the operator set
@@ -26,6 +27,8 @@ Isolation levels (``SandboxResult.isolation``), chosen by :func:`isolation`:
   the judge is a child subreaper) at the deadline and when the worker dies (PR_SET_PDEATHSIG).
   It does NOT block the network (127.0.0.1 included) or writes to world-writable places such as
   /tmp; run as non-root it cannot drop privileges, so the code can signal the worker's uid.
+In both modes ``evals.sandbox_watch.Watch`` bounds the evaluation as a whole (total memory,
+process count) and kills every process once seen in it when it ends.
 - ``"none"``: bwrap does not work and no opt-in: nothing runs, the result is
   ``sandbox_unavailable`` (never passed). Fails closed.
 
@@ -51,6 +54,8 @@ from pathlib import Path
 from typing import Any
 
 from evals.records import SandboxResult
+from evals.sandbox_sweep import owner_prefix
+from evals.sandbox_watch import RUNNER_PROCS, Watch
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +63,8 @@ OUTPUT_LIMIT = 4096  # characters of stdout+stderr kept for the samples table
 NOBODY = 65534
 WORKDIR = "/sandbox"  # the work dir inside the bubblewrap sandbox
 WORKDIR_BYTES = 16 * 1024 * 1024  # tmpfs size: bounds what generated code can write
+SCRATCH_BYTES = 16 * 1024 * 1024  # the same for /tmp and /dev/shm inside bwrap
+TOTAL_MEMORY_MB = 512  # resident memory of all of an evaluation's processes together
 MIN_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
 
 BWRAP, UNSAFE, NONE = "bwrap", "unsafe-subprocess", "none"  # isolation levels
@@ -154,9 +161,14 @@ def _bwrap_args(host_dir: Path, runner_args: list[str]) -> list[str]:
             args += ["--perms", "0755", "--dir", "/" + "/".join(parts[:i])]
         args += ["--ro-bind", prefix, prefix]
     args += ["--proc", "/proc", "--dev", "/dev"]
+    # bounded scratch space: bwrap's /dev (with its /dev/shm) and root are unbounded tmpfs,
+    # writable by the code when the worker is not root (1.76 GiB in 7.7 s through /dev/shm)
+    for scratch in ("/dev/shm", "/tmp"):
+        args += ["--perms", "01777", "--size", str(SCRATCH_BYTES), "--tmpfs", scratch]
     args += ["--perms", "01777", "--size", str(WORKDIR_BYTES), "--tmpfs", WORKDIR]
     for name in FILES:
         args += ["--ro-bind", str(host_dir / name), f"{WORKDIR}/{name}"]
+    args += ["--remount-ro", "/dev", "--remount-ro", "/"]  # not what is mounted on them
     return [*args, "--chdir", WORKDIR, *runner_args]
 
 
@@ -223,9 +235,11 @@ class _Capture(threading.Thread):
 
 
 def _spawn(
-    mode: str, host_dir: Path, stdin: bytes, timeout_s: float
+    mode: str, host_dir: Path, stdin: bytes, timeout_s: float, watch: Watch
 ) -> tuple[int | None, bool, str, str]:
-    """Start the judge under ``mode``; return (returncode, timed_out, verdict, output)."""
+    """Start the judge under ``mode``, bounded as a whole by ``watch`` (which kills every
+    process of the evaluation when it ends, those that left its session too); return
+    (returncode, timed_out, verdict, output)."""
     runner = [_interpreter(), "-I", "sandbox_judge.py"]
     if mode == BWRAP:
         args, cwd = _bwrap_args(host_dir, runner), str(host_dir)
@@ -245,6 +259,7 @@ def _spawn(
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
+    watch.watch(proc.pid)
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     out, err = _Capture(proc.stdout), _Capture(proc.stderr)
     out.start()
@@ -263,6 +278,7 @@ def _spawn(
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+    watch.stop()
     proc.wait()
     out.join(2)
     err.join(2)
@@ -333,12 +349,14 @@ def _run(
     memory_mb: int,
     cpu_s: int,
     max_procs: int,
+    total_memory_mb: int = TOTAL_MEMORY_MB,
 ) -> SandboxResult:
     started = time.perf_counter()
     owner = NOBODY if os.geteuid() == 0 else os.geteuid()
     nproc = max_procs + _processes_of(owner)
     stdin = _settings(tests, timeout_s, memory_mb, cpu_s, nproc, _child_interpreter(mode))
-    with tempfile.TemporaryDirectory(prefix="tierwatch-sandbox-") as tmp:
+    # the name says which process owns the dir, so a sweep can remove it if we are killed
+    with tempfile.TemporaryDirectory(prefix=owner_prefix()) as tmp:
         host_dir = Path(tmp)
         host_dir.chmod(0o755)  # nobody must reach the files (the tests are not among them)
         (host_dir / "solution.py").write_text(code, encoding="utf-8")
@@ -346,9 +364,14 @@ def _run(
             shutil.copy(Path(__file__).with_name(name), host_dir / name)
         for name in FILES:
             (host_dir / name).chmod(0o644)
-        rc, timed_out, stdout, stderr = _spawn(mode, host_dir, stdin, timeout_s)
+        watch = Watch(total_memory_mb * 2**20, max_procs + RUNNER_PROCS)
+        rc, timed_out, stdout, stderr = _spawn(mode, host_dir, stdin, timeout_s, watch)
     duration_ms = (time.perf_counter() - started) * 1000
     output = _truncate(stderr.strip())
+    if watch.exceeded:  # killed as a whole: whatever the judge managed to say is moot
+        error, why = watch.exceeded
+        output = _truncate(f"stopped: {why}\n{stderr.strip()}")
+        return SandboxResult(False, 0, 0, error, output, duration_ms, mode)
     try:
         verdict = json.loads(stdout.strip().splitlines()[-1]) if stdout.strip() else None
     except ValueError:
@@ -360,6 +383,8 @@ def _run(
             error = "timeout"
         elif error == "crash" and "MemoryError" in stderr:
             error = "memory"
+        elif error == "crash" and re.search(r"\[Errno (27|28)\]", stderr):
+            error = "write_limit"  # the file-size limit, or a full work dir, /tmp or /dev/shm
         elif error == "crash" and -child_rc in (signal.SIGXCPU, signal.SIGKILL):
             error = "timeout"  # SIGXCPU is the CPU limit; SIGKILL its hard limit
         if verdict["failures"]:
@@ -386,6 +411,7 @@ def run_unit_tests(
     memory_mb: int = 256,
     cpu_s: int = 5,
     max_procs: int = 32,
+    total_memory_mb: int = TOTAL_MEMORY_MB,
     mode: str | None = None,
 ) -> SandboxResult:
     """Run ``code`` then ``tests`` (plain asserts, or ``def test_*`` functions) in the sandbox.
@@ -395,8 +421,11 @@ def run_unit_tests(
     library only (``python -I``), as ``solution`` and as the globals of the tests.
     ``passed`` means at least one test ran and none failed.
     ``error_class``: ``no_code`` (nothing to run), ``syntax``, ``crash`` (the code raised or
-    the process died), ``memory``, ``timeout`` (wall clock or CPU limit), ``sandbox`` (bwrap
-    itself failed), ``sandbox_unavailable`` (no isolation and no opt-in: nothing ran).
+    the process died), ``memory`` (one process, or all of the evaluation's over
+    ``total_memory_mb``), ``processes`` (more than ``max_procs`` + the runner's),
+    ``write_limit`` (the file-size limit, or a full work dir, /tmp or /dev/shm), ``timeout``
+    (wall clock or CPU limit), ``sandbox`` (bwrap itself failed), ``sandbox_unavailable`` (no
+    isolation and no opt-in: nothing ran).
     ``mode`` forces an isolation level; default :func:`isolation`.
     ``tests`` are the case author's, trusted: a test file with no test is a ValueError.
     """
@@ -422,7 +451,7 @@ def run_unit_tests(
         )
     if mode == UNSAFE and os.geteuid() != 0:
         _hide_this_process()
-    return _run(mode, code, tests, timeout_s, memory_mb, cpu_s, max_procs)
+    return _run(mode, code, tests, timeout_s, memory_mb, cpu_s, max_procs, total_memory_mb)
 
 
 def _hide_this_process() -> None:

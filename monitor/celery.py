@@ -5,7 +5,7 @@ import os
 import signal
 
 from celery import Celery
-from celery.signals import beat_embedded_init
+from celery.signals import beat_embedded_init, worker_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "monitor.settings")
 
@@ -30,6 +30,15 @@ def die_with_the_worker(sender: object = None, **kwargs: object) -> None:
         return
     if os.getppid() != parent or parent == 1:
         os._exit(0)
+
+
+@worker_init.connect
+def sweep_sandbox_dirs(sender: object = None, **kwargs: object) -> None:
+    """A worker killed during an evaluation left the generated code in its sandbox work dir:
+    remove the ones whose owner is gone (``evals.sandbox_sweep``), before taking any task."""
+    from evals.sandbox_sweep import sweep
+
+    sweep()
 
 
 def worker_argv(

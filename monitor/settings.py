@@ -197,6 +197,9 @@ TIERWATCH_RESEND_AFTER_S = env_float("TIERWATCH_RESEND_AFTER_S", 600.0)
 TIERWATCH_RUN_MAX_S = env_float("TIERWATCH_RUN_MAX_S", 3600.0)  # execute_run_task's time_limit
 TIERWATCH_OVERDUE_GRACE_S = env_float("TIERWATCH_OVERDUE_GRACE_S", 900.0)  # beyond the interval
 TIERWATCH_DB_RETRY_S = env_float("TIERWATCH_DB_RETRY_S", 60.0)  # a sample save rides out a restart
+# past the retry, measured samples wait in memory this long for the database (then the run
+# fails as "database unavailable")
+TIERWATCH_DB_OUTAGE_S = env_float("TIERWATCH_DB_OUTAGE_S", 600.0)
 # Queues by kind (monitor.runs.routing): probes, audits, reports; workers choose theirs with -Q.
 CELERY_TASK_ROUTES = ("monitor.runs.routing.route_task",)
 # Requests in flight per vendor (API host) across all workers, with REDIS_URL

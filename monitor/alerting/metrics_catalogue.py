@@ -46,6 +46,9 @@ SYSTEM_METRICS = {
     "schedule_overdue": Metric(
         "schedule_overdue", None, "scheduled run overdue (beat, worker or broker down)", ""
     ),
+    "database_unavailable": Metric(
+        "database_unavailable", None, "run failed: database unavailable", ""
+    ),
     "sandbox_unavailable": Metric(
         "sandbox_unavailable", None, "generated code not run: no working sandbox", ""
     ),

@@ -114,12 +114,19 @@ def beat(run: Run) -> None:
         raise RunLost(f"run {run.id} attempt {run.attempt} was reaped or taken over")
 
 
-def store_once(save: Callable[[], T], stored: Callable[[], T | None]) -> T:
-    """Call ``save``; when the connection is lost, reconnect with backoff for up to
-    ``TIERWATCH_DB_RETRY_S`` and try again, unless ``stored`` finds that the lost attempt had
-    committed after all (its reply lost with the connection): one row, never two."""
-    deadline = time.monotonic() + settings.TIERWATCH_DB_RETRY_S
-    delay, retried = 0.2, False
+def store_once(
+    save: Callable[[], T],
+    stored: Callable[[], T | None],
+    retry_s: float | None = None,
+    look_first: bool = False,
+) -> T:
+    """Call ``save``; when the connection is lost, reconnect with backoff for up to ``retry_s``
+    (default ``TIERWATCH_DB_RETRY_S``) and try again, unless ``stored`` finds that the lost
+    attempt had committed after all (its reply lost with the connection): one row, never two.
+    ``look_first``: the same look before the first try (an earlier call lost its reply)."""
+    retry_s = settings.TIERWATCH_DB_RETRY_S if retry_s is None else retry_s
+    deadline = time.monotonic() + retry_s
+    delay, retried = 0.2, look_first
     while True:
         try:
             if retried and (found := stored()) is not None:
@@ -132,3 +139,35 @@ def store_once(save: Callable[[], T], stored: Callable[[], T | None]) -> T:
             connection.close()
             time.sleep(delay)
             delay, retried = min(2 * delay, 5.0), True
+
+
+class DatabaseUnavailable(Exception):
+    """The database did not answer for ``TIERWATCH_DB_OUTAGE_S``: the run fails saying so (its
+    worker is alive; "worker lost" would send the operator to the wrong machine)."""
+
+
+def database_answers() -> bool:
+    """One ``SELECT 1`` on a fresh connection if the last one was lost."""
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        return True
+    except DB_LOST:
+        connection.close()
+        return False
+
+
+def until_database_returns(since: float, what: str) -> None:
+    """Wait, polling with backoff, until the database answers; raise ``DatabaseUnavailable``
+    once it has been silent ``TIERWATCH_DB_OUTAGE_S`` since ``since`` (``time.monotonic()``),
+    naming ``what`` is waiting."""
+    delay = 0.2
+    while not database_answers():
+        silent = time.monotonic() - since
+        if silent + delay > settings.TIERWATCH_DB_OUTAGE_S:
+            raise DatabaseUnavailable(
+                f"database unavailable: it did not answer for {silent:.0f} s "
+                f"(limit {settings.TIERWATCH_DB_OUTAGE_S:.0f} s); {what}"
+            )
+        time.sleep(delay)
+        delay = min(2 * delay, 5.0)

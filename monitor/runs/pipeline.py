@@ -124,11 +124,15 @@ def _steps(
         return False
     except Exception as exc:
         by_vendor = isinstance(exc, steps.VENDOR_FAILURES)
-        if by_vendor:  # said in words; no traceback to read
+        if by_vendor or isinstance(exc, heartbeat.DatabaseUnavailable):  # said in words
             log.warning("run %s failed: %s", run_id, exc)
         else:
             log.exception("run %s failed", run_id)
         steps.mark_failed(run_id=run_id, exc=exc, attempt=attempt)
+        if isinstance(exc, heartbeat.DatabaseUnavailable):  # named as such, with its alert
+            for alert in watchdog.database_unavailable(run_id=run_id):
+                if notify is not None:
+                    notify(alert.id)
         if by_vendor:  # the rules on the vendor's health, else the pair's vendor alert
             changed = evaluate_alerts(run_id=run_id)
             if not vendor.health_alert_open(run_id=run_id):

