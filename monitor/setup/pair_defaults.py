@@ -45,6 +45,21 @@ def schedules(pair_name: str) -> dict[str, int | None]:
     return out
 
 
+def tripwire_every(pair_name: str) -> int | None:
+    """Seconds between the pair's enabled tripwire runs (``tripwire:<pair>``), or None."""
+    task = (
+        PeriodicTask.objects.filter(
+            name=f"{RunKind.TRIPWIRE}:{pair_name}", enabled=True, interval__isnull=False
+        )
+        .select_related("interval")
+        .first()
+    )
+    if task is None:
+        return None
+    unit = {"days": 86400, "hours": 3600, "minutes": 60, "seconds": 1}
+    return task.interval.every * unit.get(task.interval.period, 1)
+
+
 def set_schedules(pair: Pair, every_s: dict[str, int | None]) -> list[tuple[PeriodicTask, dict]]:
     """Create or update the pair's schedule of each kind given a cadence; disable the one given
     None (kept, so its history and its edits in the admin stay). Returns each row touched with

@@ -8,6 +8,7 @@ from django.urls import include, path
 
 from monitor.web import (
     audit,
+    cost,
     exports,
     maintenance,
     metrics,
@@ -25,6 +26,11 @@ pages = [
     path("", overview.overview, name="overview"),
     path("pairs/<slug:name>/", pair.pair_detail, name="pair"),
     path("pairs/<slug:name>/probe/", pair.run_probe, name="run_probe"),
+    path(
+        "pairs/<slug:name>/border-discovery/",
+        cost.allow_border_discovery,
+        name="allow_border_discovery",
+    ),
     path("pairs/<slug:name>/timeline/", timeline.timeline, name="timeline"),
     path("pairs/<slug:name>/maintenance/", maintenance.add_window, name="add_maintenance"),
     path("alerts/<int:alert_id>/<slug:action>/", timeline.alert_action, name="alert_action"),
