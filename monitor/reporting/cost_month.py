@@ -161,3 +161,53 @@ def schemes(pair: Pair) -> dict[str, Any]:
         "discovery": discovery,
         "hours": HOURS_PER_MONTH,
     }
+
+
+# Words ---------------------------------------------------------------------------------------
+
+
+def _count(x: float) -> str:
+    """A count for people: 1,234 · 12.3 k · 4.56 M."""
+    if x >= 1e6:
+        return f"{x / 1e6:.3g} M"
+    if x >= 1e4:
+        return f"{x / 1e3:.3g} k"
+    return f"{x:,.0f}"
+
+
+def _usd(value: float | None) -> str:
+    if value is None:
+        return "not priced"
+    return f"${value:.4f}" if value < 1 else f"${value:,.2f}"
+
+
+def words(row: dict[str, Any]) -> str:
+    """A scheme's or a kind's month: requests · tokens · dollars."""
+    return (
+        f"{_count(row['requests'])} requests · {_count(row['tokens'])} tokens · {_usd(row['usd'])}"
+    )
+
+
+def cell(row: dict[str, Any]) -> str:
+    if not row["runs"]:
+        return "not scheduled"
+    if row["measured"] is None:
+        return f"{row['runs']:,.0f} runs; not measured yet"
+    return words(row)
+
+
+SLA_TITLE = "Expected cost per month per pair (today's schedules and prices, not this period's)"
+SLA_HEADER = ["pair", "scheme", "tripwires", "probes", "audits", "total"]
+
+
+def sla_table(pairs: list[Pair]) -> tuple[str, list[str], list[list[str]]]:
+    """The SLA report's own block: per pair its schedules beside hourly audits."""
+    rows = []
+    for pair in pairs:
+        for scheme in schemes(pair)["schemes"]:
+            if scheme["name"] == "new default":
+                continue
+            rows.append(
+                [pair.name, scheme["name"], *(cell(r) for r in scheme["rows"]), words(scheme)]
+            )
+    return SLA_TITLE, SLA_HEADER, rows

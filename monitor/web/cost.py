@@ -17,19 +17,6 @@ from monitor.web.access import ADD_RUN, requires
 from monitor.web.worse import usd
 
 
-def _kilo(x: float) -> str:
-    """A count for people: 1,234 · 12.3 k · 4.56 M."""
-    if x >= 1e6:
-        return f"{x / 1e6:.3g} M"
-    if x >= 1e4:
-        return f"{x / 1e3:.3g} k"
-    return f"{x:,.0f}"
-
-
-def _words(row: dict[str, Any]) -> str:
-    return f"{_kilo(row['requests'])} requests · {_kilo(row['tokens'])} tokens · {usd(row['usd'])}"
-
-
 def context(pair) -> dict[str, Any]:
     """The monthly cost table as words, and whether a border discovery waits for a yes."""
     data = cost_month.schemes(pair)
@@ -37,13 +24,8 @@ def context(pair) -> dict[str, Any]:
     for scheme in data["schemes"]:
         cells = {}
         for row in scheme["rows"]:
-            if not row["runs"]:
-                cells[row["kind"]] = "not scheduled"
-            elif row["measured"] is None:
-                cells[row["kind"]] = f"{row['runs']:,.0f} runs; not measured yet"
-            else:
-                cells[row["kind"]] = _words(row)
-        total = _words(scheme)
+            cells[row["kind"]] = cost_month.cell(row)
+        total = cost_month.words(scheme)
         schemes.append({"name": scheme["name"], "cells": cells, "total": total})
     state = TripwireState.objects.filter(pair=pair).first()
     discovery = data["discovery"]

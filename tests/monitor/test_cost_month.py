@@ -78,3 +78,20 @@ def test_the_pair_page_shows_the_costs_and_accepts_the_discovery(admin_client):
     assert TripwireState.objects.get(pair=pair).border_allowed
     page = admin_client.get(reverse("monitor:pair", args=[pair.name])).content.decode()
     assert "Accepted: the next tripwire run discovers them" in page
+
+
+def test_the_sla_report_has_its_own_cost_block(settings):
+    from monitor.models import Run
+    from monitor.reporting.pdf import render_report_html
+    from monitor.reporting.sla import build_sla_report, render_html, render_text
+    from tests.support import IN_WEEK, WEEK
+
+    pair = priced_pair()
+    Run.objects.filter(pair=pair).update(created_at=IN_WEEK)
+    report = build_sla_report(week=WEEK)
+    text = render_text(report)
+    assert cost_month.SLA_TITLE in text
+    line = next(x for x in text.splitlines() if "costly" in x and "hourly audits" in x)
+    assert "not scheduled" in line  # no tripwires in the former scheme
+    for html in (render_html(report), render_report_html(report)):
+        assert 'id="cost-month"' in html and "as scheduled" in html
