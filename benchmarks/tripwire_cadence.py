@@ -128,7 +128,9 @@ def trial(url: str, method: str, change: str, seed: int, null_hours: int, max_ho
     false_alarms = 0
     for hour in range(null_hours):
         state, d = eprocess.update(
-            state, eprocess.AuditEvidence(p_of("demo-fast", hour), hour), threshold=limit
+            state,
+            eprocess.AuditEvidence(p_value=p_of("demo-fast", hour), run_id=hour),
+            threshold=limit,
         )
         false_alarms += d.new_alarm
     state = eprocess.EProcessState()  # detection measured from a fresh detector
@@ -137,7 +139,7 @@ def trial(url: str, method: str, change: str, seed: int, null_hours: int, max_ho
         switch(url, "quantized")
     try:
         for hour in range(1, max_hours + 1):
-            ev = eprocess.AuditEvidence(p_of(model, null_hours + hour), null_hours + hour)
+            ev = eprocess.AuditEvidence(p_value=p_of(model, null_hours + hour), run_id=hour)
             state, d = eprocess.update(state, ev, threshold=limit)
             if d.new_alarm:
                 return {"hours": hour, "false_alarms": false_alarms}
