@@ -50,7 +50,10 @@ def _border(
         return {"discovered": border.discover(endpoint, sizes, seed)}
     if not found.get("inputs"):
         return f"border inputs: {found.get('failed', 'none found')}"
-    return {"current": border.sample(endpoint, found["inputs"], sizes.samples)}
+    current = border.sample(endpoint, found["inputs"], sizes.samples)
+    if not current:  # every request failed: nothing to test, said rather than raised
+        return f"border inputs: no usable answer among {sizes.per_run} requests"
+    return {"current": current}
 
 
 async def _ask(spec: EndpointSpec, prompts: tuple[str, ...], repeats: int) -> list[Any]:
@@ -103,9 +106,12 @@ def execute(
         )
         done = sum(len(v) for w in windows.values() for v in w.values()) + sum(
             sum(n for c in r.get("current", {}).values() for n in c.values())
+            + r.get("discovered", {}).get("requests", 0)
             for r in border_results.values()
         )
-        Run.objects.filter(id=run_id).update(completed=done, verdict="; ".join(notes))
+        Run.objects.filter(id=run_id).update(
+            completed=done, planned=max(done, 2 * len(prompts) * repeats), verdict="; ".join(notes)
+        )
         steps.mark_done(run_id=run_id, attempt=attempt)
     except Exception as exc:
         log.exception("tripwire run %s failed", run_id)
