@@ -11,6 +11,7 @@ import pytest
 from django.urls import reverse
 
 from monitor.models import Alert, Endpoint, Pair, Run, TripwireState
+from monitor.runs import border, tripwire
 from monitor.setup.schedules import ensure_tripwire_schedule
 from monitor.setup.suites import sync_builtin_suite
 from monitor.tasks import execute_run_task, probe_pair_task
@@ -100,3 +101,20 @@ def test_a_quantized_fast_tier_fires_its_border_tripwire_and_escalates(vendor, a
     admin_client.post(reverse("verdict:acknowledge", args=[pair.name]))
     state.refresh_from_db()  # accepted: discovery again on the model now served
     assert state.tiers == {} and state.border_allowed
+
+
+def test_too_few_border_inputs_is_said_once_and_not_paid_for_again(vendor):
+    pair = make_pair(vendor)
+    TripwireState.objects.create(pair=pair, border_allowed=True)
+    tiny = border.Sizes(candidates=6, target=6, reference=4)  # 6 candidates: < 5 borders
+    run = Run.objects.create(pair=pair, suite=pair.suite, kind="tripwire", status="running")
+    tripwire.execute(run_id=run.id, attempt=0, border_sizes=tiny)
+    state = TripwireState.objects.get(pair=pair)
+    found = state.tiers["fast"]["border"]
+    assert found["inputs"] == [] and "at least 5 needed" in found["failed"], found
+    assert found["requests"] <= 6 * 3 + 6 * 4
+    again = Run.objects.create(pair=pair, suite=pair.suite, kind="tripwire", status="running")
+    tripwire.execute(run_id=again.id, attempt=0, border_sizes=tiny)
+    state.refresh_from_db()  # no second discovery: the reason stands until acknowledged
+    assert "at least 5 needed" in state.tiers["fast"]["skipped"]
+    assert state.tiers["fast"]["border"]["run"] == run.id
