@@ -63,9 +63,10 @@ NOTES = [
     "not run here (`benchmarks/tripwire_engines.py` needs the llama.cpp build).",
     "- Border inputs catch the simulated quantization later than logprobs (median 5 h): it "
     "moves each near tie by one logit, seen through 10 one-token answers per input per run.",
-    "- At hourly runs a border tripwire sends more *requests* than hourly audits did (one-token "
-    "ones: ~5 % of the audits' tokens). The paper samples once a day; an endpoint with a "
-    "tight request-rate limit can set `tripwire_every: 24h` and detect in days instead.",
+    "- At hourly runs a border tripwire sends two thirds as many *requests* as hourly audits "
+    "did (one-token ones: ~5 % of the audits' tokens). The paper samples once a day; an "
+    "endpoint with a tight request-rate limit can set `tripwire_every: 24h` and detect in "
+    "days instead.",
     "- Probes every 15 minutes are the largest part of the bill in every scheme: the next "
     "lever, not touched here.",
     "",
