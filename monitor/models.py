@@ -1008,3 +1008,6 @@ class TripwireState(models.Model):
     fired_at = models.DateTimeField(null=True, blank=True)
     audit = models.ForeignKey(Run, null=True, on_delete=models.SET_NULL, related_name="+")
     updated_at = models.DateTimeField(auto_now=True)
+    # border-input discovery (``monitor.runs.border``) costs hundreds of requests per tier: it
+    # starts only once an operator confirmed its stated cost, or the config enabled it
+    border_allowed = models.BooleanField(default=False)

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from monitor.alerting import lifecycle
 from monitor.derived import retention, run_end
-from monitor.models import Pair, Run, RunKind, RunTrigger
+from monitor.models import BENCHMARK_CASES, Pair, Run, RunKind, RunTrigger
 from monitor.reporting import archive, sla
 from monitor.runs import pipeline, steps, watchdog
 
@@ -47,8 +47,26 @@ def send_run(run: Run) -> None:
 
 def escalate_to_audit(pair: Pair) -> Run:
     """A tripwire fired: an MMD audit of the pair, queued at once through the same path as
-    "Run now", its trigger saying why."""
-    return enqueue_run(pair=pair, kind=RunKind.AUDIT, trigger=RunTrigger.TRIPWIRE)
+    "Run now", its trigger saying why; and a capability probe where the pair's suite has
+    capability cases (``has_capability_cases``), since a changed model may have lost skills
+    the audit's text comparison does not score. A run of the kind already queued is reused."""
+    if has_capability_cases(pair):
+        try:
+            enqueue_run(pair=pair, kind=RunKind.PROBE, trigger=RunTrigger.TRIPWIRE)
+        except steps.RunAlreadyQueued:
+            pass  # the queued probe measures the same cases
+    try:
+        return enqueue_run(pair=pair, kind=RunKind.AUDIT, trigger=RunTrigger.TRIPWIRE)
+    except steps.RunAlreadyQueued as queued:
+        return queued.run
+
+
+def has_capability_cases(pair: Pair) -> bool:
+    """The pair's suite scores capability: benchmark cases or cases with unit tests."""
+    cases = pair.suite.cases.all() if pair.suite_id else None
+    return cases is not None and (
+        cases.filter(BENCHMARK_CASES).exists() or cases.exclude(unit_tests="").exists()
+    )
 
 
 # A run's tasks (measuring, and the sandbox's evaluating): acknowledged only when done, so a

@@ -327,6 +327,32 @@ class Plan:
     tool_calls: list[dict[str, str]] = field(default_factory=list)  # [{name, arguments_json}]
 
 
+BORDER_SHARE = 0.15  # of short prompts whose temperature-0 first token is a near tie
+BORDER_ALTERNATIVES = (" I", " the", "Hello", " 1", ".", " a")
+QUANTIZED_BORDER_SHIFT = 1.0  # logit shift of a border input's near tie under "quantized"
+
+
+def border_token(
+    family: str, messages: list[dict[str, Any]], first: str, variant: str, rng: random.Random
+) -> str:
+    """The first token at temperature 0 of a one-token answer. For a share ``BORDER_SHARE`` of
+    prompts (a function of the weights family and the prompt) the top two tokens are a near
+    tie that the serving stack's numerics decide, request by request: a *border input* (B3IT,
+    ``evals.stats.border``). The "quantized" variant moves each tie's odds by
+    ``QUANTIZED_BORDER_SHIFT`` in logit; every other prompt answers ``first``, always."""
+    key = json.dumps(messages, sort_keys=True, default=str)
+    draw = random.Random(_h("border", family, key))
+    if draw.random() >= BORDER_SHARE:
+        return first
+    logit = draw.uniform(-1.5, 1.5)
+    alternative = BORDER_ALTERNATIVES[draw.randrange(len(BORDER_ALTERNATIVES))]
+    if alternative == first:
+        alternative = "?"
+    if variant == "quantized":
+        logit += QUANTIZED_BORDER_SHIFT if draw.random() < 0.5 else -QUANTIZED_BORDER_SHIFT
+    return first if rng.random() < 1 / (1 + math.exp(-logit)) else alternative
+
+
 class Vendor:
     def __init__(
         self, seed: int, time_scale: float, downgrade_share: float = 0.0, downgrade_above: int = 8
@@ -384,6 +410,9 @@ class Vendor:
             pieces = token_pieces(text)
         else:
             pieces = token_pieces(compose(tier, messages, temperature, sampler))
+            if max_tokens == 1 and temperature <= 0 and pieces:
+                variant = self.variants.get(tier.model, "")
+                pieces[0] = border_token(tier.family, messages, pieces[0], variant, sampler)
         finish = "stop"
         if len(pieces) > max_tokens:
             pieces, finish = pieces[: max(0, max_tokens)], "length"

@@ -27,6 +27,7 @@ from evals.stats import eprocess
 from evals.stats import tripwire as stats
 from monitor.alerting import lifecycle
 from monitor.alerting.alerts import pair_link
+from monitor.derived import border as border_fold
 from monitor.models import Alert, Pair, Run, TripwireState
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,7 @@ def after_run(
     windows: Mapping[str, Window],
     skipped: Mapping[str, str],
     escalate: Callable[[Pair], Run] | None = None,
+    border: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> tuple[TripwireState, list[Alert]]:
     """Fold one tripwire run (per tier its queries' first-token logprobs, or the reason it
     was skipped) into the pair's state; fire, alert and escalate when a detector crosses."""
@@ -89,10 +91,18 @@ def after_run(
             tiers[tier] = _tier_after(tiers.get(tier, {}), window, run.id, run.seed)
             if tiers[tier]["last"].get("new_alarm"):
                 fired.append(tier)
+        for tier, result in (border or {}).items():  # endpoints without logprobs
+            tiers[tier] = border_fold.tier_after(
+                tiers.get(tier, {}), result, run.id, run.seed, threshold()
+            )
+            if tiers[tier]["last"].get("new_alarm"):
+                fired.append(tier)
         for tier, reason in skipped.items():
             tiers[tier] = {**tiers.get(tier, {}), "skipped": reason, "last": {"run": run.id}}
         state.tiers = tiers
         state.cross = _cross(tiers, windows, run.id) or state.cross
+        if border:
+            state.cross = {**(border_fold.cross(tiers) or state.cross), "run": run.id}
         if fired and not state.fired_tier:
             state.fired_tier, state.fired_run, state.fired_at = fired[0], run, timezone.now()
         state.save()
@@ -122,9 +132,17 @@ def _alert(run: Run, state: TripwireState, fired: list[str]) -> list[Alert]:
 
     last = state.tiers[fired[0]]["last"]
     audit = f"audit run {state.audit_id} scheduled" if state.audit_id else "no audit scheduled"
+    probe = escalated_probe(state)
+    if probe is not None:
+        audit += f", capability probe run {probe.id} scheduled"
+    moved = (
+        f"border-input answers moved a mean total-variation distance of {last['statistic']:.3f}"
+        if last.get("kind") == "border"
+        else f"first-token logprobs moved {last['statistic']:.3f} nats"
+    )
     message = (
-        f"Tripwire fired on the {' and '.join(fired)} tier of pair {run.pair.name}: first-token "
-        f"logprobs moved {last['statistic']:.3f} nats from the tier's frozen reference "
+        f"Tripwire fired on the {' and '.join(fired)} tier of pair {run.pair.name}: {moved} "
+        "from the tier's frozen reference "
         f"(p {last['p']:.3g}; evidence {last['detector']:.3g} ≥ {last['threshold']:.0f}, "
         f"the tripwires' share of the budget: {TRIPWIRE_BUDGET} false alarms per tier per "
         f"quarter). {audit}. {pair_link(run.pair)}"
@@ -134,6 +152,19 @@ def _alert(run: Run, state: TripwireState, fired: list[str]) -> list[Alert]:
         alert = Alert.objects.create(rule=rule, pair=run.pair, run=run, message=message)
         opened.append(lifecycle.opened(alert_id=alert.pk))
     return opened
+
+
+def escalated_probe(state: TripwireState) -> Run | None:
+    """The capability probe the firing queued with its audit (``tasks.escalate_to_audit``)."""
+    if not state.fired_at:
+        return None
+    return (
+        Run.objects.filter(
+            pair_id=state.pair_id, kind="probe", trigger="tripwire", created_at__gte=state.fired_at
+        )
+        .order_by("id")
+        .first()
+    )
 
 
 def acknowledge(pair: Pair) -> None:

@@ -36,6 +36,7 @@ from monitor.alerting.transports import render_email
 from monitor.derived.rollups import slo_of
 from monitor.env import env_list
 from monitor.models import Endpoint, Pair, Run, RunKind, RunRollup
+from monitor.reporting import cost_month
 from monitor.reporting.exports import safe_cell
 
 logger = logging.getLogger(__name__)
@@ -547,7 +548,17 @@ def render_text(report: SlaReport) -> str:
     for title, header, rows in tables(report):
         body = _text_table(header, rows) if rows else f"(nothing this {report.kind})"
         parts.append(f"\n{title}\n{body}")
+    title, header, rows = cost_table(report)  # its own block (cost_month)
+    if rows:
+        parts.append(f"\n{title}\n{_text_table(header, rows)}")
     return "\n".join(parts) + "\n"
+
+
+def cost_table(report: SlaReport) -> tuple[str, list[str], list[list[str]]]:
+    """The report's pairs' expected cost per month (``monitor.reporting.cost_month``)."""
+    names = [p.name for p in report.pairs]
+    pairs = Pair.objects.filter(name__in=names).select_related("fast", "base").order_by("name")
+    return cost_month.sla_table(list(pairs))
 
 
 CSV_COLUMNS = [
@@ -662,6 +673,7 @@ def report_context(report: SlaReport) -> dict[str, Any]:
         "tables": tables(report),
         "text": render_text(report),
         "accounting": accounting(report),
+        "cost_month": cost_table(report),
     }
 
 

@@ -24,7 +24,7 @@ from evals.constraints import validate_all
 from evals.presets import PRESETS, unknown_preset
 from evals.records import CaseSpec, SuiteSpec
 from evals.suites import BUILTIN_SUITES
-from monitor.models import AlertRule, Channel, Endpoint, Pair, Suite
+from monitor.models import AlertRule, Channel, Endpoint, Pair, Suite, TripwireState
 from monitor.setup import audit
 from monitor.setup.schedules import ensure_probe_schedule
 from monitor.setup.suite_import import BENCHMARK_SUITES, sync_named_suite
@@ -583,11 +583,13 @@ def _apply_pair(a: _Applier, path: str, item: Located) -> bool:
             "every",
             "audit_every",
             "tripwire_every",
+            "border_discovery",
         }:
             a.error(
                 sline,
                 spath,
-                "must be a mapping with `every` and optionally `audit_every`, `tripwire_every`",
+                "must be a mapping with `every` and optionally `audit_every`, `tripwire_every`, "
+                "`border_discovery`",
             )
             return False
         for key, kind in (
@@ -606,6 +608,21 @@ def _apply_pair(a: _Applier, path: str, item: Located) -> bool:
                 before = PeriodicTask.objects.filter(name=f"{kind}:{obj.name}").first()
                 row = ensure_probe_schedule(pair_name=obj.name, every_s=seconds, kind=kind)
                 a.touched.append((row, audit.snapshot(before)))
+        if "border_discovery" in schedule and not _border_discovery(a, obj, data, spath):
+            return False
+    return True
+
+
+def _border_discovery(a: _Applier, pair: Pair, data: Any, spath: str) -> bool:
+    """``border_discovery: true`` accepts the stated cost of the pair's border-input discovery
+    (``monitor.runs.border``) for its tiers without logprobs, as the pair page's button does."""
+    value = data["schedule"].value["border_discovery"]
+    if not isinstance(value.value, bool):
+        a.error(
+            value.line, f"{spath}.border_discovery", f"must be true or false, got {value.value!r}"
+        )
+        return False
+    TripwireState.objects.update_or_create(pair=pair, defaults={"border_allowed": value.value})
     return True
 
 

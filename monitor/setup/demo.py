@@ -22,8 +22,12 @@ DEMO_PASSWORD = "tierwatch-demo"
 
 
 def ensure_demo(
-    *, vendor_url: str, probe_every_s: int = 30, audit_every_s: int = 600
+    *, vendor_url: str, probe_every_s: int = 30, audit_every_s: int = 2880
 ) -> list[Pair]:
+    """The demo's pairs. Its clock runs ×30 (a probe every 30 s plays the README's 15
+    minutes): the audit every 48 min plays the daily default, the tripwire every minute
+    the hourly one (``pair_defaults.AUDIT_EVERY_H``)."""
+
     def endpoint(name: str, model: str) -> Endpoint:
         obj, _ = Endpoint.objects.update_or_create(
             name=name,

@@ -24,7 +24,11 @@ from monitor.setup.suite_import import BENCHMARK_SUITES, sync_named_suite
 log = logging.getLogger(__name__)
 
 PROBE_EVERY_MIN = 15  # the README's cadence
-AUDIT_EVERY_H = 6
+# Routine audits daily: the hourly tripwires (``monitor.runs.tripwire``) cover the hours between
+# and queue an audit at once when they fire, so a 6-hourly audit bought little but cost: on the
+# simulated vendor a quantized fast tier fires its tripwire within 3 hourly runs, while no
+# number of audits sees it (docs/benchmarks.md "Tripwires, escalation and cost per month").
+AUDIT_EVERY_H = 24
 KINDS = (RunKind.PROBE, RunKind.AUDIT)
 
 
@@ -39,6 +43,21 @@ def schedules(pair_name: str) -> dict[str, int | None]:
         kind = task.name.split(":", 1)[0]
         out[kind] = task.interval.every * unit.get(task.interval.period, 1)
     return out
+
+
+def tripwire_every(pair_name: str) -> int | None:
+    """Seconds between the pair's enabled tripwire runs (``tripwire:<pair>``), or None."""
+    task = (
+        PeriodicTask.objects.filter(
+            name=f"{RunKind.TRIPWIRE}:{pair_name}", enabled=True, interval__isnull=False
+        )
+        .select_related("interval")
+        .first()
+    )
+    if task is None:
+        return None
+    unit = {"days": 86400, "hours": 3600, "minutes": 60, "seconds": 1}
+    return task.interval.every * unit.get(task.interval.period, 1)
 
 
 def set_schedules(pair: Pair, every_s: dict[str, int | None]) -> list[tuple[PeriodicTask, dict]]:

@@ -16,7 +16,7 @@ from monitor.runs import budget
 from monitor.runs.steps import RunAlreadyQueued
 from monitor.setup import pair_defaults
 from monitor.tasks import enqueue_run
-from monitor.web import page_figures
+from monitor.web import cost, page_figures
 from monitor.web.access import ADD_RUN, VIEW_PAIR, requires
 from monitor.web.forms import WindowForm
 from monitor.web.htmx import render_page, wants_fragment
@@ -67,7 +67,10 @@ def _every_words(seconds: int | None) -> str:
 def pair_detail(request: HttpRequest, name: str) -> HttpResponse:
     pair = selectors.get_pair_for_user(request.user, name)
     return render_page(
-        request, "monitor/pair.html", "charts", pair_context(pair, maintenance_form=WindowForm())
+        request,
+        "monitor/pair.html",
+        "charts",
+        pair_context(pair, maintenance_form=WindowForm(), cost_month=cost.context(pair)),
     )
 
 

@@ -8,6 +8,7 @@ from django.urls import include, path
 
 from monitor.web import (
     audit,
+    cost,
     exports,
     maintenance,
     metrics,
@@ -31,6 +32,11 @@ pages = [
         "pairs/<slug:name>/test-connection/",
         onboarding.test_pair_connection,
         name="test_connection",
+    ),
+    path(
+        "pairs/<slug:name>/border-discovery/",
+        cost.allow_border_discovery,
+        name="allow_border_discovery",
     ),
     path("pairs/<slug:name>/timeline/", timeline.timeline, name="timeline"),
     path("pairs/<slug:name>/maintenance/", maintenance.add_window, name="add_maintenance"),

@@ -136,9 +136,17 @@ def _tripwire(pair) -> dict[str, Any] | None:
                 "reference_runs": block.get("reference_runs", 0),
                 "last": last,
                 "alarmed": (block.get("eprocess") or {}).get("alarmed", False),
+                "border": block.get("mode") == "border",
+                "found": block.get("border"),
             }
         )
-    return {"state": state, "rows": rows, "cross": state.cross, "of": REFERENCE_RUNS}
+    return {
+        "state": state,
+        "rows": rows,
+        "cross": state.cross,
+        "of": REFERENCE_RUNS,
+        "probe": tripwire.escalated_probe(state),
+    }
 
 
 def _context(pair) -> dict[str, Any]:

@@ -41,7 +41,7 @@ def test_the_add_form_offers_the_built_in_suites_and_repeat_2(admin_client):
         assert f">{name} v" in page, name
     assert 'name="repeat" value="2"' in page
     assert 'name="probe_every_minutes" value="15"' in page
-    assert 'name="audit_every_hours" value="6"' in page
+    assert 'name="audit_every_hours" value="24"' in page  # daily: tripwires cover between
     assert Pair._meta.get_field("repeat").default == 2
 
 
