@@ -121,7 +121,13 @@ class PairForm(forms.ModelForm):
 @admin.register(models.Pair)
 class PairAdmin(AuditedAdmin):
     form = PairForm
-    list_display = ("name", "fast", "base", "suite", "claimed_speedup", "active")
+    list_display = ("name", "fast", "base", "suite", "claim_text", "active")
+
+    @admin.display(description="claim")
+    def claim_text(self, obj):
+        """The claim as the vendor words it (``evals.claims.Claim.text``)."""
+        claim = obj.claim
+        return claim.text() if claim else "—"
 
     def save_related(self, request, form, formsets, change):
         """After the pair: its schedules, and for a new pair its "outputs differ" rule."""

@@ -41,7 +41,7 @@ def run(monkeypatch) -> Run:
             scenario=scenario,
             messages=[{"role": "user", "content": "hi"}],
         )
-    pair = factories.pair(suite_row=suite, claimed_speedup=3)
+    pair = factories.pair(suite_row=suite, claim_value=3)
     pair.fast.api_key_env = pair.base.api_key_env = "ACME_KEY"
     pair.fast.save()
     pair.base.save()

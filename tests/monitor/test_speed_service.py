@@ -76,7 +76,7 @@ def scenario_run(django_db_setup, django_db_blocker, vendor_url):
             base=base,
             repeat=3,
             suite=sync_builtin_suite(name="scenarios"),
-            claimed_speedup=6.0,
+            claim_value=6.0,
             slo_ttft_ms=2000,
             slo_e2e_ms=20000,
         )

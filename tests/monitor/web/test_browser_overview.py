@@ -42,7 +42,7 @@ def demo_world(vendor_url: str) -> list[Pair]:
         fast=Endpoint.objects.create(name="down-fast", base_url=closed, model="m", timeout_s=5),
         base=Endpoint.objects.create(name="down-base", base_url=closed, model="m", timeout_s=5),
         suite=pairs[0].suite,
-        claimed_speedup=3,
+        claim_value=3,
     )
     execute_run(run_id=create_run(pair=down).id, cases_limit=2)
     return [*pairs, down]

@@ -111,7 +111,7 @@ def test_the_overview_reads_the_window_speed_and_the_baseline_date(
     from monitor.runs.steps import create_run
     from tests.factories import vendor_pair
 
-    pair = vendor_pair(demo_vendor_url, suite="smoke", repeat=2, claimed_speedup=50)
+    pair = vendor_pair(demo_vendor_url, suite="smoke", repeat=2, claim_value=50)
     for seed in (1, 2, 3):
         execute_run(run_id=create_run(pair=pair, seed=seed).id, cases_limit=4)
     newest = Run.objects.trend().filter(pair=pair).order_by("-created_at").first()

@@ -30,7 +30,7 @@ def pair() -> Pair:
                 scenario=scenario,
                 messages=[{"role": "user", "content": "hi"}],
             )
-    return factories.pair(suite_row=suite, claimed_speedup=4, slo_ttft_ms=400, slo_e2e_ms=5000)
+    return factories.pair(suite_row=suite, claim_value=4, slo_ttft_ms=400, slo_e2e_ms=5000)
 
 
 def make_run(pair: Pair, repeat: int, **blocks) -> Run:
