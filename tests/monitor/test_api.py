@@ -124,7 +124,14 @@ def test_a_viewer_lists_pairs(world):
         "fast": "demo-fast",
         "base": "demo-base",
         "suite": "smoke v1",
-        "claimed_speedup": 4.0,
+        "claim": {
+            "metric": "e2e",
+            "form": "factor",
+            "value": 4.0,
+            "percentile": None,
+            "text": "4× E2E",
+        },
+        "include_downgraded": False,
         "active": True,
         "simulated": True,
     }

@@ -90,6 +90,8 @@ def test_it_reports_the_newest_probe_in_seconds(client, token):
     assert speedup[labels(pair="demo", scenario="all", metric="ttft")] == 4.0
     assert speedup[labels(pair="demo", scenario="long_cached", metric="ttft")] == 5.5
     assert got["tierwatch_claimed_speedup_ratio"][labels(pair="demo")] == 6.0
+    claim = labels(pair="demo", metric="e2e", form="factor", percentile="")
+    assert got["tierwatch_claim"][claim] == 6.0
     sim = got["tierwatch_similarity_ratio"]
     assert sim[labels(pair="demo", comparison="fast_vs_base")] == 0.93
     assert sim[labels(pair="demo", comparison="base_vs_base")] == 0.98
