@@ -246,3 +246,21 @@ _FIELDS = (
     "completion_tokens",
     "estimated_tokens",
 )
+
+
+def period_claim(pair: Pair, runs: Sequence[Run]) -> dict[str, Any]:
+    """The claim checked over a period's comparable runs (the SLA report), with the premium
+    per week of those runs: {"check": ``check``'s block or None, "premium": weeks, "gating"}."""
+    samples = list(
+        Sample.objects.filter(run__in=[r.id for r in runs], batch=0)
+        .select_related("case")
+        .only(*_FIELDS)
+    )
+    kept, gating = gate(samples, include_downgraded=pair.include_downgraded)
+    return {
+        "check": check(pair.claim, kept),
+        "premium": premium_by_week(pair, max(r.created_at for r in runs), runs=runs)
+        if runs
+        else [],
+        "gating": gating,
+    }
