@@ -29,8 +29,9 @@ from evals.claims import Claim, check_floor, judge
 from evals.latency import output_tps
 from evals.served import NEVER_CONFIRMED, counts_for_tier, never_confirmed, tally
 from evals.stats.speedup import RatioCI
-from monitor.judging.speed import fmt_ci, paired_samples, ratio_ci, scenario_order
+from monitor.judging.pairing import fmt_ci, paired_samples, ratio_ci, scenario_order
 from monitor.models import Endpoint, Pair, Run, Sample
+from monitor.runs.budget import priced, runs_costs_by_tier
 
 # claim metric → (ratio kind, sample field or evals.latency.output_tps definition)
 SOURCE = {
@@ -188,8 +189,6 @@ def premium_by_week(
     the base tier's for the same probes (the price multiple actually paid) beside the speed-up
     in the claim's metric (E2E without a claim) with its interval, on gated samples. Empty
     when either endpoint has no prices."""
-    from monitor.runs.budget import priced, runs_costs_by_tier
-
     if not (priced(pair.fast) and priced(pair.base)):
         return []
     if runs is None:

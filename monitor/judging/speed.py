@@ -41,8 +41,10 @@ from evals.latency import goodput, output_tps, percentiles
 from evals.mechanism import AuditRef, mechanism_hints
 from evals.records import TIERS
 from evals.stats.speedup import RatioCI
-from evals.stats.speedup_runs import MIN_PAIRS, assess_claim, cluster_ratio_ci
+from evals.stats.speedup_runs import MIN_PAIRS, assess_claim
 from evals.suites import SCENARIOS
+from monitor.judging import claims as claim_checks
+from monitor.judging.pairing import fmt_ci, paired_samples, ratio_ci, scenario_order
 from monitor.models import Case, Pair, Run, RunKind, RunStatus, Sample
 from monitor.runs.load import latest_load
 
@@ -104,23 +106,6 @@ def default_runs(pair: Pair, limit: int = DEFAULT_RUNS) -> list[Run]:
     return list(Run.objects.trend().filter(pair=pair).order_by("-created_at", "-id")[:limit])
 
 
-def scenario_order(names: Iterable[str]) -> list[str]:
-    """The speed matrix's order (``SCENARIOS``), then any other scenario by name."""
-    names = set(names)
-    return [s for s in SCENARIOS if s in names] + sorted(names - set(SCENARIOS))
-
-
-def fmt_ci(ci: RatioCI | dict[str, Any]) -> str:
-    """ "5.8x [5.1, 6.4]", the same wording as ``assess_claim``; the estimate alone, "5.0x (n =
-    12 < 20 pairs)", below the minimum number of pairs."""
-    d = ci if isinstance(ci, dict) else ci.__dict__
-    if d.get("estimate") is None:
-        return d.get("note") or "no pairs"
-    if d.get("low") is None:
-        return f"{d['estimate']:.1f}x (n = {d['n']} < {MIN_PAIRS} pairs)"
-    return f"{d['estimate']:.1f}x [{d['low']:.1f}, {d['high']:.1f}]"
-
-
 def claim_line(cis: dict[str, RatioCI], claimed: float | None) -> str | None:
     """One line over all scenarios, e.g. "claimed 6x: confirmed for long_cached (6.8x [6.1,
     7.4]); contradicted for short_long_out (1.9x [1.7, 2.1]); cannot tell for mid"."""
@@ -134,22 +119,6 @@ def claim_line(cis: dict[str, RatioCI], claimed: float | None) -> str | None:
     return f"claimed {claimed:g}x: " + "; ".join(
         f"{status} for {', '.join(by[status])}" for status in order if by[status]
     )
-
-
-def paired_samples(samples: Iterable[Sample]) -> dict[str, list[dict[str, Sample]]]:
-    """Per scenario, {"fast": s, "base": s} of the same run, case and repetition (batch 0)."""
-    slots: dict[tuple[int, int, int], dict[str, Sample]] = defaultdict(dict)
-    scenario_of: dict[tuple[int, int, int], str] = {}
-    for s in samples:
-        if s.batch == 0:
-            key = (s.run_id, s.case_id, s.repetition)
-            slots[key][s.tier] = s
-            scenario_of[key] = s.case.scenario
-    out: dict[str, list[dict[str, Sample]]] = defaultdict(list)
-    for key, pair in slots.items():
-        if "fast" in pair and "base" in pair:
-            out[scenario_of[key]].append(pair)
-    return out
 
 
 def _ci_dict(ci: RatioCI, claimed: float | None) -> dict[str, Any]:
@@ -174,23 +143,6 @@ def sample_duration(s: Sample, field: str) -> float | None:
         return None
     value = getattr(s, field)
     return float("nan") if value is None else value
-
-
-def ratio_ci(
-    base: list[float | None], fast: list[float | None], runs: list[int], kind: str
-) -> RatioCI:
-    keep = [i for i in range(len(base)) if not _is_nan(base[i]) and not _is_nan(fast[i])]
-    return cluster_ratio_ci(
-        [base[i] for i in keep],
-        [fast[i] for i in keep],
-        [runs[i] for i in keep],
-        kind=kind,
-        min_n=MIN_PAIRS,
-    )  # type: ignore[arg-type]
-
-
-def _is_nan(x: float | None) -> bool:
-    return x is not None and x != x
 
 
 def speedups(
@@ -304,8 +256,6 @@ def speed_report(*, pair: Pair, runs: Sequence[Run] | None = None) -> dict[str, 
     Every figure reads the gated samples (``monitor.judging.claims.gate``): a sample the vendor
     served on another tier than expected is counted in ``gating`` and the hourly downgrade
     table, and left out of the rest unless the pair includes downgraded samples."""
-    from monitor.judging import claims as claim_checks  # it builds on this module's ratios
-
     runs = default_runs(pair) if runs is None else list(runs)
     min_n = int(settings.TIERWATCH_MIN_N)
     every = list(

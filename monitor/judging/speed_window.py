@@ -23,7 +23,8 @@ from typing import Any
 
 from evals.claims import METRICS, Claim, judge
 from monitor.judging.claims import DEFAULT_METRIC, check, expected_tiers, gate, metric_ci
-from monitor.judging.speed import DEFAULT_RUNS, SAMPLE_FIELDS, paired_samples, scenario_order
+from monitor.judging.pairing import paired_samples, scenario_order
+from monitor.judging.speed import DEFAULT_RUNS, SAMPLE_FIELDS
 from monitor.models import Run, Sample
 from monitor.selectors import newest_trend_runs
 

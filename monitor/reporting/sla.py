@@ -36,8 +36,10 @@ from evals.records import TIERS
 from monitor.alerting.transports import render_email
 from monitor.derived.rollups import slo_of
 from monitor.env import env_list
+from monitor.judging.claims import period_claim
 from monitor.models import Endpoint, Pair, Run, RunKind, RunRollup
 from monitor.reporting.exports import safe_cell
+from monitor.runs.budget import priced
 
 logger = logging.getLogger(__name__)
 
@@ -339,9 +341,6 @@ def build_sla_report(*, week: str | None = None, month: str | None = None) -> Sl
 def _claim_rows(start: datetime, end: datetime) -> list[ClaimRow]:
     """Per pair with a claim or prices on both endpoints: the claim checked over the period's
     comparable runs on gated samples, and the premium per week (``monitor.judging.claims``)."""
-    from monitor.judging.claims import period_claim
-    from monitor.runs.budget import priced
-
     runs = Run.objects.trend().filter(created_at__gte=start, created_at__lt=end)
     by_pair: dict[int, list[Run]] = defaultdict(list)
     for run in runs.only("id", "pair_id", "created_at", "status", "kind"):
