@@ -96,7 +96,7 @@ def test_the_overview_answers_three_questions_per_pair_at_1280_px(
                 in page.locator(f"#pair-{pairs[0].name} td.answer.changed").inner_text()
             )
             faster = page.locator(f"#pair-{pairs[0].name} td.answer.faster").inner_text()
-            assert "× E2E" in faster and "claim 4×:" in faster, faster
+            assert "× E2E" in faster and "claim 4× E2E:" in faster, faster
             scenarios = page.locator("#pair-demo-fast-vs-base-scenarios td.answer.faster")
             assert "scenarios" in scenarios.inner_text(), scenarios.inner_text()
             no_audit = page.locator("#pair-demo-fast-vs-base-scenarios td.answer.same")
