@@ -134,3 +134,30 @@ def test_a_tier_never_confirmed_is_named_on_the_pair_and_speed_pages(silent_vend
     for url in (f"/pairs/{pair.name}/", f"/pairs/{pair.name}/speed/"):
         html = admin_client.get(url).content.decode()
         assert sentence in html.split('id="never-confirmed"')[1].split("</p>")[0], url
+
+
+def test_capability_rollups_count_only_the_samples_served_on_the_tier():
+    """A run's rollup keeps every request in n and availability, but its capability figures
+    (tested, passed, per-case outcomes, read by "is the fast tier worse?") only the samples
+    served on the tier bought, unless the pair includes downgraded ones."""
+    from monitor.derived.rollups import record_run
+    from monitor.models import Case
+    from tests import factories
+
+    pair = factories.pair()
+    pair.fast.expected_tier = "priority"
+    pair.fast.save()
+    case = Case.objects.create(suite=pair.suite, key="c1", category="coding/x", messages=[])
+    run = factories.run(pair)
+    factories.sample(run, case, "fast", seq=0, tests_passed=True, served_tier="priority")
+    factories.sample(run, case, "fast", seq=1, tests_passed=False, served_tier="default")
+    factories.sample(run, case, "fast", seq=2, tests_passed=False, served_tier="")
+
+    (fast,) = [r for r in record_run(run=run) if r.tier == "fast"]
+    assert (fast.n, fast.n_ok) == (3, 3)  # every request counts in availability
+    assert (fast.n_tested, fast.n_passed) == (2, 1)  # the downgraded failure is left out
+    assert fast.served == {"": 1, "default": 1, "priority": 1}
+    Pair.objects.filter(pk=pair.pk).update(include_downgraded=True)
+    run.refresh_from_db()
+    (fast,) = [r for r in record_run(run=run) if r.tier == "fast"]
+    assert (fast.n_tested, fast.n_passed) == (3, 1)
