@@ -81,7 +81,7 @@ def populate(*, pairs: int, runs: int) -> None:
             for t in ("fast", "base")
         )
         pair = Pair.objects.create(
-            name=f"pair-{i}", fast=fast, base=base, suite=suite, claimed_speedup=5
+            name=f"pair-{i}", fast=fast, base=base, suite=suite, claim_value=5
         )
         rows = [
             Run(

@@ -26,6 +26,10 @@ if TYPE_CHECKING:
 # Anthropic content blocks of tools the vendor runs itself (web search, code execution, MCP):
 # generated tokens, but no call the client must answer, so not among the record's tool calls
 SERVER_TOOL_BLOCKS = frozenset({"server_tool_use", "mcp_tool_use"})
+# Responses API events that carry reasoning, not the answer (TTFT of the answer leaves them out)
+REASONING_EVENTS = frozenset(
+    {"response.reasoning_text.delta", "response.reasoning_summary_text.delta"}
+)
 
 
 class Failure(Exception):
@@ -76,6 +80,7 @@ class Stream:
         "server_blocks",
         "server_tools",
         "end_mark",
+        "answer_time",
     )
 
     def __init__(
@@ -106,6 +111,7 @@ class Stream:
         self.times: list[float] = []
         self.token_times: list[float] = []
         self.token_pieces: list[str] = []
+        self.answer_time: float | None = None  # the first token that is not reasoning
         self.done = False  # the end marker arrived
         self.stop = False  # stop reading: the end marker or an error event arrived
         self.usage_seen = False
@@ -240,10 +246,12 @@ class Stream:
                 self.rec.served_tier = self.named_tier = str(value)
                 return
 
-    def _token(self, piece: str, now: float) -> None:
+    def _token(self, piece: str, now: float, answer: bool = True) -> None:
         # the token estimate waits for finish(): nothing but an append while bytes arrive
         self.token_times.append(now)
         self.token_pieces.append(piece)
+        if answer and self.answer_time is None:  # text, refusal or tool call: not reasoning
+            self.answer_time = now
 
     def _openai(self, obj: dict[str, Any], now: float) -> None:
         # Written for the common chunk {"choices": [{"delta": {"content": ...}}]}: this runs
@@ -285,6 +293,7 @@ class Stream:
         if content:
             self.text_parts.append(content)
         generated = content + thinking
+        answer = bool(content)
         if len(delta) > 1 or not generated:  # more than {content}: role, reasoning, tools
             reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
             refusal = delta.get("refusal") or ""
@@ -303,8 +312,9 @@ class Stream:
             if tool:
                 self.tool_text.append(tool)
             generated += reasoning + refusal + tool
+            answer = answer or bool(refusal or tool)
         if generated:
-            self._token(generated, now)
+            self._token(generated, now, answer)
         if choice.get("finish_reason"):
             self.rec.finish_reason = str(choice["finish_reason"])
         lp = choice.get("logprobs")
@@ -345,7 +355,7 @@ class Stream:
                 if piece:
                     parts.append(piece)
             if piece:
-                self._token(piece, now)
+                self._token(piece, now, btype != "thinking")
         elif kind == "content_block_delta":
             delta = _field(obj.get("delta") or {}, dict, "delta")
             dtype = delta.get("type")
@@ -362,7 +372,7 @@ class Stream:
                 if obj.get("index") not in self.server_blocks:
                     self.calls.anthropic_delta(obj.get("index"), piece)
             if piece:
-                self._token(piece, now)
+                self._token(piece, now, dtype != "thinking_delta")
         elif kind == "message_delta":
             delta = _field(obj.get("delta") or {}, dict, "delta")
             if delta.get("stop_reason"):
@@ -378,7 +388,7 @@ class Stream:
         if kind == "response.output_text.delta":
             piece = _text(obj.get("delta"), "delta")
             self.text_parts.append(piece)
-        elif kind in ("response.reasoning_text.delta", "response.reasoning_summary_text.delta"):
+        elif kind in REASONING_EVENTS:
             piece = _text(obj.get("delta"), "delta")
             self.reasoning_parts.append(piece)
         elif kind == "response.refusal.delta":
@@ -402,7 +412,7 @@ class Stream:
         elif kind in ("response.created", "response.completed", "response.incomplete"):
             self._responses_final(_field(obj.get("response") or {}, dict, "response"), kind)
         if piece:
-            self._token(piece, now)
+            self._token(piece, now, kind not in REASONING_EVENTS)
 
     def _responses_final(self, resp: dict[str, Any], kind: str) -> None:
         rec = self.rec
@@ -466,6 +476,8 @@ class Stream:
         times = self.token_times
         if times:
             rec.ttft_ms = (times[0] - t0) * 1000.0
+        if self.answer_time is not None:
+            rec.ttft_answer_ms = (self.answer_time - t0) * 1000.0
             rec.e2e_ms = (times[-1] - t0) * 1000.0
             rec.chunk_gaps_ms = [(b - a) * 1000.0 for a, b in zip(times, times[1:], strict=False)]
             rec.chunk_tokens = [max(1, estimate_tokens(p)) for p in self.token_pieces]

@@ -168,7 +168,8 @@ class TimingRecord:
     connect_ms: float | None = None  # until the TCP/TLS connection was ready (trace events)
     headers_ms: float | None = None  # until response headers were read
     ttfb_ms: float | None = None  # first response body byte
-    ttft_ms: float | None = None  # first token-bearing SSE event
+    ttft_ms: float | None = None  # first token-bearing SSE event (reasoning included)
+    ttft_answer_ms: float | None = None  # first answer token: text, refusal or tool call
     e2e_ms: float | None = None  # last token-bearing SSE event
     tpot_ms: float | None = None  # (E2E - TTFT) / (output tokens - 1)
     chunk_gaps_ms: list[float] = field(default_factory=list)  # between token-bearing events

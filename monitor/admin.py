@@ -158,12 +158,22 @@ class PairForm(forms.ModelForm):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         pair_defaults.sync_suites()  # the built-in suites to choose from, synced if missing
+        for name in ("claim_metric", "claim_form"):  # defaults when left out of the post
+            if name in self.fields:
+                self.fields[name].required = False
         self.fields["suite"].queryset = models.Suite.objects.order_by("name", "-version")
         if self.instance.pk:  # an existing pair: its schedules as they are
             every = pair_defaults.schedules(self.instance.name)
             probe, audit = every["probe"], every["audit"]
             self.initial["probe_every_minutes"] = probe // 60 if probe else None
             self.initial["audit_every_hours"] = audit // 3600 if audit else None
+
+    def clean_claim_metric(self) -> str:
+        """Empty (a form that does not show it): the model's default, E2E."""
+        return self.cleaned_data.get("claim_metric") or "e2e"
+
+    def clean_claim_form(self) -> str:
+        return self.cleaned_data.get("claim_form") or "factor"
 
     def every_s(self) -> dict[str, int | None]:
         minutes = self.cleaned_data.get("probe_every_minutes")
@@ -177,7 +187,13 @@ class PairForm(forms.ModelForm):
 @admin.register(models.Pair)
 class PairAdmin(AuditedAdmin):
     form = PairForm
-    list_display = ("name", "fast", "base", "suite", "claimed_speedup", "active")
+    list_display = ("name", "fast", "base", "suite", "claim_text", "active")
+
+    @admin.display(description="claim")
+    def claim_text(self, obj):
+        """The claim as the vendor words it (``evals.claims.Claim.text``)."""
+        claim = obj.claim
+        return claim.text() if claim else "—"
 
     def save_related(self, request, form, formsets, change):
         """After the pair: its schedules, and for a new pair its "outputs differ" rule."""

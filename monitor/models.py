@@ -25,6 +25,10 @@ from django.db.models.signals import post_delete
 from django.dispatch import receiver
 from django.utils import timezone
 
+from evals.claims import FORMS as CLAIM_FORMS
+from evals.claims import METRICS as CLAIM_METRICS
+from evals.claims import Claim
+from evals.claims import problems as claim_problems
 from evals.presets import PRESETS, resolve, unknown_preset
 from evals.records import PROBE_FIELDS, PROBE_HEADERS, TIER_CHARS, EndpointSpec
 from monitor.alerting import metrics_catalogue
@@ -337,7 +341,36 @@ class Pair(models.Model):
     fast = models.ForeignKey(Endpoint, on_delete=models.PROTECT, related_name="pairs_as_fast")
     base = models.ForeignKey(Endpoint, on_delete=models.PROTECT, related_name="pairs_as_base")
     suite = models.ForeignKey(Suite, on_delete=models.PROTECT, related_name="pairs")
-    claimed_speedup = models.FloatField(null=True, blank=True, help_text="Vendor's claim, e.g. 6")
+    # The vendor's speed claim in its own metric and form (evals.claims): "2.5× output tok/s"
+    # is (output_tps, factor, 2.5); "99 % of requests ≥ 80 tok/s" is (output_tps, floor, 80, 99).
+    claim_metric = models.CharField(
+        max_length=16,
+        choices=[(k, v) for k, v in CLAIM_METRICS.items()],
+        default="e2e",
+        help_text="What the vendor promises: output tokens/s, TTFT or E2E.",
+    )
+    claim_form = models.CharField(
+        max_length=8,
+        choices=[(k, v) for k, v in CLAIM_FORMS.items()],
+        default="factor",
+        help_text="A factor over the base tier, or a floor the fast tier meets at a percentile.",
+    )
+    claim_value = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="The factor (e.g. 6), or the floor (tok/s for output tokens/s, ms for TTFT "
+        "and E2E); empty: no claim stated.",
+    )
+    claim_percentile = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="Floor only: the share of requests, in percent, that must meet it (e.g. 99).",
+    )
+    include_downgraded = models.BooleanField(
+        default=False,
+        help_text="Count samples the vendor served on another tier than expected in the "
+        "speed-ups, claims, verdict and capability figures (evals.served).",
+    )
     repeat = models.PositiveSmallIntegerField(
         default=2,
         help_text="Repetitions per case per tier; 2 or more gives the noise floor (base vs base)",
@@ -374,6 +407,27 @@ class Pair(models.Model):
     def slo(self) -> dict[str, float]:
         """The pair's service-level objectives by sample field (only those that are set)."""
         return {k: v for k, v in (("ttft_ms", self.slo_ttft_ms), ("e2e_ms", self.slo_e2e_ms)) if v}
+
+    @property
+    def claim(self) -> Claim | None:
+        """The vendor's claim (``evals.claims.Claim``), None when no value is stated."""
+        if self.claim_value is None:
+            return None
+        return Claim(self.claim_metric, self.claim_form, self.claim_value, self.claim_percentile)
+
+    def clean(self) -> None:
+        super().clean()
+        if self.claim_value is None and self.claim_percentile is None:
+            return
+        found = claim_problems(
+            self.claim_metric, self.claim_form, self.claim_value, self.claim_percentile
+        )
+        errors: dict[str, list[str]] = {}
+        for line in found:
+            field, _, problem = line.partition(": ")
+            errors.setdefault(f"claim_{field.split('.')[-1]}", []).append(problem)
+        if errors:
+            raise ValidationError(errors)
 
 
 class RunStatus(models.TextChoices):
@@ -540,6 +594,9 @@ class Sample(models.Model):
     headers_ms = models.FloatField(null=True, blank=True)
     ttfb_ms = models.FloatField(null=True, blank=True)
     ttft_ms = models.FloatField(null=True, blank=True)
+    # first answer token (text, refusal or tool call), reasoning left out; = ttft_ms for a
+    # model that streamed no reasoning first (docs/measures.md, "TTFT of a reasoning model")
+    ttft_answer_ms = models.FloatField(null=True, blank=True)
     e2e_ms = models.FloatField(null=True, blank=True)
     tpot_ms = models.FloatField(null=True, blank=True)
     chunk_gaps_ms = models.JSONField(default=list, blank=True)

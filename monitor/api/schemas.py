@@ -16,14 +16,32 @@ from monitor.reporting.exports import run_figures
 from monitor.selectors import ALERT_STATES, alert_state
 
 
+class ClaimOut(Schema):
+    """The vendor's speed claim in its own metric and form (``evals.claims``)."""
+
+    metric: Literal["output_tps", "ttft", "e2e"]
+    form: Literal["factor", "floor"]
+    value: float
+    percentile: float | None
+    text: str
+
+
 class PairOut(Schema):
     name: str
     fast: str
     base: str
     suite: str
-    claimed_speedup: float | None
+    claim: ClaimOut | None
+    include_downgraded: bool
     active: bool
     simulated: bool
+
+    @staticmethod
+    def resolve_claim(obj: Pair) -> dict[str, Any] | None:
+        claim = obj.claim
+        if claim is None:
+            return None
+        return {**claim.__dict__, "text": claim.text()}
 
     @staticmethod
     def resolve_fast(obj: Pair) -> str:
@@ -84,6 +102,7 @@ class SampleOut(Schema):
     connect_ms: float | None
     ttfb_ms: float | None
     ttft_ms: float | None
+    ttft_answer_ms: float | None
     e2e_ms: float | None
     tpot_ms: float | None
     prompt_tokens: int | None

@@ -33,7 +33,8 @@ from django.db.models.functions import Greatest, Least
 
 from evals import sketch
 from evals.client import RETRIED_MARKER
-from monitor.models import ProvenanceEvent, Run, RunKind, RunRollup, RunStatus
+from evals.served import counts_for_tier
+from monitor.models import Endpoint, ProvenanceEvent, Run, RunKind, RunRollup, RunStatus
 
 log = logging.getLogger(__name__)
 
@@ -84,8 +85,15 @@ def _met(row: Any, slo: dict[str, float]) -> bool:
     )
 
 
-def tier_rollups(samples: Iterable[Any], slo: dict[str, float]) -> dict[str, dict[str, Any]]:
-    """Per tier: the RunRollup field values of these samples."""
+def tier_rollups(
+    samples: Iterable[Any],
+    slo: dict[str, float],
+    expected: dict[int, str] | None = None,
+    include_downgraded: bool = True,
+) -> dict[str, dict[str, Any]]:
+    """Per tier: the RunRollup field values of these samples. The capability figures
+    (``n_tested``, ``n_passed``, ``cases``) count only the samples ``evals.served`` keeps for
+    the tier (``expected``: endpoint id → its expected tier); every other figure counts all."""
     by_tier: dict[str, list[Any]] = defaultdict(list)
     for s in samples:
         by_tier[_get(s, "tier")].append(s)
@@ -94,7 +102,16 @@ def tier_rollups(samples: Iterable[Any], slo: dict[str, float]) -> dict[str, dic
         ok = [s for s in rows if _get(s, "ok")]
         failed = [s for s in rows if not _get(s, "ok")]
         errors = Counter(str(_get(s, "error_class") or "unknown") for s in failed)
-        tested = [_get(s, "tests_passed") for s in rows if _get(s, "tests_passed") is not None]
+        gated = [
+            s
+            for s in rows
+            if counts_for_tier(
+                _get(s, "served_tier"),
+                (expected or {}).get(_get(s, "endpoint_id"), ""),
+                include_downgraded=include_downgraded,
+            )
+        ]
+        tested = [_get(s, "tests_passed") for s in gated if _get(s, "tests_passed") is not None]
         out[tier] = {
             "endpoint_id": _get(rows[0], "endpoint_id"),
             "n": len(rows),
@@ -110,7 +127,7 @@ def tier_rollups(samples: Iterable[Any], slo: dict[str, float]) -> dict[str, dic
             "served": dict(sorted(Counter(str(_get(s, "served_tier") or "") for s in ok).items())),
             "retried": sum(RETRIED_MARKER in (_get(s, "headers") or {}) for s in rows),
             **billed_tokens(rows),
-            "cases": case_outcomes(rows),
+            "cases": case_outcomes(gated),
         }
     return out
 
@@ -213,6 +230,14 @@ def record_run(*, run: Run, samples: Sequence[Any] | None = None) -> list[RunRol
         samples = list(run.samples.values(*ROLLUP_FIELDS))
     pair = run.pair
     slo = slo_of(pair.slo_ttft_ms, pair.slo_e2e_ms)
+    # capability counts the samples served on the tier bought (evals.served), as the pair was
+    # set when the run ended
+    expected = dict(
+        Endpoint.objects.filter(id__in=(pair.fast_id, pair.base_id)).values_list(
+            "id", "expected_tier"
+        )
+    )
+    keep_all = pair.include_downgraded
     with transaction.atomic():
         replaced, _ = RunRollup.objects.filter(run=run).delete()
         rows = RunRollup.objects.bulk_create(
@@ -226,7 +251,7 @@ def record_run(*, run: Run, samples: Sequence[Any] | None = None) -> list[RunRol
                     at=run.created_at,
                     **values,
                 )
-                for tier, values in sorted(tier_rollups(samples, slo).items())
+                for tier, values in sorted(tier_rollups(samples, slo, expected, keep_all).items())
             ]
         )
         if not replaced:

@@ -29,18 +29,22 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from datetime import timedelta
 from statistics import median
-from typing import Any, Literal
+from typing import Any
 
 from django.conf import settings
+from django.utils import timezone
 
 from evals.comparable import comparable_pairs
 from evals.latency import goodput, output_tps, percentiles
 from evals.mechanism import AuditRef, mechanism_hints
 from evals.records import TIERS
 from evals.stats.speedup import RatioCI
-from evals.stats.speedup_runs import MIN_PAIRS, assess_claim, cluster_ratio_ci
+from evals.stats.speedup_runs import MIN_PAIRS, assess_claim
 from evals.suites import SCENARIOS
+from monitor.judging import claims as claim_checks
+from monitor.judging.pairing import fmt_ci, paired_samples, ratio_ci, scenario_order
 from monitor.models import Case, Pair, Run, RunKind, RunStatus, Sample
 from monitor.runs.load import latest_load
 
@@ -63,6 +67,7 @@ BREAKDOWN = (
     ("decode", "E2E − TTFT (decode)"),
 )
 DEFAULT_RUNS = 10
+HOURLY_WINDOW = timedelta(days=30)  # the downgrade rate per hour of day looks this far back
 AUDITS_LOOKED_AT = 20  # newest audits searched for a verdict (smaller-model hint)
 SAMPLE_FIELDS = (
     "id",
@@ -77,6 +82,7 @@ SAMPLE_FIELDS = (
     "connect_ms",
     "headers_ms",
     "ttft_ms",
+    "ttft_answer_ms",
     "e2e_ms",
     "tpot_ms",
     "chunk_gaps_ms",
@@ -87,6 +93,8 @@ SAMPLE_FIELDS = (
     "logprobs",
     "completion_tokens",
     "estimated_tokens",
+    "endpoint_id",
+    "served_tier",
 )
 
 
@@ -96,23 +104,6 @@ SAMPLE_FIELDS = (
 def default_runs(pair: Pair, limit: int = DEFAULT_RUNS) -> list[Run]:
     """The pair's newest comparable runs (``Run.objects.trend``)."""
     return list(Run.objects.trend().filter(pair=pair).order_by("-created_at", "-id")[:limit])
-
-
-def scenario_order(names: Iterable[str]) -> list[str]:
-    """The speed matrix's order (``SCENARIOS``), then any other scenario by name."""
-    names = set(names)
-    return [s for s in SCENARIOS if s in names] + sorted(names - set(SCENARIOS))
-
-
-def fmt_ci(ci: RatioCI | dict[str, Any]) -> str:
-    """ "5.8x [5.1, 6.4]", the same wording as ``assess_claim``; the estimate alone, "5.0x (n =
-    12 < 20 pairs)", below the minimum number of pairs."""
-    d = ci if isinstance(ci, dict) else ci.__dict__
-    if d.get("estimate") is None:
-        return d.get("note") or "no pairs"
-    if d.get("low") is None:
-        return f"{d['estimate']:.1f}x (n = {d['n']} < {MIN_PAIRS} pairs)"
-    return f"{d['estimate']:.1f}x [{d['low']:.1f}, {d['high']:.1f}]"
 
 
 def claim_line(cis: dict[str, RatioCI], claimed: float | None) -> str | None:
@@ -128,22 +119,6 @@ def claim_line(cis: dict[str, RatioCI], claimed: float | None) -> str | None:
     return f"claimed {claimed:g}x: " + "; ".join(
         f"{status} for {', '.join(by[status])}" for status in order if by[status]
     )
-
-
-def paired_samples(samples: Iterable[Sample]) -> dict[str, list[dict[str, Sample]]]:
-    """Per scenario, {"fast": s, "base": s} of the same run, case and repetition (batch 0)."""
-    slots: dict[tuple[int, int, int], dict[str, Sample]] = defaultdict(dict)
-    scenario_of: dict[tuple[int, int, int], str] = {}
-    for s in samples:
-        if s.batch == 0:
-            key = (s.run_id, s.case_id, s.repetition)
-            slots[key][s.tier] = s
-            scenario_of[key] = s.case.scenario
-    out: dict[str, list[dict[str, Sample]]] = defaultdict(list)
-    for key, pair in slots.items():
-        if "fast" in pair and "base" in pair:
-            out[scenario_of[key]].append(pair)
-    return out
 
 
 def _ci_dict(ci: RatioCI, claimed: float | None) -> dict[str, Any]:
@@ -170,26 +145,6 @@ def sample_duration(s: Sample, field: str) -> float | None:
     return float("nan") if value is None else value
 
 
-def ratio_ci(
-    base: list[float | None],
-    fast: list[float | None],
-    runs: list[int],
-    kind: Literal["duration", "rate"],
-) -> RatioCI:
-    keep = [i for i in range(len(base)) if not _is_nan(base[i]) and not _is_nan(fast[i])]
-    return cluster_ratio_ci(
-        [base[i] for i in keep],
-        [fast[i] for i in keep],
-        [runs[i] for i in keep],
-        kind=kind,
-        min_n=MIN_PAIRS,
-    )
-
-
-def _is_nan(x: float | None) -> bool:
-    return x is not None and x != x
-
-
 def speedups(
     pairs: dict[str, list[dict[str, Sample]]], claimed: float | None, min_n: int = MIN_PAIRS
 ) -> tuple[dict[str, Any], dict[str, str | None]]:
@@ -212,10 +167,13 @@ def speedups(
 
 
 def otps_speedups(
-    pairs: dict[str, list[dict[str, Sample]]], claimed: float | None, min_n: int = MIN_PAIRS
+    pairs: dict[str, list[dict[str, Sample]]],
+    claimed: float | None,
+    min_n: int = MIN_PAIRS,
+    keys: tuple[str, ...] = ("generation", "e2e"),
 ) -> dict[str, Any]:
     """Per scenario and OTPS definition: fast tok/s ÷ base tok/s with its cluster CI (a failed
-    probe's rate counts as 0)."""
+    probe's rate counts as 0); the claim's status only in the definitions in ``keys``."""
     table: dict[str, Any] = {}
     for scenario in scenario_order(pairs):
         table[scenario] = {}
@@ -234,8 +192,37 @@ def otps_speedups(
                 runs,
                 "rate",
             )
-            table[scenario][key] = _ci_dict(ci, claimed)
+            table[scenario][key] = _ci_dict(ci, claimed if key in keys else None)
     return table
+
+
+def ttft_both(
+    by: dict[tuple[str, str], list[Sample]], scenarios: Sequence[str], min_n: int
+) -> dict[str, Any]:
+    """TTFT both ways per scenario and tier, where a tier streamed reasoning first (a sample
+    whose first answer token came after its first token): to the first token on any channel
+    (``ttft_ms``) and to the first answer token (``ttft_answer_ms``), percentiles of the
+    successful samples (docs/measures.md, "TTFT of a reasoning model"). Empty when no tier
+    streamed reasoning."""
+    out: dict[str, Any] = {}
+    for scn in scenarios:
+        for t in TIERS:
+            ok = [s for s in by[(scn, t)] if s.ok]
+            reasoned = [s for s in ok if _reasoned_first(s)]
+            if reasoned:
+                out.setdefault(scn, {})[t] = {
+                    "n_reasoning": len(reasoned),
+                    "n": len(ok),
+                    "any": percentiles([s.ttft_ms for s in ok], min_n=min_n, per_quantile=True),
+                    "answer": percentiles(
+                        [s.ttft_answer_ms for s in ok], min_n=min_n, per_quantile=True
+                    ),
+                }
+    return out
+
+
+def _reasoned_first(s: Sample) -> bool:
+    return s.ttft_ms is not None and (s.ttft_answer_ms is None or s.ttft_answer_ms > s.ttft_ms)
 
 
 def _med(values: Iterable[float | None]) -> float | None:
@@ -264,25 +251,45 @@ def goodput_block(samples: Sequence[Any], slo: dict[str, float]) -> dict[str, An
 
 def speed_report(*, pair: Pair, runs: Sequence[Run] | None = None) -> dict[str, Any]:
     """Everything the speed page shows, from the samples of ``runs`` (default: the pair's
-    newest finished probe runs). Shape: see the module docstring and the keys below."""
+    newest finished probe runs). Shape: see the module docstring and the keys below.
+
+    Every figure reads the gated samples (``monitor.judging.claims.gate``): a sample the vendor
+    served on another tier than expected is counted in ``gating`` and the hourly downgrade
+    table, and left out of the rest unless the pair includes downgraded samples."""
     runs = default_runs(pair) if runs is None else list(runs)
     min_n = int(settings.TIERWATCH_MIN_N)
-    samples = list(
+    every = list(
         Sample.objects.filter(run__in=[r.id for r in runs])
         .select_related("case")
         .only(*SAMPLE_FIELDS)
         .order_by("run_id", "seq")
     )
+    samples, gating = claim_checks.gate(every, include_downgraded=pair.include_downgraded)
+    claim = pair.claim
+    factor = claim.value if claim and claim.form == "factor" else None
+    now = timezone.now()
     by = defaultdict(list)
     for s in samples:
         by[(s.case.scenario, s.tier)].append(s)
     scenarios = scenario_order(s.case.scenario for s in samples)
     pairs = paired_samples(samples)
-    table, claims = speedups(pairs, pair.claimed_speedup)
+    table, claims = speedups(pairs, factor if claim and claim.metric != "output_tps" else None)
+    if claim and claim.form == "factor":  # a status only in the claim's own metric
+        claims = {k: v for k, v in claims.items() if k == claim.metric}
+        for row in table.values():
+            for key in row:
+                if key != claim.metric:
+                    row[key].update(claim=None, status=None)
     slo = pair.slo
+    otps_claim = factor if claim and claim.metric == "output_tps" else None
     return {
         "pair": pair.name,
-        "claimed": pair.claimed_speedup,
+        "claimed": factor if claim and claim.metric != "output_tps" else None,  # the chart's line
+        "claim_check": claim_checks.check(claim, samples),
+        "gating": gating,
+        "downgrades_by_hour": claim_checks.downgrades_by_hour(pair, now - HOURLY_WINDOW),
+        "premium": claim_checks.premium_by_week(pair, now),
+        "ttft_both": ttft_both(by, scenarios, min_n),
         "simulated": pair.simulated,
         "min_n": min_n,
         "run_ids": [r.id for r in runs],
@@ -291,7 +298,7 @@ def speed_report(*, pair: Pair, runs: Sequence[Run] | None = None) -> dict[str, 
         "descriptions": {s: SCENARIOS[s].description for s in scenarios if s in SCENARIOS},
         "n_pairs": {s: len(pairs.get(s, [])) for s in scenarios},
         "speedup": table,
-        "otps": otps_speedups(pairs, pair.claimed_speedup),
+        "otps": otps_speedups(pairs, otps_claim, keys=("generation",) if otps_claim else ()),
         "min_pairs": MIN_PAIRS,
         "claim": claims,
         "percentiles": {

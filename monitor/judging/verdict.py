@@ -28,6 +28,7 @@ from django.utils import timezone
 
 from evals.comparable import comparable_pairs
 from evals.logprobs import logprob_gap
+from evals.served import counts_for_tier
 from evals.similarity import compare_pairs, first_divergence
 from evals.stats.capability import PairedTable, paired_table, pass_at_k
 from evals.stats.labels import LABEL_WORDS, TierCounts, fmt_p, judge, ladder_context
@@ -35,6 +36,7 @@ from evals.stats.ladder import REFERENCE_LADDER
 from evals.stats.mmd import MMDResult, mmd_test
 from evals.stats.sequential import sequential_test
 from evals.stats.stability import base_stability
+from monitor.judging.claims import expected_tiers, gate
 from monitor.models import Pair, Run, RunKind, RunStatus, Sample
 
 ALPHA = 0.05
@@ -62,9 +64,14 @@ def compute_verdict(*, run_id: int) -> dict[str, Any]:
             "tests_passed",
             "case__key",
             "case__difficulty",
+            "endpoint_id",
+            "served_tier",
         )
         .order_by("seq")
     )
+    # a sample served on another tier than bought is another model's answer: left out of the
+    # test and the capability figures unless the pair includes it (evals.served)
+    samples, gating = gate(samples, include_downgraded=run.pair.include_downgraded)
     groups = _audit_groups(samples)
     fast, base = groups[("fast", 0)], groups[("base", 0)]
     fvb = mmd_test(fast, base, seed=run.seed)
@@ -119,6 +126,7 @@ def compute_verdict(*, run_id: int) -> dict[str, Any]:
             else None
         ),
         "sequential": _sequential(samples),
+        "gating": gating,
         "t0": _public_t0(t0),
         "capability": _public_capability(capability),
         "capability_from_run": own is not None,
@@ -236,8 +244,11 @@ def temperature0_diagnostics(*, pair: Pair, run: Run | None = None) -> dict[str,
             "logprobs",
             "case__key",
             "case__messages",
+            "endpoint_id",
+            "served_tier",
         )
     )
+    samples, _ = gate(samples, include_downgraded=pair.include_downgraded)
     pairs = comparable_pairs(
         samples, group=lambda s: s.case.key, messages=lambda s: s.case.messages
     )
@@ -311,9 +322,15 @@ def capability_evidence(*, pair: Pair) -> dict[str, Any] | None:
     if run is None:
         return None
     rows = Sample.objects.filter(run=run, tests_passed__isnull=False).values_list(
-        "tier", "case__key", "case__difficulty", "tests_passed"
+        "tier", "case__key", "case__difficulty", "tests_passed", "endpoint_id", "served_tier"
     )
-    return _capability(list(rows), run_id=run.id)
+    expected = expected_tiers((pair.fast_id, pair.base_id))
+    kept = [
+        r[:4]
+        for r in rows
+        if counts_for_tier(r[5], expected.get(r[4], ""), include_downgraded=pair.include_downgraded)
+    ]
+    return _capability(kept, run_id=run.id)
 
 
 def capability_of_samples(samples: Sequence[Sample], *, run_id: int) -> dict[str, Any] | None:

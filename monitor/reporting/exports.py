@@ -33,6 +33,7 @@ SAMPLE_COLUMNS = (
     "connect_ms",
     "ttfb_ms",
     "ttft_ms",
+    "ttft_answer_ms",
     "e2e_ms",
     "tpot_ms",
     "prompt_tokens",

@@ -32,6 +32,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from evals import sketch
+from evals.claims import Claim
 from evals.latency import MIN_N
 from evals.stats.labels import LABELS
 from monitor import selectors
@@ -53,7 +54,7 @@ ALL = "all"
 @dataclass
 class PairSnapshot:
     name: str
-    claimed_speedup: float | None
+    claim: Claim | None
     alerts_firing: int
     probe: Run | None
     audit: Run | None
@@ -81,7 +82,7 @@ def snapshot() -> list[PairSnapshot]:
     return [
         PairSnapshot(
             p.name,
-            p.claimed_speedup,
+            p.claim,
             p.firing,
             probes.get(p.pk),
             audits.get(p.pk),
@@ -174,7 +175,17 @@ def families(pairs: list[PairSnapshot]) -> list[GaugeMetricFamily]:
         "base/fast ratio of medians (decode: of TPOT), newest finished probe",
         ["pair", "scenario", "metric"],
     )
-    claimed = _gauge("tierwatch_claimed_speedup_ratio", "the vendor's claimed speed-up", ["pair"])
+    claimed = _gauge(
+        "tierwatch_claimed_speedup_ratio",
+        "the vendor's claimed factor over base (a factor claim; its metric in tierwatch_claim)",
+        ["pair"],
+    )
+    claim_info = _gauge(
+        "tierwatch_claim",
+        "the vendor's claim as worded: value (factor ×, floor tok/s or ms) by metric and form; "
+        "percentile for a floor",
+        ["pair", "metric", "form", "percentile"],
+    )
     similarity = _gauge(
         "tierwatch_similarity_ratio",
         "mean Indel similarity of temperature-0 texts, newest finished probe",
@@ -199,8 +210,12 @@ def families(pairs: list[PairSnapshot]) -> list[GaugeMetricFamily]:
         firing.add_metric([p.name], p.alerts_firing)
         for status in RunStatus.values:
             runs.add_metric([p.name, status], p.runs_by_status.get(status, 0))
-        if p.claimed_speedup:
-            claimed.add_metric([p.name], p.claimed_speedup)
+        if p.claim is not None:
+            c = p.claim
+            if c.form == "factor":
+                claimed.add_metric([p.name], c.value)
+            pct = "" if c.percentile is None else f"{c.percentile:g}"
+            claim_info.add_metric([p.name, c.metric, c.form, pct], c.value)
         for kind, run in ((RunKind.PROBE, p.probe), (RunKind.AUDIT, p.audit)):
             if run is not None:
                 when = run.finished_at or run.created_at
@@ -241,6 +256,7 @@ def families(pairs: list[PairSnapshot]) -> list[GaugeMetricFamily]:
         downgrade,
         speedup,
         claimed,
+        claim_info,
         similarity,
         verdict,
         p_value,

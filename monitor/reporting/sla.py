@@ -30,14 +30,17 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 
 from evals import sketch
+from evals.claims import METRICS as CLAIM_METRICS
 from evals.latency import availability, downgrades, error_budget, min_n_for
 from evals.records import TIERS
 from monitor.alerting.transports import render_email
 from monitor.derived.rollups import slo_of
 from monitor.env import env_list
+from monitor.judging.claims import period_claim
 from monitor.models import Endpoint, Pair, Run, RunKind, RunRollup
 from monitor.reporting import cost_month
 from monitor.reporting.exports import safe_cell
+from monitor.runs.budget import priced
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +88,21 @@ class PairRow:
 
 
 @dataclass
+class ClaimRow:
+    """A pair's claim as the vendor words it, checked over the period, and per ISO week the
+    price multiple paid beside the speed-up delivered (``monitor.judging.claims``)."""
+
+    name: str
+    simulated: bool
+    claim: str  # "2.5× output tok/s", "99 % of requests ≥ 80 tok/s"; "" without a claim
+    word: str  # confirmed / contradicted / not yet; "" without a claim
+    line: str
+    weeks: list[dict[str, Any]] = field(default_factory=list)  # premium_by_week rows
+    left_out: int = 0  # downgraded samples left out (evals.served)
+    note: str = ""  # the tier never confirmed
+
+
+@dataclass
 class SlaReport:
     week: str
     start: datetime  # Monday 00:00 UTC
@@ -94,6 +112,7 @@ class SlaReport:
     pairs: list[PairRow]
     kind: str = "week"  # or "month"; ``week`` then holds the month "YYYY-MM"
     target: float = 0.99  # availability SLO
+    claims: list[ClaimRow] = field(default_factory=list)
 
     @property
     def period(self) -> str:
@@ -316,7 +335,74 @@ def build_sla_report(*, week: str | None = None, month: str | None = None) -> Sl
         pairs=_pair_rows(start, end),
         kind="week" if week is not None else "month",
         target=settings.TIERWATCH_SLO_AVAILABILITY,
+        claims=_claim_rows(start, end),
     )
+
+
+def _claim_rows(start: datetime, end: datetime) -> list[ClaimRow]:
+    """Per pair with a claim or prices on both endpoints: the claim checked over the period's
+    comparable runs on gated samples, and the premium per week (``monitor.judging.claims``)."""
+    runs = Run.objects.trend().filter(created_at__gte=start, created_at__lt=end)
+    by_pair: dict[int, list[Run]] = defaultdict(list)
+    for run in runs.only("id", "pair_id", "created_at", "status", "kind"):
+        by_pair[run.pair_id].append(run)
+    rows = []
+    for pair in Pair.objects.filter(pk__in=by_pair).select_related("fast", "base"):
+        if pair.claim is None and not (priced(pair.fast) and priced(pair.base)):
+            continue
+        found = period_claim(pair, by_pair[pair.pk])
+        check = found["check"] or {}
+        rows.append(
+            ClaimRow(
+                name=pair.name,
+                simulated=pair.simulated,
+                claim=check.get("text", ""),
+                word=check.get("word", ""),
+                line=check.get("line", ""),
+                weeks=found["premium"],
+                left_out=found["gating"]["left_out"],
+                note=found["gating"]["note"],
+            )
+        )
+    return sorted(rows, key=lambda r: r.name)
+
+
+def claim_tables(report: SlaReport) -> list[tuple[str, list[str], list[list[str]]]]:
+    """The claims block of the report: each claim in the vendor's metric and form with its
+    check, and the premium paid beside the speed delivered per week."""
+    claims = [
+        [
+            _label(c.name, c.simulated),
+            c.claim or "not stated",
+            c.word or "-",
+            c.line or "-",
+            str(c.left_out),
+        ]
+        for c in report.claims
+    ]
+    premium = [
+        [
+            _label(c.name, c.simulated),
+            w["week"],
+            str(w["runs"]),
+            "-" if w["price_multiple"] is None else f"{w['price_multiple']:.2f}×",
+            f"{CLAIM_METRICS[w['metric']]}: {w['speedup_text']}",
+        ]
+        for c in report.claims
+        for w in c.weeks
+    ]
+    return [
+        (
+            "Claims as the vendor words them (downgraded samples left out)",
+            ["pair", "claim", "check", "measured", "downgraded left out"],
+            claims,
+        ),
+        (
+            "Premium paid vs speed delivered, per week",
+            ["pair", "week", "runs", "price multiple paid", "speed-up delivered [95% CI]"],
+            premium,
+        ),
+    ]
 
 
 # Rendering ------------------------------------------------------------------------------------
@@ -465,6 +551,7 @@ def tables(report: SlaReport) -> list[tuple[str, list[str], list[list[str]]]]:
             ],
             pairs,
         ),
+        *claim_tables(report),
     ]
 
 

@@ -20,6 +20,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django_celery_beat.models import PeriodicTask
 
+from evals.claims import problems as claim_problems
 from evals.constraints import validate_all
 from evals.presets import PRESETS, unknown_preset
 from evals.records import CaseSpec, SuiteSpec
@@ -61,7 +62,9 @@ FIELDS = {
         "fast",
         "base",
         "suite",
+        "claim",
         "claimed_speedup",
+        "include_downgraded",
         "repeat",
         "cases_per_run",
         "slo_ttft_ms",
@@ -125,7 +128,6 @@ RANGES: dict[str, dict[str, tuple[Any, str]]] = {
     "pairs": {
         "repeat": (lambda v: _number(v) and 1 <= v <= 100, "must be 1 to 100"),
         "cases_per_run": (lambda v: _number(v) and v >= 1, "must be ≥ 1 (omit it for all)"),
-        "claimed_speedup": (lambda v: _number(v) and v > 0, "must be > 0"),
         "daily_budget_usd": (lambda v: _number(v) and v >= 0, "must be ≥ 0 (USD per day)"),
     },
 }
@@ -571,6 +573,12 @@ def _apply_pair(a: _Applier, path: str, item: Located) -> bool:
         return False
     plain = _plain(item)
     schedule = plain.pop("schedule", None)
+    claim = _claim_fields(a, data, path)
+    if claim is None:
+        return False
+    plain.pop("claim", None)
+    plain.pop("claimed_speedup", None)
+    plain.update(claim)
     obj = Pair.objects.filter(name=plain["name"]).first() or Pair(name=plain["name"])
     for field, value in {**plain, **refs}.items():
         setattr(obj, field, value)
@@ -624,6 +632,67 @@ def _border_discovery(a: _Applier, pair: Pair, data: Any, spath: str) -> bool:
         return False
     TripwireState.objects.update_or_create(pair=pair, defaults={"border_allowed": value.value})
     return True
+
+
+CLAIM_KEYS = ("metric", "form", "value", "percentile")
+
+
+def _claim_fields(a: _Applier, data: dict[str, Located], path: str) -> dict[str, Any] | None:
+    """The pair's claim columns from ``claim: {metric, form, value, percentile}`` (the
+    vendor's own metric and form, ``evals.claims``), or from the deprecated shorthand
+    ``claimed_speedup: N`` (an E2E factor); {} when neither is given (the claim is kept as
+    it was). None after an error, each at its own line."""
+    if "claim" in data and "claimed_speedup" in data:
+        a.error(
+            data["claimed_speedup"].line,
+            f"{path}.claimed_speedup",
+            "give either claim or the older claimed_speedup, not both",
+        )
+        return None
+    if "claimed_speedup" in data:
+        value = data["claimed_speedup"].value
+        fields = {"metric": "e2e", "form": "factor", "value": value, "percentile": None}
+        if value is None:  # `claimed_speedup:` with no value: no claim
+            return {"claim_value": None, "claim_percentile": None}
+    elif "claim" in data:
+        node = data["claim"]
+        if node.value is None:  # `claim:` with no value: no claim
+            return {"claim_value": None, "claim_percentile": None}
+        if not isinstance(node.value, dict):
+            a.error(
+                node.line, f"{path}.claim", "must be a mapping {metric, form, value, percentile}"
+            )
+            return None
+        unknown = sorted(set(node.value) - set(CLAIM_KEYS))
+        for key in unknown:
+            a.error(
+                node.value[key].line,
+                f"{path}.claim.{key}",
+                f"unknown field (allowed: {', '.join(CLAIM_KEYS)})",
+            )
+        if unknown:
+            return None
+        fields = {
+            "metric": "e2e",
+            "form": "factor",
+            **_plain(node),
+        }
+        fields.setdefault("value", None)
+        fields.setdefault("percentile", None)
+    else:
+        return {}
+    found = claim_problems(*(fields[k] for k in CLAIM_KEYS), where="claim")
+    for line in found:
+        where, _, problem = line.partition(": ")
+        key = where.split(".")[-1]
+        given = data.get("claim", data.get("claimed_speedup"))
+        assert given is not None  # a problem is found only in a claim the file gave
+        at = given.value.get(key, given) if isinstance(given.value, dict) else given
+        shown = "claimed_speedup" if "claimed_speedup" in data else where
+        a.error(at.line, f"{path}.{shown}", problem)
+    if found:
+        return None
+    return {f"claim_{k}": fields[k] for k in CLAIM_KEYS}
 
 
 def _apply_rule(a: _Applier, path: str, item: Located) -> bool:

@@ -58,7 +58,9 @@ def same_model(cells: Measured, audit_every: timedelta | None, now: datetime) ->
 
 def faster(cells: Measured) -> Answer:
     speed = cells.speed or {"line": "no paired probes yet", "claim": "", "tone": "wait"}
-    return Answer(speed["line"], speed["tone"], speed["claim"])
+    note = speed.get("note") or ""  # the tier never confirmed, or downgrades left out
+    sub = " · ".join(x for x in (speed["claim"], note) if x)
+    return Answer(speed["line"], speed["tone"], sub)
 
 
 def changed(cells: Measured, probe_every: timedelta | None, now: datetime) -> Answer:

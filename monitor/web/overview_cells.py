@@ -129,11 +129,11 @@ def window_ttft(
 
 
 def build(
-    pairs: Mapping[int, tuple[str, int | None, float | None]], now: datetime
+    pairs: Mapping[int, tuple[str, int | None, speed_window.PairClaim]], now: datetime
 ) -> dict[int, Measured]:
     """The cells of these pairs (pair id → its name, its newest comparable run's id and its
-    claimed speed-up), read fresh: eight queries for any number of pairs, nine with a frozen
-    baseline."""
+    claim with its gating choice), read fresh: eight queries for any number of pairs, nine
+    with a frozen baseline."""
     pair_ids = list(pairs)
     verdicts = latest_verdicts(pair_ids)
     trends = sparkline.ttft_trends(pair_ids)
@@ -154,7 +154,7 @@ def build(
         tier_window = {t: window[(pair_id, t)] for t in TIERS if (pair_id, t) in window}
         drift = summary.drift
         numbers = newest_numbers(summary, tier_window)
-        speed = speed_window.words(speeds[pair_id], claims.get(pair_id))
+        speed = speed_window.words(speeds[pair_id], claims[pair_id].claim)
         out[pair_id] = Measured(
             numbers_html=render_to_string(
                 f"{TEMPLATE}#numbers",
@@ -188,7 +188,14 @@ def measured(rows: Sequence[tuple[Pair, Run | None]], now: datetime) -> dict[int
     entry's window still holds, built for the rest in one pass. ``rows``: each pair with its
     newest comparable finished run (``selectors.pairs_overview`` reads it), or None."""
     versions = {pair.pk: page_cache.data_version(pair) for pair, _ in rows}
-    pairs = {pair.pk: (pair.name, run and run.pk, pair.claimed_speedup) for pair, run in rows}
+    pairs = {
+        pair.pk: (
+            pair.name,
+            run and run.pk,
+            speed_window.PairClaim(pair.claim, pair.include_downgraded),
+        )
+        for pair, run in rows
+    }
     return page_cache.cached_many(
         "overview",
         versions,

@@ -9,6 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from evals.served import NEVER_CONFIRMED, never_confirmed
 from monitor import selectors
 from monitor.derived import page_cache
 from monitor.models import RunKind, RunStatus
@@ -48,7 +49,29 @@ def pair_context(pair, **extra: Any) -> dict[str, Any]:
         "charts": page_figures.figures("pair", pair),
         "alerts": selectors.open_alerts(pair),
         "polling": selectors.has_active_run(runs),
+        "served": served_tier_facts(pair, ended),
         **extra,
+    }
+
+
+def served_tier_facts(pair, runs) -> dict[str, Any]:
+    """The fast tier's reported tiers over the listed finished runs (their summaries'
+    ``served_tier`` blocks): how many confirmed, were downgraded or said nothing, and the
+    note when the vendor never confirmed the expected tier (``evals.served``)."""
+    expected = pair.fast.expected_tier
+    if not expected:
+        return {"expected": ""}
+    counts = {"confirmed": 0, "downgraded": 0, "unconfirmed": 0}
+    for run in runs:
+        block = run.summary_obj.tier("fast").served_tier or {}
+        counts["downgraded"] += block.get("n_downgraded") or 0
+        counts["confirmed"] += (block.get("n_reported") or 0) - (block.get("n_downgraded") or 0)
+        counts["unconfirmed"] += block.get("n_unreported") or 0
+    return {
+        "expected": expected,
+        **counts,
+        "note": NEVER_CONFIRMED if never_confirmed(counts) else "",
+        "include_downgraded": pair.include_downgraded,
     }
 
 

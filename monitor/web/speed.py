@@ -13,6 +13,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from evals.claims import METRICS as CLAIM_METRICS
 from evals.latency import min_n_for
 from monitor import selectors
 from monitor.derived.run_summary import LoadLevel
@@ -156,6 +157,44 @@ def load_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def hourly_rows(hours: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The fast tier's downgrade rate per UTC hour of day with n, only hours with a report."""
+    return [{**h, "rate": fraction(h["rate"], h["n"])} for h in hours if h["n"]]
+
+
+def premium_rows(weeks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per week: the price multiple paid beside the speed-up delivered (its interval)."""
+    return [
+        {
+            **w,
+            "paid": f"{w['price_multiple']:.2f}×" if w["price_multiple"] is not None else "—",
+            "metric_label": CLAIM_METRICS[w["metric"]],
+        }
+        for w in weeks
+    ]
+
+
+QS = ("p50", "p95")
+
+
+def ttft_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """TTFT both ways (first token on any channel, first answer token) where a tier streamed
+    reasoning first: P50 and P95 of each with n."""
+    min_n = report["min_n"]
+    rows = []
+    for scn, tiers in report["ttft_both"].items():
+        for tier, both in tiers.items():
+            cells = [percentile(both[k], q, min_n) for k in ("any", "answer") for q in QS]
+            rows.append({
+                "scenario": scn,
+                "tier": tier,
+                "n": both["n"],
+                "n_reasoning": both["n_reasoning"],
+                "cells": cells,
+            })  # fmt: skip
+    return rows
+
+
 @requires(VIEW_RUN)
 @require_GET
 def speed_page(request: HttpRequest, name: str) -> HttpResponse:
@@ -167,9 +206,11 @@ def speed_page(request: HttpRequest, name: str) -> HttpResponse:
         "simulated": report["simulated"],
         **computed,
         "metric_labels": [label for _, _, label in METRICS],
-        "claim_lines": [
-            (label, report["claim"][key]) for key, _, label in METRICS if report["claim"].get(key)
-        ],
+        "claim_check": report["claim_check"],
+        "gating": report["gating"],
+        "hourly": hourly_rows(report["downgrades_by_hour"]),
+        "premium_rows": premium_rows(report["premium"]),
+        "ttft_rows": ttft_rows(report),
         "speedup_rows": speedup_rows(report),
         "otps_labels": [label for _, label in OTPS],
         "otps_rows": speedup_rows(report, "otps", tuple(key for key, _ in OTPS)),

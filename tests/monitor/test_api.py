@@ -56,7 +56,7 @@ def client_for(role: str | None) -> Api:
 
 @pytest.fixture
 def world():
-    pair = factories.pair(claimed_speedup=4)
+    pair = factories.pair(claim_value=4)
     other = factories.pair("other", fast="o-fast", base="o-base", suite_row=pair.suite)
     for i in range(7):
         factories.run(pair, minutes_ago=10 * (7 - i), summary=factories.summary())
@@ -124,7 +124,14 @@ def test_a_viewer_lists_pairs(world):
         "fast": "demo-fast",
         "base": "demo-base",
         "suite": "smoke v1",
-        "claimed_speedup": 4.0,
+        "claim": {
+            "metric": "e2e",
+            "form": "factor",
+            "value": 4.0,
+            "percentile": None,
+            "text": "4× E2E",
+        },
+        "include_downgraded": False,
         "active": True,
         "simulated": True,
     }

@@ -33,7 +33,7 @@ ST = shutil.which("st", path=str(Path(sys.executable).parent))
     "refuses that SQLite stores); runs on SQLite until fixed",
 )
 def test_schemathesis_finds_no_server_error_and_no_schema_violation(live_server, tmp_path):
-    pair = factories.pair(claimed_speedup=4)
+    pair = factories.pair(claim_value=4)
     run = factories.run(pair, minutes_ago=5, summary=factories.summary())
     factories.run(pair, kind=RunKind.AUDIT, minutes_ago=4, summary=factories.summary())
     rule = AlertRule.objects.create(name="ttft", metric="ttft_p95", threshold=1)

@@ -23,7 +23,9 @@ def test_it_applies_a_full_config_and_is_idempotent():
     assert Endpoint.objects.get(name="acme-base").protocol == "anthropic"
     pair = Pair.objects.get(name="acme")
     assert pair.suite == Suite.objects.get(name="team-cases", version=2)
-    assert pair.claimed_speedup == 6
+    # the deprecated shorthand `claimed_speedup: 6` is an E2E factor
+    assert (pair.claim_metric, pair.claim_form, pair.claim_value) == ("e2e", "factor", 6)
+    assert pair.claim_percentile is None
     assert set(
         PeriodicTask.objects.filter(name__endswith=":acme").values_list("name", flat=True)
     ) == {"probe:acme", "audit:acme"}
@@ -133,3 +135,62 @@ def test_it_names_a_served_tier_fields_value_that_is_not_a_list():
         apply_config_text(text, source="team.yaml")
     assert "team.yaml:6: endpoints[0].served_tier_fields: " in str(err.value)
     assert "list of header names" in str(err.value)
+
+
+@pytest.mark.django_db
+def test_a_claim_is_given_in_the_vendors_metric_and_form():
+    floor = GOOD.replace(
+        "    claimed_speedup: 6\n",
+        "    claim: {metric: output_tps, form: floor, value: 80, percentile: 99}\n",
+    )
+    apply_config_text(floor, source="team.yaml")
+    pair = Pair.objects.get(name="acme")
+    assert (pair.claim_metric, pair.claim_form, pair.claim_value, pair.claim_percentile) == (
+        "output_tps",
+        "floor",
+        80,
+        99,
+    )
+    assert pair.claim.text() == "99 % of requests ≥ 80 tok/s"
+    factor = GOOD.replace(
+        "    claimed_speedup: 6\n", "    claim: {metric: output_tps, value: 2.5}\n"
+    )
+    apply_config_text(factor, source="team.yaml")
+    pair.refresh_from_db()
+    assert pair.claim.text() == "2.5× output tok/s" and pair.claim_percentile is None
+
+
+FLOOR = "claim: {metric: ttft, form: floor, value: 300"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("claim", "where", "problem"),
+    [
+        (FLOOR + "}", "claim.percentile", "a floor needs"),
+        (FLOOR + ", percentile: 100}", "claim.percentile", "between 0 and 100"),
+        ("claim: {metric: tps, value: 2}", "claim.metric", "must be one of output_tps"),
+        ("claim: {metric: e2e, value: -1}", "claim.value", "must be a number > 0"),
+        ("claim: {metric: e2e, value: 2, unit: x}", "claim.unit", "unknown field"),
+        ("claim: 6", "claim", "must be a mapping"),
+        ("claimed_speedup: 0", "claimed_speedup", "must be a number > 0"),
+    ],
+)
+def test_a_bad_claim_is_named_with_file_line_and_field_and_nothing_is_applied(
+    claim, where, problem
+):
+    bad = GOOD.replace("    claimed_speedup: 6\n", f"    {claim}\n")
+    line = bad.splitlines().index(f"    {claim}") + 1
+    with pytest.raises(ConfigError) as err:
+        apply_config_text(bad, source="team.yaml")
+    assert f"team.yaml:{line}: pairs[0].{where}: " in str(err.value) and problem in str(err.value)
+    assert not Pair.objects.exists()
+
+
+@pytest.mark.django_db
+def test_claim_and_the_older_shorthand_together_are_refused():
+    both = GOOD.replace(
+        "    claimed_speedup: 6\n", "    claimed_speedup: 6\n    claim: {metric: e2e, value: 6}\n"
+    )
+    with pytest.raises(ConfigError, match="give either claim or the older claimed_speedup"):
+        apply_config_text(both, source="team.yaml")

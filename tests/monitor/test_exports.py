@@ -41,7 +41,7 @@ def run(monkeypatch) -> Run:
             scenario=scenario,
             messages=[{"role": "user", "content": "hi"}],
         )
-    pair = factories.pair(suite_row=suite, claimed_speedup=3)
+    pair = factories.pair(suite_row=suite, claim_metric="ttft", claim_value=3)
     pair.fast.api_key_env = pair.base.api_key_env = "ACME_KEY"
     pair.fast.save()
     pair.base.save()
@@ -132,7 +132,8 @@ def test_the_speed_export_is_the_per_scenario_table(viewer, run):
     assert list(rows[0]) == list(exports.SPEEDUP_COLUMNS)
     assert [r["scenario"] for r in rows] == ["long_cached", "short_long_out"]
     assert float(rows[0]["ttft_estimate"]) == pytest.approx(4.0)
-    assert rows[0]["ttft_status"]  # judged against the claimed 3×
+    assert rows[0]["ttft_status"]  # judged against the claimed 3× TTFT
+    assert not rows[0]["e2e_status"]  # the claim names TTFT: E2E is not judged against it
     records = read_json(viewer.get("/pairs/demo/speed/speedups.json"))
     assert records[1]["n_pairs"] == 6
 

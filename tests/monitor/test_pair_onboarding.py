@@ -103,9 +103,9 @@ def test_apply_config_check_prints_what_would_change_and_changes_nothing():
     assert changed != GOOD
     out = io.StringIO()
     call_command("apply_config", "--check", _file(changed), stdout=out)
-    assert "would change pair acme: claimed_speedup 6.0 → 4.0" in out.getvalue()
+    assert "would change pair acme: claim_value 6.0 → 4.0" in out.getvalue()
     assert "1 change;" in out.getvalue()
-    assert Pair.objects.get(name="acme").claimed_speedup == 6
+    assert Pair.objects.get(name="acme").claim_value == 6
 
 
 def _file(text: str) -> str:

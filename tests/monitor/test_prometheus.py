@@ -57,7 +57,7 @@ def test_it_handles_a_missing_or_wrong_token_with_401(client, token):
 
 
 def test_it_reports_the_newest_probe_in_seconds(client, token):
-    pair = factories.pair(claimed_speedup=6)
+    pair = factories.pair(claim_value=6)
     factories.run(
         pair, minutes_ago=30, summary=factories.summary(fast=factories.tier(ttft=(999.0, 999.0)))
     )
@@ -90,6 +90,8 @@ def test_it_reports_the_newest_probe_in_seconds(client, token):
     assert speedup[labels(pair="demo", scenario="all", metric="ttft")] == 4.0
     assert speedup[labels(pair="demo", scenario="long_cached", metric="ttft")] == 5.5
     assert got["tierwatch_claimed_speedup_ratio"][labels(pair="demo")] == 6.0
+    claim = labels(pair="demo", metric="e2e", form="factor", percentile="")
+    assert got["tierwatch_claim"][claim] == 6.0
     sim = got["tierwatch_similarity_ratio"]
     assert sim[labels(pair="demo", comparison="fast_vs_base")] == 0.93
     assert sim[labels(pair="demo", comparison="base_vs_base")] == 0.98
@@ -184,7 +186,7 @@ def test_the_example_dashboard_queries_only_metrics_that_exist(client, token, se
     dashboard = json.loads((settings.BASE_DIR / "docs" / "grafana-dashboard.json").read_text())
     exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
     wanted = {name for e in exprs for name in re.findall(r"tierwatch_[a-z0-9_]+", e)}
-    pair = factories.pair(claimed_speedup=6)
+    pair = factories.pair(claim_value=6)
     factories.run(pair, summary=factories.summary(speedup=SpeedUp(ttft=4.0)))
     _probe_with_rollups(pair, minutes_ago=5, n=60)
     verdict = {"label": "inconclusive"}

@@ -114,14 +114,16 @@ def test_an_admin_configures_in_the_admin(client, pair):
             "fast": pair.fast_id,
             "base": pair.base_id,
             "suite": pair.suite_id,
-            "claimed_speedup": "5",
+            "claim_metric": "output_tps",
+            "claim_form": "factor",
+            "claim_value": "2.5",
             "repeat": "1",
             "active": "on",
         },
     )
     assert response.status_code == 302
     pair.refresh_from_db()
-    assert pair.claimed_speedup == 5
+    assert (pair.claim_metric, pair.claim_form, pair.claim_value) == ("output_tps", "factor", 2.5)
 
 
 def test_the_command_grants_one_role_at_a_time(capsys):

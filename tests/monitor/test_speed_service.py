@@ -76,7 +76,8 @@ def scenario_run(django_db_setup, django_db_blocker, vendor_url):
             base=base,
             repeat=3,
             suite=sync_builtin_suite(name="scenarios"),
-            claimed_speedup=6.0,
+            claim_metric="ttft",
+            claim_value=6.0,
             slo_ttft_ms=2000,
             slo_e2e_ms=20000,
         )
@@ -103,13 +104,16 @@ def test_the_fast_tiers_ttft_speedup_is_larger_with_a_cached_prefix(scenario_run
 def test_every_interval_contains_its_point_estimate(scenario_run):
     pair, _ = scenario_run
     report = speed_report(pair=pair)
-    cells = [ci for metrics in report["speedup"].values() for ci in metrics.values()]
-    with_ci = [ci for ci in cells if ci["low"] is not None]
+    cells = [(k, ci) for metrics in report["speedup"].values() for k, ci in metrics.items()]
+    with_ci = [(k, ci) for k, ci in cells if ci["low"] is not None]
     assert len(with_ci) >= 9  # four scenarios × three metrics, decode may lack TPOTs
-    for ci in with_ci:
+    for key, ci in with_ci:
         assert ci["low"] <= ci["estimate"] <= ci["high"], ci
-        assert ci["claim"].startswith("claimed 6x: ")
-        assert ci["status"] in ("confirmed", "contradicted", "not contradicted")
+        if key == "ttft":  # the claim's own metric (a 6× TTFT factor): judged there only
+            assert ci["claim"].startswith("claimed 6x: ")
+            assert ci["status"] in ("confirmed", "contradicted", "not contradicted")
+        else:
+            assert ci["claim"] is None and ci["status"] is None
         assert ci["method"] == "bootstrap over pairs"  # 4 runs: too few clusters to resample
     json.dumps(report["speedup"])  # plain values: the claim status is its string value
 
@@ -128,10 +132,20 @@ def test_a_case_larger_than_the_context_window_is_skipped_with_a_reason(scenario
 
 def test_the_claim_is_worded_per_scenario(scenario_run):
     pair, _ = scenario_run
-    line = speed_report(pair=pair)["claim"]["ttft"]
+    report = speed_report(pair=pair)
+    line = report["claim"]["ttft"]
     assert line.startswith("claimed 6x: ")
+    assert set(report["claim"]) == {"ttft"}  # no other metric is judged against a TTFT claim
+    check = report["claim_check"]
+    assert check["line"].startswith("claim 6× TTFT: ")
     for scenario in ("long_cached", "long_cold", "short_long_out", "mid"):
-        assert scenario in line
+        assert scenario in line and scenario in check["line"]
+    assert {row["scenario"] for row in check["scenarios"]} == {
+        "long_cached",
+        "long_cold",
+        "short_long_out",
+        "mid",
+    }
 
 
 def test_claim_line_confirms_contradicts_or_cannot_tell_per_scenario():

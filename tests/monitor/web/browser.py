@@ -58,7 +58,7 @@ def run_summary(i: int) -> dict:
 
 def make_pair() -> Pair:
     suite = Suite.objects.create(name="smoke")
-    pair = factories.pair(suite_row=suite, claimed_speedup=6)
+    pair = factories.pair(suite_row=suite, claim_value=6)
     now = timezone.now()
     for i in range(8):
         run = Run.objects.create(

@@ -23,7 +23,7 @@ def test_a_viewer_exports_and_reads_the_api_docs(live_server, monkeypatch):
     sync_api = pytest.importorskip("playwright.sync_api")
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     factories.user("vic", roles.VIEWER, password="pw-vic-1234")
-    pair = factories.pair(claimed_speedup=4)
+    pair = factories.pair(claim_value=4)
     run = factories.run(pair, summary=factories.summary(), planned=2, completed=2)
     case = pair.suite.cases.get()
     factories.sample(run, case, "fast", ttft_ms=90.0, e2e_ms=600.0, seq=0)

@@ -42,7 +42,7 @@ def demo_world(vendor_url: str) -> list[Pair]:
         fast=Endpoint.objects.create(name="down-fast", base_url=closed, model="m", timeout_s=5),
         base=Endpoint.objects.create(name="down-base", base_url=closed, model="m", timeout_s=5),
         suite=pairs[0].suite,
-        claimed_speedup=3,
+        claim_value=3,
     )
     execute_run(run_id=create_run(pair=down).id, cases_limit=2)
     return [*pairs, down]
@@ -96,7 +96,7 @@ def test_the_overview_answers_three_questions_per_pair_at_1280_px(
                 in page.locator(f"#pair-{pairs[0].name} td.answer.changed").inner_text()
             )
             faster = page.locator(f"#pair-{pairs[0].name} td.answer.faster").inner_text()
-            assert "× E2E" in faster and "claim 4×:" in faster, faster
+            assert "× E2E" in faster and "claim 4× E2E:" in faster, faster
             scenarios = page.locator("#pair-demo-fast-vs-base-scenarios td.answer.faster")
             assert "scenarios" in scenarios.inner_text(), scenarios.inner_text()
             no_audit = page.locator("#pair-demo-fast-vs-base-scenarios td.answer.same")

@@ -36,7 +36,7 @@ def _pair(url: str) -> Pair:
         base=ends["demo-base"],
         suite=sync_builtin_suite(name="scenarios"),
         repeat=3,
-        claimed_speedup=4,
+        claim_value=4,
     )
     for seed in (1, 2):
         assert execute_run(run_id=create_run(pair=pair, seed=seed).id).status == "done"

@@ -7,6 +7,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from evals.claims import Claim
+from evals.served import NEVER_CONFIRMED
 from monitor.judging.speed_window import ScenarioSpeed, WindowSpeed, words
 from monitor.models import Baseline, Run
 from monitor.setup.schedules import ensure_probe_schedule
@@ -85,10 +87,11 @@ def test_changed_says_the_baseline_date_or_when_it_will_be_ready():
 
 def test_how_much_faster_is_the_window_against_the_claim():
     one = WindowSpeed(10, (ScenarioSpeed("mid", 2.1, 1.9, 2.3, 40, "contradicted"),))
-    assert words(one, 6.0) == {
+    assert words(one, Claim("e2e", "factor", 6.0)) == {
         "line": "2.1× E2E [1.9, 2.3] · 10 runs, n = 40",
-        "claim": "claim 6×: contradicted",
+        "claim": "claim 6× E2E: contradicted",
         "tone": "bad",
+        "note": "",
     }
     five = WindowSpeed(
         10,
@@ -97,11 +100,34 @@ def test_how_much_faster_is_the_window_against_the_claim():
             for i, claim in enumerate(["contradicted"] * 3 + ["not yet"] * 2)
         ),
     )
-    said = words(five, 4.4)
+    said = words(five, Claim("e2e", "factor", 4.4))
     assert said["line"] == "1.0× to 5.0× E2E over 5 scenarios · 10 runs, n = 100"
-    assert said["claim"] == "claim 4.4×: contradicted in 3 of 5 scenarios, not yet in 2"
+    assert said["claim"] == "claim 4.4× E2E: contradicted in 3 of 5 scenarios, not yet in 2"
     confirmed = WindowSpeed(3, (ScenarioSpeed("mid", 6.8, 6.1, 7.4, 24, "confirmed"),))
-    assert words(confirmed, 6.0)["tone"] == "ok"
+    assert words(confirmed, Claim("e2e", "factor", 6.0))["tone"] == "ok"
+
+
+def test_the_window_speaks_in_the_claims_metric_and_form():
+    tps = WindowSpeed(
+        4, (ScenarioSpeed("mid", 2.6, 2.4, 2.8, 30, "confirmed"),), metric="output_tps"
+    )
+    said = words(tps, Claim("output_tps", "factor", 2.5))
+    assert said["line"] == "2.6× output tok/s [2.4, 2.8] · 4 runs, n = 30"
+    assert said["claim"] == "claim 2.5× output tok/s: confirmed" and said["tone"] == "ok"
+    floor = WindowSpeed(
+        4,
+        (ScenarioSpeed("mid", 2.6, 2.4, 2.8, 30, None),),
+        floor="contradicted (93.1 % of 400 met it)",
+        floor_word="contradicted",
+        left_out=3,
+    )
+    said = words(floor, Claim("output_tps", "floor", 80, 99))
+    assert said["claim"] == (
+        "claim 99 % of requests ≥ 80 tok/s: contradicted (93.1 % of 400 met it)"
+    )
+    assert said["tone"] == "bad" and said["note"] == "3 downgraded samples left out"
+    silent = WindowSpeed(4, (), note=NEVER_CONFIRMED)
+    assert words(silent, None)["note"] == NEVER_CONFIRMED
 
 
 def test_the_overview_reads_the_window_speed_and_the_baseline_date(
@@ -111,7 +137,7 @@ def test_the_overview_reads_the_window_speed_and_the_baseline_date(
     from monitor.runs.steps import create_run
     from tests.factories import vendor_pair
 
-    pair = vendor_pair(demo_vendor_url, suite="smoke", repeat=2, claimed_speedup=50)
+    pair = vendor_pair(demo_vendor_url, suite="smoke", repeat=2, claim_value=50)
     for seed in (1, 2, 3):
         execute_run(run_id=create_run(pair=pair, seed=seed).id, cases_limit=4)
     newest = Run.objects.trend().filter(pair=pair).order_by("-created_at").first()
@@ -123,5 +149,5 @@ def test_the_overview_reads_the_window_speed_and_the_baseline_date(
         )
     html = admin_client.get("/").content.decode()
     assert "× E2E" in html and "3 runs, n = 24" in html  # 4 cases × 2 repetitions × 3 runs
-    assert "claim 50×: contradicted" in html
+    assert "claim 50× E2E: contradicted" in html
     assert "no change since the baseline of 28 Nov" in html

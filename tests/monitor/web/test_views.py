@@ -23,7 +23,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def pair(db) -> Pair:
-    return factories.pair(claimed_speedup=6)
+    return factories.pair(claim_value=6)
 
 
 @pytest.fixture
