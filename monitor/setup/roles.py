@@ -16,8 +16,9 @@ from django.apps import apps as global_apps
 
 VIEWER, OPERATOR, ADMIN = "viewer", "operator", "admin"
 ROLES = (VIEWER, OPERATOR, ADMIN)
-# What an operator may do beyond reading: acknowledge or silence an alert, start a run now.
-OPERATOR_EXTRA = ("change_alert", "add_run")
+# What an operator may do beyond reading: acknowledge or silence an alert, start a run now,
+# generate an SLA report (the Reports page's Generate button).
+OPERATOR_EXTRA = ("change_alert", "add_run", "add_reportarchive")
 # Readable by nobody below admin: a token's row is its owner's business.
 NOT_FOR_VIEWERS = ("view_apitoken",)
 

@@ -17,6 +17,7 @@ ADD_RUN = "monitor.add_run"
 VIEW_ALERT = "monitor.view_alert"
 CHANGE_ALERT = "monitor.change_alert"  # acknowledge, silence (operators)
 ADD_MAINTENANCE = "monitor.add_maintenancewindow"
+ADD_REPORT = "monitor.add_reportarchive"  # the Reports page's Generate button (operators)
 
 
 def requires(perm: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

@@ -43,7 +43,7 @@ def test_the_migration_made_the_three_groups_with_their_permissions():
     }
     assert {"view_pair", "view_run", "view_sample", "view_alert"} <= perms["viewer"]
     assert not {"change_alert", "add_run", "view_apitoken"} & perms["viewer"]
-    assert perms["operator"] == perms["viewer"] | {"change_alert", "add_run"}
+    assert perms["operator"] == perms["viewer"] | {"change_alert", "add_run", "add_reportarchive"}
     assert {"change_endpoint", "add_pair", "change_periodictask", "view_apitoken"} <= perms["admin"]
 
 
