@@ -21,6 +21,7 @@ from evals.records import TIERS
 from evals.stats.labels import LABEL_WORDS
 from monitor.judging import speed_window
 from monitor.models import Pair, Run, RunKind, RunRollup, RunStatus
+from monitor.templatetags.people import evidence  # the pages' wording of an e-value
 
 
 @dataclass
@@ -174,8 +175,6 @@ def _pct(value: float | None, digits: int = 2) -> str:
 
 def same_model_words(s: SameModel) -> tuple[str, str]:
     """(the answer, the e-detector across the period's audits), in a lead's words."""
-    from monitor.templatetags.people import evidence  # the pages' wording of an e-value
-
     if not s.audits:
         return "no audit with a verdict in this period", "e-detector: no audit to add"
     when = f"{s.newest_at:%Y-%m-%d %H:%M} UTC" if s.newest_at else "-"

@@ -16,6 +16,8 @@ from django import template
 from django.urls import reverse
 from django.utils.html import format_html
 
+from monitor.derived.rollups import failed_class
+
 register = template.Library()
 
 # anchor on the metrics page → (the word as pages print it, a one-line tooltip)
@@ -112,3 +114,10 @@ def mmd2(value: object) -> str:
             f"{x:.3g}",
         )
     return f"{x:.3g}"
+
+
+@register.filter
+def check_class(sample: object) -> str:
+    """A failed check's class as every page names it (``rollups.failed_class``)."""
+    detail = getattr(sample, "tests_detail", None) or {}
+    return failed_class(detail.get("kind"), detail.get("error_class"))
