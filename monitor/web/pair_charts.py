@@ -137,18 +137,15 @@ def latency_figure(
                     "%{customdata[1]} run(s))<extra></extra>",
                 )
             )
+    need = min_n_for(95)
     if not p95_ns:
-        p95_words = f"no P95: it needs n ≥ {min_n_for(95)}" + (
-            f" within {P95_MAX_RUNS} runs" if sketches is not None else " in a run"
-        )
+        scope = f"{P95_MAX_RUNS} runs" if sketches is not None else "a run"
+        p95_words = f"no P95: needs n ≥ {need} in {scope}"
     elif max(windows) > 1:
-        p95_words = (
-            f"dotted P95 over the run and those before it until n ≥ {min_n_for(95)} "
-            f"({_runs_words(windows)}, {n_range(p95_ns)}), band between"
-        )
+        p95_words = f"dotted P95 over {_runs_words(windows)} ({n_range(p95_ns)}; needs {need})"
     else:
-        p95_words = f"dotted P95 per run ({n_range(p95_ns)}), band between"
-    subtitle = f"solid P50 per run · {p95_words} · {n_range(ns)} successes per tier per run"
+        p95_words = f"dotted P95 per run ({n_range(p95_ns)})"
+    subtitle = f"solid P50 per run ({n_range(ns)}) · {p95_words}"
     if hidden:
         subtitle += f" · {hidden} tier-runs below min n left out"
     title_p95 = " and P95 per tier" if p95_ns else " per tier"
