@@ -78,3 +78,34 @@ def test_the_term_tag_links_the_word_to_its_anchor_on_the_metrics_page():
 def test_an_unknown_term_fails_loudly():
     with pytest.raises(KeyError):
         Template('{% load people %}{% term "nonsense" %}').render(Context())
+
+
+def test_a_failed_check_has_one_class_name_on_every_page():
+    """The worse page reads ``f`` from the rollups, the sample page the sample's own detail:
+    both go through ``rollups.failed_class``, so a failed unit test is ``tests_failed`` on
+    both (the sample page said ``failed``)."""
+    from types import SimpleNamespace
+
+    from monitor.derived.rollups import case_outcomes
+
+    detail = {"kind": "unit_tests", "error_class": None}
+    sample = SimpleNamespace(tests_detail=detail)
+    row = {
+        "case__key": "c1",
+        "case__category": "coding",
+        "prompt_tokens": 3,
+        "completion_tokens": 5,
+        "text": "x",
+        "tests_passed": False,
+        "batch": 0,
+        "tests_detail": detail,
+        "repetition": 0,
+    }
+    try:
+        stored = case_outcomes([row])["c1"]["f"]
+    except KeyError as exc:  # a field the rollup reads that this row lacks
+        pytest.fail(f"case_outcomes needs {exc}")
+    assert stored == people.check_class(sample) == "tests_failed"
+    crashed = SimpleNamespace(tests_detail={"kind": "unit_tests", "error_class": "timeout"})
+    assert people.check_class(crashed) == "timeout"
+    assert people.check_class(SimpleNamespace(tests_detail={})) == "check_failed"
