@@ -109,3 +109,20 @@ def test_a_failed_check_has_one_class_name_on_every_page():
     crashed = SimpleNamespace(tests_detail={"kind": "unit_tests", "error_class": "timeout"})
     assert people.check_class(crashed) == "timeout"
     assert people.check_class(SimpleNamespace(tests_detail={})) == "check_failed"
+
+
+def test_undecided_at_a_large_loss_reads_as_keep_on_base_for_now():
+    """At −50 points and p = 0.00025 the advice said only "undecided"; the lead's sentence
+    says what to do and why."""
+    from types import SimpleNamespace
+
+    from monitor.web.worse import advice_for_a_lead
+
+    losing = SimpleNamespace(diff_points=-50.0, p_adjusted=0.00025, alpha=0.05)
+    words = advice_for_a_lead("undecided", losing, 10.0)
+    assert words.startswith("Keep this work on base for now: the fast tier looks worse here")
+    assert "(-50 points)" in words
+    thin = SimpleNamespace(diff_points=-2.0, p_adjusted=0.6, alpha=0.05)
+    assert "too little evidence" in advice_for_a_lead("undecided", thin, 10.0)
+    assert advice_for_a_lead("route", thin, 10.0).startswith("Safe to send this work to the fast")
+    assert advice_for_a_lead("keep", losing, 10.0).startswith("Send this work to base")
