@@ -95,3 +95,24 @@ def quantiles(
         high = _order_statistic(ordered, min(lo + 1, n - 1)) if frac else low
         out[f"p{q:g}"] = low + frac * (high - low)
     return out
+
+
+def trailing(
+    sketches: Sequence[Mapping[str, int] | None], need: int, max_runs: int
+) -> list[tuple[dict[str, int], int]]:
+    """For each position i, the merge of sketches i, i−1, … back until it holds ``need``
+    values or ``max_runs`` sketches: (merged counts, sketches merged). Why: a P95 needs 59
+    values (``min_n_for(95)``) and a probe of 20 requests per tier never has them alone; a
+    trailing window of whole runs reaches them without reading one sample, and its size is
+    said beside the point it gives."""
+    out = []
+    for i in range(len(sketches)):
+        merged: dict[str, int] = {}
+        used = 0
+        for s in reversed(sketches[max(0, i - max_runs + 1) : i + 1]):
+            merged = merge([merged, s])
+            used += 1
+            if count(merged) >= need:
+                break
+        out.append((merged, used))
+    return out

@@ -473,3 +473,54 @@ def case_samples(run: Run, case_key: str) -> list[Sample]:
         .select_related("case", "endpoint")
         .order_by("repetition", "batch")
     )
+
+
+# The pair page: a date range and older pages ------------------------------------------------
+
+RUNS_PER_PAGE = 50
+RANGE_RUNS_MAX = 500  # runs a chart over a chosen range draws at most (the newest of them)
+
+
+def pair_runs_between(
+    pair: Pair,
+    since: datetime | None,
+    until: datetime | None,
+    page: int = 1,
+    per_page: int = RUNS_PER_PAGE,
+) -> tuple[list[Run], bool]:
+    """One page of the pair's runs created in [since, until), newest first, and whether an
+    older page exists (one row more is read to know)."""
+    runs = Run.objects.filter(pair=pair)
+    if since:
+        runs = runs.filter(created_at__gte=since)
+    if until:
+        runs = runs.filter(created_at__lt=until)
+    start = (max(page, 1) - 1) * per_page
+    rows = list(
+        runs.only(*RUN_LIST_FIELDS).order_by("-created_at", "-id")[start : start + per_page + 1]
+    )
+    return rows[:per_page], len(rows) > per_page
+
+
+def pair_trend_runs_between(
+    pair: Pair, since: datetime | None, until: datetime | None, limit: int = RANGE_RUNS_MAX
+) -> list[Run]:
+    """The comparable finished runs the charts draw over a chosen range, newest first."""
+    runs = Run.objects.trend().filter(pair=pair)
+    if since:
+        runs = runs.filter(created_at__gte=since)
+    if until:
+        runs = runs.filter(created_at__lt=until)
+    return list(runs.only(*RUN_LIST_FIELDS).order_by("-created_at", "-id")[:limit])
+
+
+def run_sketches(run_ids: Iterable[int]) -> dict[tuple[int, str], dict[str, dict[str, int]]]:
+    """(run id, tier) → {"ttft_ms": counts, "e2e_ms": counts}: the runs' stored latency
+    sketches (``monitor.derived.rollups``), for percentiles over windows of runs."""
+    rows = RunRollup.objects.filter(run_id__in=list(run_ids)).values_list(
+        "run_id", "tier", "ttft_sketch", "e2e_sketch"
+    )
+    return {
+        (run_id, tier): {"ttft_ms": ttft or {}, "e2e_ms": e2e or {}}
+        for run_id, tier, ttft, e2e in rows
+    }

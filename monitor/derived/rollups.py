@@ -15,8 +15,9 @@ and the budget read; short keys because a capability run has a thousand cases):
   (output: the vendor's count, else our estimate), for every case;
 - for a checked case (``tests_passed`` set, batch 0): ``k`` the check's kind, ``n`` answers
   checked, ``p`` passed, ``e`` error classes counted, ``f`` the class of a failed answer
-  ("tests_failed"/"constraint_broken"/"failed" when the check named none), and for tool-call
-  cases ``t``: per answer ``[repetition, correct, called, n_calls, n_schema_valid, error]``.
+  (``failed_class``: "tests_failed"/"constraint_broken"/"check_failed" when the check named
+  none), and for tool-call cases ``t``: per answer
+  ``[repetition, correct, called, n_calls, n_schema_valid, error]``.
 """
 
 from __future__ import annotations
@@ -62,6 +63,16 @@ ROLLUP_FIELDS = (
     "tests_detail",
 )
 FAILED_AS = {"unit_tests": "tests_failed", "constraints": "constraint_broken"}
+
+
+def failed_class(kind: str | None, error: str | None = None) -> str:
+    """The one name of a failed check's class, on every page: the check's own error class
+    when it named one, else its kind's ("tests_failed", "constraint_broken"), else
+    "check_failed". Why one function: the worse page said ``tests_failed`` and the sample
+    page ``failed`` for the same answer."""
+    return error or FAILED_AS.get(kind or "", "check_failed")
+
+
 PROVENANCE = (("model_id", "model_id"), ("system_fingerprint", "fingerprint"))
 
 
@@ -171,7 +182,7 @@ def case_outcomes(rows: Iterable[Any]) -> dict[str, dict[str, Any]]:
         if error:
             entry.setdefault("e", {})[error] = entry.get("e", {}).get(error, 0) + 1
         if not passed and "f" not in entry:
-            entry["f"] = error or FAILED_AS.get(kind or "", "failed")
+            entry["f"] = failed_class(kind, error)
         if kind == "tool_call":
             entry.setdefault("t", []).append(
                 [

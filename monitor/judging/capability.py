@@ -35,6 +35,7 @@ from evals.stats.capability_paired import (
     routing_advice,
 )
 from monitor.derived import loss_detectors
+from monitor.derived.rollups import failed_class
 from monitor.models import Case, Pair, Run, RunKind, RunRollup, RunStatus
 
 WINDOW_RUNS = 30
@@ -213,7 +214,7 @@ def window_report(pair: Pair, limit: int = WINDOW_RUNS) -> WindowReport:
             )
         by_case_run[key][run_id][tier] = c["p"] == c["n"] if tier == "fast" else c["p"] > 0
         if tier == "fast" and c["p"] < c["n"]:
-            err_of[(key, run_id)] = c.get("f", "failed")
+            err_of[(key, run_id)] = c.get("f") or failed_class(c.get("k"))
     losing = []
     for key, cc in counts.items():
         if cc.n_fast and cc.n_base and cc.pass_fast / cc.n_fast < cc.pass_base / cc.n_base:

@@ -40,6 +40,7 @@ from monitor.judging.claims import period_claim
 from monitor.models import Endpoint, Pair, Run, RunKind, RunRollup
 from monitor.reporting import cost_month
 from monitor.reporting.exports import safe_cell
+from monitor.reporting.sla_answers import APPENDIX, answer_rows, pair_answers
 from monitor.runs.budget import priced
 
 logger = logging.getLogger(__name__)
@@ -113,6 +114,13 @@ class SlaReport:
     kind: str = "week"  # or "month"; ``week`` then holds the month "YYYY-MM"
     target: float = 0.99  # availability SLO
     claims: list[ClaimRow] = field(default_factory=list)
+    answers: list[Any] = field(default_factory=list)  # sla_answers.PairAnswers, page 1
+    generated_at: datetime | None = None
+
+    @property
+    def partial(self) -> bool:
+        """Generated before the period ended: its figures cover only part of it."""
+        return self.generated_at is not None and self.generated_at < self.end
 
     @property
     def period(self) -> str:
@@ -326,16 +334,19 @@ def build_sla_report(*, week: str | None = None, month: str | None = None) -> Sl
         raise ValueError("give a week (YYYY-Www) or a month (YYYY-MM), not both or neither")
     start, end = week_bounds(week) if week is not None else month_bounds(month or "")
     min_n = settings.TIERWATCH_MIN_N
+    pairs = _pair_rows(start, end)
     return SlaReport(
         week=(week or month or "").strip(),
         start=start,
         end=end,
         min_n=min_n,
         endpoints=_endpoint_rows(start, end, min_n),
-        pairs=_pair_rows(start, end),
+        pairs=pairs,
         kind="week" if week is not None else "month",
         target=settings.TIERWATCH_SLO_AVAILABILITY,
         claims=_claim_rows(start, end),
+        answers=pair_answers(start, end, {p.name: p.goodput for p in pairs}),
+        generated_at=timezone.now(),
     )
 
 
@@ -572,6 +583,16 @@ def _heading(report: SlaReport) -> str:
     )
 
 
+def partial_words(report: SlaReport) -> str:
+    """The mark of a period still in progress ("" once it has ended)."""
+    if not (report.partial and report.generated_at):
+        return ""
+    return (
+        f"PARTIAL {report.kind}: generated {report.generated_at:%Y-%m-%d %H:%M} UTC, before the "
+        f"{report.kind} ended; the figures cover only the part already measured."
+    )
+
+
 def accounting(report: SlaReport) -> list[tuple[str, str]]:
     """The contract's accounting, stated in every rendering of the report: (term, rule)."""
     return [
@@ -627,17 +648,28 @@ def accounting(report: SlaReport) -> list[tuple[str, str]]:
 def render_text(report: SlaReport) -> str:
     parts = [
         _heading(report),
+        *([partial_words(report)] if report.partial else []),
         f'Percentiles need at least n = {report.min_n} samples; below that: "{TOO_SMALL}".',
     ]
-    parts.append(
-        "\nAccounting\n" + "\n".join(f"- {term}: {rule}" for term, rule in accounting(report))
-    )
+    parts.append("\nThe answers, per pair")
+    for a in answer_rows(report.answers) or []:
+        parts.append(
+            f"\n{a['pair']}\n- same model? {a['same_model']}\n  {a['detector']}\n"
+            f"- how much faster? {'; '.join(a['speed'])}\n- availability: {a['availability']}\n"
+            f"- downgrades: {a['downgrades']}\n- goodput: {a['goodput']}"
+        )
+    if not report.answers:
+        parts.append(f"(no pair ran this {report.kind})")
     for title, header, rows in tables(report):
         body = _text_table(header, rows) if rows else f"(nothing this {report.kind})"
         parts.append(f"\n{title}\n{body}")
     title, header, rows = cost_table(report)  # its own block (cost_month)
     if rows:
         parts.append(f"\n{title}\n{_text_table(header, rows)}")
+    parts.append(
+        "\nAppendix: definitions and accounting\n"
+        + "\n".join(f"- {term}: {rule}" for term, rule in [*APPENDIX, *accounting(report)])
+    )
     return "\n".join(parts) + "\n"
 
 
@@ -761,6 +793,8 @@ def report_context(report: SlaReport) -> dict[str, Any]:
         "text": render_text(report),
         "accounting": accounting(report),
         "cost_month": cost_table(report),
+        "answers": answer_rows(report.answers),
+        "appendix": APPENDIX,
     }
 
 

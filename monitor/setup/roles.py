@@ -17,8 +17,9 @@ from django.apps import apps as global_apps
 VIEWER, OPERATOR, ADMIN = "viewer", "operator", "admin"
 ROLES = (VIEWER, OPERATOR, ADMIN)
 # What an operator may do beyond reading: acknowledge or silence an alert, start a run now,
-# add a pair and its two endpoints (the add-a-pair page; changing or deleting stays admin's).
-OPERATOR_EXTRA = ("change_alert", "add_run", "add_pair", "add_endpoint")
+# add a pair and its two endpoints (the add-a-pair page; changing or deleting stays admin's),
+# generate an SLA report (the Reports page's Generate button).
+OPERATOR_EXTRA = ("change_alert", "add_run", "add_pair", "add_endpoint", "add_reportarchive")
 # Readable by nobody below admin: a token's row is its owner's business.
 NOT_FOR_VIEWERS = ("view_apitoken",)
 

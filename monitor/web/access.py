@@ -18,6 +18,7 @@ ADD_PAIR = "monitor.add_pair"  # the add-a-pair page (operators)
 VIEW_ALERT = "monitor.view_alert"
 CHANGE_ALERT = "monitor.change_alert"  # acknowledge, silence (operators)
 ADD_MAINTENANCE = "monitor.add_maintenancewindow"
+ADD_REPORT = "monitor.add_reportarchive"  # the Reports page's Generate button (operators)
 
 
 def requires(perm: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

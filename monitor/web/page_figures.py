@@ -28,7 +28,12 @@ from monitor.web.verdict_charts import verdict_charts
 
 def pair_page(pair: Pair) -> list[Chart]:
     """The pair page's trend charts over its newest comparable runs."""
-    return pair_charts(selectors.pair_trend_runs(pair), simulated=pair.simulated)
+    runs = selectors.pair_trend_runs(pair)
+    return pair_charts(
+        runs,
+        simulated=pair.simulated,
+        sketches=selectors.run_sketches(r.id for r in runs),
+    )
 
 
 def speed_page(pair: Pair) -> dict[str, Any]:

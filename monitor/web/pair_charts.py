@@ -5,10 +5,12 @@ summaries (``Run.summary_obj``). A percentile whose n is below the run's minimum
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
+from evals import sketch
+from evals.latency import min_n_for
 from monitor.models import Run, RunKind, RunStatus
 from monitor.web.chart_kit import (
     SIM_COLOURS,
@@ -36,14 +38,53 @@ def _layout(title: str, subtitle: str, y_title: str, **yaxis: Any) -> dict[str, 
     )
 
 
-def latency_figure(runs: Sequence[Run], metric: str, label: str, *, note: str = "") -> Figure:
-    """P50 line and P50–P95 band per tier of ``metric`` (``ttft_ms`` or ``e2e_ms``) per run."""
+P95_MAX_RUNS = 12  # the longest trailing window a P95 point may pool (3 h at 15 minutes)
+Sketches = Mapping[tuple[int, str], Mapping[str, Mapping[str, int]]]
+
+
+def _p95_windows(
+    runs: Sequence[Run], tier: str, metric: str, sketches: Sketches
+) -> list[tuple[float | None, int, int]]:
+    """Per run (oldest first): the P95 of ``metric`` over the trailing window of runs whose
+    merged rollup sketches first hold P95's minimum n (``evals.latency.min_n_for``), with the
+    window's n and its number of runs; None where even ``P95_MAX_RUNS`` runs hold too few."""
+    need = min_n_for(95)
+    series = [(sketches.get((r.id, tier)) or {}).get(metric) for r in runs]
+    out = []
+    for run, (merged, used) in zip(runs, sketch.trailing(series, need, P95_MAX_RUNS), strict=True):
+        q = sketch.quantiles(merged, (95,), min_n=run.summary_obj.min_n, per_quantile=True)
+        out.append((q["p95"], q["n"], used))
+    return out
+
+
+def _runs_words(windows: list[int]) -> str:
+    low, high = min(windows), max(windows)
+    return f"{low} runs" if low == high else f"{low}–{high} runs"
+
+
+def latency_figure(
+    runs: Sequence[Run],
+    metric: str,
+    label: str,
+    *,
+    note: str = "",
+    sketches: Sketches | None = None,
+) -> Figure:
+    """P50 line per run and P95 per tier of ``metric`` (``ttft_ms`` or ``e2e_ms``), the band
+    between. With the runs' rollup ``sketches`` the P95 pools a trailing window of runs until
+    it has its minimum n (a probe of 20 requests per tier never reaches 59 alone), and says
+    its n and window; without them (in-memory runs) it is each run's own P95, a gap below 59.
+    No P95 point at all: no P95 trace, and the subtitle says why instead of promising it."""
     data = []
     ns: list[int] = []
+    p95_ns: list[int] = []
+    windows: list[int] = []
     hidden = 0
     for tier in TIERS:
         xs, p50, p95, n_col = [], [], [], []
-        for run in runs:
+        p95_col: list[Any] = []
+        pooled = _p95_windows(runs, tier, metric, sketches) if sketches is not None else None
+        for i, run in enumerate(runs):
             summary = run.summary_obj
             stat = summary.tier(tier).metric(metric)
             n = stat.n
@@ -53,8 +94,20 @@ def latency_figure(runs: Sequence[Run], metric: str, label: str, *, note: str = 
                 ns.append(n)
             xs.append(run_time(run))
             p50.append(stat.p50 if enough else None)
-            p95.append(stat.p95 if enough else None)
             n_col.append(n)
+            if pooled is not None:
+                value, n95, used = pooled[i]
+                p95.append(value)
+                p95_col.append([n95, used])
+                if value is not None:
+                    p95_ns.append(n95)
+                    windows.append(used)
+            else:
+                p95.append(stat.p95 if enough else None)
+                p95_col.append([n, 1])
+                if enough and stat.p95 is not None:
+                    p95_ns.append(n)
+                    windows.append(1)
         colour = TIER_COLOURS[tier]
         data.append(
             dict(
@@ -69,28 +122,39 @@ def latency_figure(runs: Sequence[Run], metric: str, label: str, *, note: str = 
                 hovertemplate=f"{tier} P50 %{{y:.0f}} ms (n=%{{customdata}})<extra></extra>",
             )
         )
-        data.append(
-            dict(
-                type="scatter",
-                x=xs,
-                y=p95,
-                name=f"{tier} P95",
-                legendgroup=tier,
-                mode="lines",
-                line={"color": colour, "width": 1, "dash": "dot"},
-                fill="tonexty",
-                fillcolor=TIER_BANDS[tier],
-                customdata=n_col,
-                hovertemplate=f"{tier} P95 %{{y:.0f}} ms (n=%{{customdata}})<extra></extra>",
+        if any(v is not None for v in p95):
+            data.append(
+                dict(
+                    type="scatter",
+                    x=xs,
+                    y=p95,
+                    name=f"{tier} P95",
+                    legendgroup=tier,
+                    mode="lines",
+                    line={"color": colour, "width": 1, "dash": "dot"},
+                    fill="tonexty",
+                    fillcolor=TIER_BANDS[tier],
+                    customdata=p95_col,
+                    hovertemplate=f"{tier} P95 %{{y:.0f}} ms (n=%{{customdata[0]}} over "
+                    "%{customdata[1]} run(s))<extra></extra>",
+                )
             )
-        )
-    subtitle = f"solid P50, dotted P95, band between · {n_range(ns)} successes per tier per run"
+    need = min_n_for(95)
+    if not p95_ns:
+        scope = f"{P95_MAX_RUNS} runs" if sketches is not None else "a run"
+        p95_words = f"no P95: needs n ≥ {need} in {scope}"
+    elif max(windows) > 1:
+        p95_words = f"dotted P95 over {_runs_words(windows)} ({n_range(p95_ns)}; needs {need})"
+    else:
+        p95_words = f"dotted P95 per run ({n_range(p95_ns)})"
+    subtitle = f"solid P50 per run ({n_range(ns)}) · {p95_words}"
     if hidden:
         subtitle += f" · {hidden} tier-runs below min n left out"
+    title_p95 = " and P95 per tier" if p95_ns else " per tier"
     return figure(
         data,
         _layout(
-            f"{label} per run: P50 and P95 per tier{note}",
+            f"{label} per run: P50{title_p95}{note}",
             subtitle,
             f"{label} (ms)",
             rangemode="tozero",
@@ -231,8 +295,11 @@ def downgrade_figure(runs: Sequence[Run], *, note: str = "") -> Figure | None:
     )
 
 
-def pair_charts(runs: Sequence[Run], *, simulated: bool = False) -> list[Chart]:
-    """The pair page's four charts over the finished probe runs among ``runs`` (any order).
+def pair_charts(
+    runs: Sequence[Run], *, simulated: bool = False, sketches: Sketches | None = None
+) -> list[Chart]:
+    """The pair page's four charts over the finished probe runs among ``runs`` (any order);
+    ``sketches``: their rollups' latency sketches (``selectors.run_sketches``) for the P95.
 
     Probe runs only: they share temperature 0, so their similarity and pass rates compare.
     """
@@ -251,9 +318,13 @@ def pair_charts(runs: Sequence[Run], *, simulated: bool = False) -> list[Chart]:
         (
             "chart-ttft",
             "Time to first token (TTFT)",
-            latency_figure(done, "ttft_ms", "TTFT", note=note),
+            latency_figure(done, "ttft_ms", "TTFT", note=note, sketches=sketches),
         ),
-        ("chart-e2e", "End-to-end latency (E2E)", latency_figure(done, "e2e_ms", "E2E", note=note)),
+        (
+            "chart-e2e",
+            "End-to-end latency (E2E)",
+            latency_figure(done, "e2e_ms", "E2E", note=note, sketches=sketches),
+        ),
         ("chart-similarity", "Text similarity", similarity_figure(done, note=note)),
         ("chart-pass-rate", "Unit-test pass rate", pass_rate_figure(done, note=note)),
     ]

@@ -69,6 +69,7 @@ worse_pages = [
 report_pages = [
     path("reports/", reports.report_list, name="list"),
     path("reports/<int:report_id>/download/", reports.report_download, name="download"),
+    path("reports/generate/", reports.report_generate, name="generate"),
 ]
 
 urlpatterns = [

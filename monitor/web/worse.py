@@ -57,6 +57,26 @@ def across_words(state: LossState, limit: float) -> str:
     return f"none yet: detector {shown} of {limit:,.0f} ({state.runs} runs)"
 
 
+def advice_for_a_lead(kind: str, r: Any, tolerance: float) -> str:
+    """The routing advice in one sentence a team lead acts on; the statistician's sentence
+    (``routing_advice``) stays beside it. Why: "undecided" at −50 points and p = 0.00025 read
+    as a shrug, when it means "looks worse, keep it on base until the runs confirm it"."""
+    diff = r.diff_points or 0.0
+    if kind == "keep":
+        return "Send this work to base: the fast tier fails these checks more often, across runs."
+    if kind == "route":
+        return (
+            f"Safe to send this work to the fast tier: it passes as often as base, "
+            f"within {tolerance:.0f} points."
+        )
+    if r.p_adjusted is not None and r.p_adjusted < r.alpha and diff < 0:
+        return (
+            f"Keep this work on base for now: the fast tier looks worse here ({diff:+.0f} "
+            "points), and tierwatch reports a loss once the next runs confirm it."
+        )
+    return "Keep this work on base for now: too little evidence yet that the fast tier is as good."
+
+
 def advice_kind(sentence: str) -> str:
     return sentence.split(" ", 1)[0].lower()  # keep | route | undecided | `cat`: (no advice)
 
@@ -101,6 +121,11 @@ def worse_context(pair) -> dict[str, Any]:
             "r": r,
             "advice": report.advice[r.category],
             "kind": advice_kind(report.advice[r.category]),
+            "lead": advice_for_a_lead(
+                advice_kind(report.advice[r.category]),
+                r,
+                settings.TIERWATCH_ROUTE_TOLERANCE_POINTS,
+            ),
             "across": across_words(report.detectors.get(r.category, LossState()), limit),
             "fast": rate_cell(report.rates[r.category]["fast"]),
             "base": rate_cell(report.rates[r.category]["base"]),

@@ -96,3 +96,21 @@ def test_it_summarises_a_tier_from_records_and_dicts():
     assert out["decode_tok_s_p50"] == pytest.approx(100.0)
     assert out["token_count_flags"] == 1  # 120 vs 100 is a 20% difference
     assert out["availability"] == pytest.approx(6 / 9)
+
+
+def test_a_trailing_window_of_sketches_stops_at_the_n_it_needs_or_its_longest():
+    """``sketch.trailing``: each run merged with those before it until ``need`` values, never
+    more than ``max_runs`` sketches (the pair charts' P95 over runs)."""
+    from evals import sketch as sk
+
+    runs = [sk.sketch([float(10 * i + j) for j in range(20)]) for i in range(1, 6)]
+    windows = sk.trailing(runs, need=59, max_runs=3)
+    assert [(sk.count(m), used) for m, used in windows] == [
+        (20, 1),
+        (40, 2),
+        (60, 3),
+        (60, 3),
+        (60, 3),
+    ]
+    assert [used for _, used in sk.trailing(runs, need=59, max_runs=2)] == [1, 2, 2, 2, 2]
+    assert sk.trailing([None, {}], need=1, max_runs=5) == [({}, 1), ({}, 2)]

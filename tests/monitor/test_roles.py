@@ -43,7 +43,8 @@ def test_the_migration_made_the_three_groups_with_their_permissions():
     }
     assert {"view_pair", "view_run", "view_sample", "view_alert"} <= perms["viewer"]
     assert not {"change_alert", "add_run", "view_apitoken"} & perms["viewer"]
-    operator_extra = {"change_alert", "add_run", "add_pair", "add_endpoint"}  # add-a-pair page
+    # the add-a-pair page, and the Reports page's Generate button
+    operator_extra = {"change_alert", "add_run", "add_pair", "add_endpoint", "add_reportarchive"}
     assert perms["operator"] == perms["viewer"] | operator_extra
     assert {"change_endpoint", "add_pair", "change_periodictask", "view_apitoken"} <= perms["admin"]
 

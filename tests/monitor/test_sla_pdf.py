@@ -70,7 +70,7 @@ def test_it_renders_the_pdf_with_accounting_charts_and_downgrade_rate(served, tm
     text = " ".join(pdf_text(path).split())
     assert f"tierwatch SLA report, week {WEEK}" in text
     for term in (
-        "Accounting",
+        "Appendix: definitions and accounting",
         "available",
         "429s",
         "retries",

@@ -1,0 +1,120 @@
+"""Page 1 of the SLA report: per pair the same-model verdict with the e-detector, the speed-up
+against the claim, availability, downgrades and goodput; a week still running marked partial;
+definitions in an appendix. Runs are made through the product's path (``execute_run``)
+against the simulated demo vendor, then the report is built as beat and the Generate button
+build it."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+from django.utils import timezone
+
+from monitor.models import Endpoint, Pair, Run
+from monitor.reporting.pdf import render_pdf
+from monitor.reporting.sla import build_sla_report, render_html, render_text
+from monitor.runs.pipeline import execute_run
+from monitor.runs.steps import create_run
+from monitor.setup.suites import sync_builtin_suite
+
+pytestmark = pytest.mark.django_db
+needs_poppler = pytest.mark.skipif(
+    not (shutil.which("pdftoppm") and shutil.which("pdftotext")), reason="poppler-utils missing"
+)
+
+
+def this_week() -> str:
+    year, week, _ = timezone.now().date().isocalendar()
+    return f"{year}-W{week:02d}"
+
+
+@pytest.fixture
+def measured(demo_vendor_url) -> Pair:
+    def endpoint(name: str) -> Endpoint:
+        return Endpoint.objects.create(
+            name=name, base_url=demo_vendor_url, model=name, simulated=True, max_concurrency=8
+        )
+
+    sync_builtin_suite(name="audit")
+    pair = Pair.objects.create(
+        name="demo-fast-vs-base",
+        fast=endpoint("demo-fast"),
+        base=endpoint("demo-base"),
+        suite=sync_builtin_suite(name="smoke"),
+        repeat=2,
+        claimed_speedup=2.0,
+        slo_e2e_ms=60000,
+    )
+    probe = execute_run(run_id=create_run(pair=pair, seed=1).id, cases_limit=3)
+    audit = execute_run(
+        run_id=create_run(pair=pair, kind="audit", repeat=3, seed=2).id, cases_limit=5
+    )
+    assert probe.status == audit.status == "done"
+    return pair
+
+
+def test_the_report_answers_same_model_and_speed_against_the_claim_per_pair(measured):
+    report = build_sla_report(week=this_week())
+    (answer,) = report.answers
+    audit = Run.objects.get(pair=measured, kind="audit")
+    label = audit.summary["verdict"]["label"]
+    assert answer.same_model.audits == 1 and answer.same_model.newest_label == label
+    assert answer.same_model.newest_run_id == audit.pk
+    assert answer.claimed == 2.0
+    assert answer.scenarios and all(s.n > 0 for s in answer.scenarios)
+    assert answer.speed["claim"].startswith("claim 2×: ")
+    assert answer.availability["fast"] == 1.0 and answer.requests["fast"] > 0
+    assert answer.goodput["fast"] is not None  # the pair has an SLO
+
+    text = render_text(report)
+    head, _, appendix = text.partition("Appendix: definitions and accounting")
+    assert "same model? inconclusive" in head or f"same model? {label.replace('_', ' ')}" in head
+    assert "e-detector" in head and "how much faster? " in head and "claim 2×: " in head
+    assert "× E2E" in head
+    # definitions are in the appendix, not ahead of the answers
+    assert "- available: " in appendix and "- available: " not in head
+    assert "- e-detector: adds up" in appendix
+
+
+def test_a_week_still_running_is_marked_partial_and_a_past_one_is_not(measured):
+    assert build_sla_report(week=this_week()).partial
+    html = render_html(build_sla_report(week=this_week()))
+    assert 'id="partial"' in html and "Partial week" in html
+    assert (
+        render_text(build_sla_report(week=this_week()))
+        .splitlines()[1]
+        .startswith("PARTIAL week: generated ")
+    )
+    past = build_sla_report(week="2020-W10")
+    assert not past.partial and "PARTIAL" not in render_text(past)
+
+
+def test_the_html_report_puts_the_answers_before_the_tables_and_the_appendix(measured):
+    html = render_html(build_sla_report(week=this_week()))
+    answers = html.index("The answers, per pair")
+    assert answers < html.index("Availability (429s") < html.index("Appendix: definitions")
+    assert "Same model?" in html and "How much faster?" in html and "claim 2×: " in html
+
+
+@needs_poppler
+def test_the_pdf_carries_the_verdict_and_the_speed_against_the_claim_on_page_1(measured, tmp_path):
+    path = tmp_path / "sla.pdf"
+    path.write_bytes(render_pdf(build_sla_report(week=this_week())))
+    page1 = subprocess.run(
+        ["pdftotext", "-layout", "-f", "1", "-l", "1", str(path), "-"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    flat = " ".join(page1.split())
+    assert "Partial week" in flat
+    assert "Same model?" in flat and "e-detector" in flat
+    assert "How much faster?" in flat and "claim 2×:" in flat
+    assert "demo-fast-vs-base" in flat
+    everything = subprocess.run(
+        ["pdftotext", str(path), "-"], check=True, capture_output=True, text=True
+    ).stdout
+    assert "Appendix: definitions and accounting" in everything
+    assert "Appendix" not in page1
