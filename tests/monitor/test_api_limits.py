@@ -123,3 +123,21 @@ def test_the_rule_holds_for_the_button_the_schedule_and_the_command(client, pair
     assert client.post("/pairs/demo/probe/").status_code == 409
     assert client.post("/pairs/demo/verdict/audit/").status_code == 302  # an audit may queue
     assert Run.objects.filter(kind=RunKind.PROBE).count() == 1
+
+
+@pytest.mark.parametrize(
+    "method, path",
+    [
+        ("GET", "/runs?pair=%00"),
+        ("GET", "/alerts?pair=demo%00"),
+        ("GET", "/pairs/demo%00"),
+        ("POST", "/pairs/%00/runs"),
+    ],
+)
+def test_a_pair_name_with_nul_is_a_422_not_a_postgresql_500(operator, pair, method, path):
+    """The input schemathesis' stateful phase found on PostgreSQL: ``GET /api/runs?pair=%00``
+    was a 500 there ("text fields cannot contain NUL"), an empty page on SQLite."""
+    response = operator.request(method, path, json={} if method == "POST" else None)
+    assert response.status_code == 422, response.text
+    assert "text without NUL characters" in response.text
+    assert not Run.objects.exists()
