@@ -13,7 +13,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import yaml
 from django.core.exceptions import ValidationError
@@ -44,6 +43,7 @@ FIELDS = {
         "extra_headers",
         "max_tokens_field",
         "send_temperature",
+        "local",
         "expected_tier",
         "served_tier_fields",
         "notes",
@@ -99,14 +99,8 @@ def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _http_url(value: Any) -> bool:
-    parts = urlsplit(value) if isinstance(value, str) else None
-    return parts is not None and parts.scheme in ("http", "https") and bool(parts.hostname)
-
-
 RANGES: dict[str, dict[str, tuple[Any, str]]] = {
     "endpoints": {
-        "base_url": (_http_url, "must be an http:// or https:// URL with a host"),
         "timeout_s": (lambda v: _number(v) and 0 < v <= 3600, "must be > 0 and ≤ 3600 seconds"),
         "max_concurrency": (lambda v: _number(v) and 1 <= v <= 256, "must be 1 to 256"),
         "context_window": (lambda v: _number(v) and v >= 1, "must be ≥ 1"),
