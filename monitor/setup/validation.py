@@ -82,7 +82,8 @@ def base_url_problem(url: str, *, local: bool) -> str | None:
     scheme = parts.scheme.lower()
     if scheme not in ("https", "http"):
         return (
-            f"{text[:80]!r}: {scheme}:// is not allowed (https://, or http:// for a local endpoint)"
+            f"{text[:80]!r}: {scheme}:// is not allowed "
+            "(https://, or http:// for a local endpoint)"
         )
     try:
         host = parts.hostname
