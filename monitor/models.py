@@ -110,6 +110,8 @@ class WrittenURLField(models.URLField):
     in front of ``api.vendor.com/v1``, and a guessed scheme is where a key goes in clear
     (``monitor.setup.validation.base_url_problem`` says what to write instead)."""
 
+    default_validators: list = []  # base_url_problem runs URLValidator after its own checks
+
     def formfield(self, **kwargs):  # type: ignore[no-untyped-def]
         return models.CharField.formfield(
             self, **{"form_class": forms.CharField, "widget": forms.URLInput, **kwargs}
@@ -656,6 +658,9 @@ class AlertRule(models.Model):
         problem = metrics_catalogue.problem(self.metric, self.tier)
         if problem:
             raise ValidationError({"metric": problem})
+        unit = metrics_catalogue.metric(self.metric).unit
+        if problem := validation.threshold_problem(self.metric, unit, self.threshold):
+            raise ValidationError({"threshold": problem})
 
 
 class AlertState(models.TextChoices):

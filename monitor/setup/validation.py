@@ -18,7 +18,7 @@ import ipaddress
 import urllib.parse
 
 from django.core.exceptions import ValidationError
-from django.core.validators import validate_email
+from django.core.validators import URLValidator, validate_email
 
 # Names that are the machine itself or a cloud's metadata service whatever DNS says
 LOCAL_NAMES = ("localhost", "localhost.localdomain", "metadata.google.internal", "metadata")
@@ -82,8 +82,7 @@ def base_url_problem(url: str, *, local: bool) -> str | None:
     scheme = parts.scheme.lower()
     if scheme not in ("https", "http"):
         return (
-            f"{text[:80]!r}: {scheme}:// is not allowed "
-            "(https://, or http:// for a local endpoint)"
+            f"{text[:80]!r}: {scheme}:// is not allowed (https://, or http:// for a local endpoint)"
         )
     try:
         host = parts.hostname
@@ -104,6 +103,10 @@ def base_url_problem(url: str, *, local: bool) -> str | None:
             f"{problem}: only an endpoint marked local may point there (the key and the "
             "replies would go inside the network)"
         )
+    try:
+        URLValidator(schemes=["http", "https"])(text)
+    except ValidationError:
+        return f"{text[:80]!r} is not a valid URL"
     return None
 
 
@@ -146,3 +149,16 @@ def pair_problems(*, fast_id: int | None, base_id: int | None, repeat: int | Non
     if repeat is not None and repeat < 1:
         problems["repeat"] = f"must be ≥ 1 (got {repeat})"
     return problems
+
+
+def threshold_problem(metric: str, unit: str, threshold: float | None) -> str | None:
+    """A rule's threshold in its metric's range: a rate ("%") is a fraction of 1, stored as
+    0.95 for 95 % (a threshold of 2 read as "200 %" could never be crossed), and an
+    availability of 0 is never below it."""
+    if threshold is None or unit != "%":
+        return None
+    low_ok = threshold > 0 if metric == "availability" else threshold >= 0
+    if not (low_ok and threshold <= 1):
+        interval = "(0, 1]" if metric == "availability" else "[0, 1]"
+        return f"{metric} is a fraction in {interval}, e.g. 0.95 for 95 % (got {threshold!r})"
+    return None
