@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth import get_user_model
 
+from monitor.models import ConfigChange
 from tests.monitor.web.browser import CHROMIUM, launch, screenshots_dir
 from tests.monitor.web.test_browser_verdict_speed import _pair
 
@@ -63,6 +64,25 @@ def test_the_pages_draw_under_the_policy_with_no_violation(
                 page.wait_for_load_state("networkidle")
                 seen[name] = page.evaluate("window.__csp")
             assert all(not v for v in seen.values()), seen
+
+            # the two handlers that were inline attributes still work from page.js: the
+            # re-baseline button asks first (dismissed: nothing posted), the audit log's
+            # kind filter submits when changed
+            page.goto(f"{live_server.url}/pairs/{pair.name}/verdict/")
+            asked: list[str] = []
+            page.once("dialog", lambda d: (asked.append(d.message), d.dismiss()))
+            page.click("#acknowledge")
+            assert asked and asked[0].startswith("Accept the change")
+            assert not ConfigChange.objects.filter(action="reset").exists()
+            page.once("dialog", lambda d: d.accept())
+            with page.expect_navigation():
+                page.click("#acknowledge")
+            assert ConfigChange.objects.filter(action="reset").count() == 1
+            page.goto(f"{live_server.url}/audit/")
+            with page.expect_navigation():
+                page.select_option("select[name=model]", "pair")
+            assert "model=pair" in page.url
+            assert not page.evaluate("window.__csp")
             assert not [m for m in console if "Content Security Policy" in m], console
 
             # the policy does bite: an inline script in the page is refused and reported
