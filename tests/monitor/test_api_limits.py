@@ -6,6 +6,8 @@ schema that lists every status an endpoint answers."""
 
 from __future__ import annotations
 
+import re
+
 import httpx
 import pytest
 from django.core.management import CommandError, call_command
@@ -141,3 +143,16 @@ def test_a_pair_name_with_nul_is_a_422_not_a_postgresql_500(operator, pair, meth
     assert response.status_code == 422, response.text
     assert "text without NUL characters" in response.text
     assert not Run.objects.exists()
+
+
+def test_the_schema_states_what_the_validators_refuse(live_server):
+    """schemathesis' stateful phase on PostgreSQL sent a note with NUL and an offset of +21:06,
+    schema-valid then refused: the schema now carries both limits as patterns."""
+    schema = httpx.get(f"{live_server.url}/api/openapi.json", timeout=TIMEOUT).json()
+    silence = schema["components"]["schemas"]["SilenceIn"]["properties"]
+    assert silence["note"]["pattern"] == "^[^\x00]*$"
+    offset = re.compile(silence["until"]["pattern"])
+    assert offset.search("2026-01-01T00:00:00+14:00") and offset.search("2026-01-01T00:00:00Z")
+    assert not offset.search("1030-02-25T08:02:09+21:06")
+    runs = {p["name"]: p["schema"] for p in schema["paths"]["/api/runs"]["get"]["parameters"]}
+    assert runs["pair"]["anyOf"][0]["pattern"] == "^[^\x00]*$"
