@@ -211,12 +211,19 @@ class RunAdmin(admin.ModelAdmin):
     list_display = ("id", "pair", "kind", "trigger", "status", "completed", "planned", "created_at")
     list_filter = ("status", "kind", "pair")
     readonly_fields = ("summary",)
+    # a select of every pair/suite is small; raw ids keep the page from listing big tables
+    raw_id_fields = ("pair", "suite")
+    list_select_related = ("pair",)
 
 
 @admin.register(models.Sample)
 class SampleAdmin(admin.ModelAdmin):
     list_display = ("id", "run", "tier", "case", "ok", "error_class", "ttft_ms", "e2e_ms")
     list_filter = ("tier", "ok", "error_class")
+    # the change page rendered a <select> of every run and every case (4–6 s on a real
+    # database); raw ids render none, and the list joins its run and case in one query
+    raw_id_fields = ("run", "case", "endpoint")
+    list_select_related = ("run", "case", "run__pair", "case__suite")
 
 
 @admin.register(models.Channel)

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import re
 import secrets
-import urllib.parse
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from croniter import croniter
+from django import forms
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import MinValueValidator, validate_email
+from django.core.validators import MinValueValidator
 from django.db import models, transaction
 from django.db.models import F
 from django.db.models.signals import post_delete
@@ -34,6 +34,7 @@ from evals.records import PROBE_FIELDS, PROBE_HEADERS, TIER_CHARS, EndpointSpec
 from monitor.alerting import metrics_catalogue
 from monitor.derived.run_summary import RunSummary
 from monitor.env import EnvError, env_secret
+from monitor.setup import validation
 
 ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 
@@ -111,6 +112,19 @@ def validate_extra_headers(value: object) -> None:
                 )
 
 
+class WrittenURLField(models.URLField):
+    """A URL field whose form takes the URL as written: Django's form field puts ``http://``
+    in front of ``api.vendor.com/v1``, and a guessed scheme is where a key goes in clear
+    (``monitor.setup.validation.base_url_problem`` says what to write instead)."""
+
+    default_validators: list = []  # base_url_problem runs URLValidator after its own checks
+
+    def formfield(self, **kwargs: Any) -> Any:
+        return models.CharField.formfield(
+            self, **{"form_class": forms.CharField, "widget": forms.URLInput, **kwargs}
+        )
+
+
 class Endpoint(models.Model):
     """One API target: protocol, base URL, model name and the env var holding its key."""
 
@@ -122,7 +136,7 @@ class Endpoint(models.Model):
 
     name = models.SlugField(max_length=80, unique=True)
     protocol = models.CharField(max_length=16, choices=PROTOCOLS, default="openai")
-    base_url = models.URLField(max_length=300, help_text="e.g. https://api.vendor.com/v1")
+    base_url = WrittenURLField(max_length=300, help_text="e.g. https://api.vendor.com/v1")
     model = models.CharField(max_length=200)
     api_key_env = models.CharField(
         max_length=100,
@@ -167,6 +181,11 @@ class Endpoint(models.Model):
         "max_tokens); the request then has no temperature. Empty: no thinking.",
     )
     simulated = models.BooleanField(default=False, help_text="Served by the simulated demo vendor.")
+    local = models.BooleanField(
+        default=False,
+        help_text="A server on this machine or network (the local vendor, a test server): "
+        "http:// and loopback or private addresses allowed. Off: https:// to a public host.",
+    )
     preset = models.CharField(
         max_length=40,
         blank=True,
@@ -202,6 +221,10 @@ class Endpoint(models.Model):
         super().clean()
         if self.api_key_env and (problem := key_env_problem(self.api_key_env)):
             raise ValidationError({"api_key_env": problem})
+        # a simulated endpoint is the demo vendor on this machine: local by definition
+        local = self.local or self.simulated
+        if problem := validation.base_url_problem(self.base_url, local=local):
+            raise ValidationError({"base_url": problem})
         if self.preset and self.preset not in PRESETS:
             raise ValidationError({"preset": unknown_preset(self.preset)})
         if self.reasoning_effort and self.protocol == "anthropic":
@@ -416,7 +439,14 @@ class Pair(models.Model):
         return Claim(self.claim_metric, self.claim_form, self.claim_value, self.claim_percentile)
 
     def clean(self) -> None:
+        """``monitor.setup.validation.pair_problems`` (two endpoints, repeat ≥ 1), then the
+        claim's own problems (``evals.claims.problems``)."""
         super().clean()
+        problems = validation.pair_problems(
+            fast_id=self.fast_id, base_id=self.base_id, repeat=self.repeat
+        )
+        if problems:
+            raise ValidationError(problems)
         if self.claim_value is None and self.claim_percentile is None:
             return
         found = claim_problems(
@@ -684,24 +714,17 @@ class Channel(models.Model):
         return f"{self.kind}:{self.name}"
 
     def clean(self) -> None:
-        """A webhook's URL is http(s) with a host (no ``file://``, no bare path), checked when
-        the channel is configured rather than when an alert fails to go out; email targets
-        are addresses."""
+        """A webhook's URL and signing secret, email addresses (``monitor.setup.validation``):
+        checked when the channel is configured rather than when an alert fails to go out."""
         super().clean()
+        problem = None
         if self.kind == "webhook":
-            parts = urllib.parse.urlsplit(self.target.strip())
-            if parts.scheme not in ("https", "http") or not parts.hostname:
-                raise ValidationError(
-                    {"target": f"{self.target[:80]!r}: a webhook URL must be https:// or http://"}
-                )
+            problem = validation.webhook_problem(self.target, self.secret_env)
         elif self.kind == "email":
-            for address in filter(None, (a.strip() for a in self.target.split(","))):
-                try:
-                    validate_email(address)
-                except ValidationError:
-                    raise ValidationError(
-                        {"target": f"{address[:80]!r} is not an email address"}
-                    ) from None
+            problem = validation.email_problem(self.target)
+        if problem:
+            field = "secret_env" if problem.startswith("a webhook needs") else "target"
+            raise ValidationError({field: problem})
 
 
 class AlertRule(models.Model):
@@ -740,6 +763,9 @@ class AlertRule(models.Model):
         problem = metrics_catalogue.problem(self.metric, self.tier)
         if problem:
             raise ValidationError({"metric": problem})
+        unit = metrics_catalogue.metric(self.metric).unit
+        if problem := validation.threshold_problem(self.metric, unit, self.threshold):
+            raise ValidationError({"threshold": problem})
 
 
 class AlertState(models.TextChoices):

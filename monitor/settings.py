@@ -54,6 +54,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "monitor.web.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -64,6 +65,22 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     "axes.middleware.AxesMiddleware",  # last, as django-axes asks
 ]
+
+# monitor.web.csp: scripts only from this site; inline styles for plotly and htmx
+CONTENT_SECURITY_POLICY = "; ".join(
+    [
+        "default-src 'self'",
+        "script-src 'self'",
+        "style-src 'self' 'unsafe-inline'",
+        "img-src 'self' data: blob:",
+        "font-src 'self' data:",
+        "connect-src 'self'",
+        "object-src 'none'",
+        "base-uri 'self'",
+        "form-action 'self'",
+        "frame-ancestors 'none'",
+    ]
+)
 
 ROOT_URLCONF = "monitor.urls"
 WSGI_APPLICATION = "monitor.wsgi.application"
@@ -109,8 +126,9 @@ AUTH_PASSWORD_VALIDATORS = [
         "NumericPasswordValidator",
     )
 ]
-# Login throttling (django-axes): after this many failed logins from one IP address, that
-# address is locked out for the cool-off time, also for the right password.
+# Login throttling (django-axes): after this many failed logins for one username from one
+# client address, that username is locked out from that address for the cool-off time, also
+# for the right password.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
@@ -118,6 +136,14 @@ AUTHENTICATION_BACKENDS = [
 AXES_FAILURE_LIMIT = env_int("TIERWATCH_LOGIN_FAILURE_LIMIT", 10)
 AXES_COOLOFF_TIME = env_float("TIERWATCH_LOGIN_COOLOFF_HOURS", 1.0)
 AXES_RESET_ON_SUCCESS = True
+# Behind a proxy: the client's address from the proxy's header, trusted only when the request
+# comes from one of TIERWATCH_TRUSTED_PROXIES (addresses or CIDR ranges, e.g.
+# "127.0.0.1,10.0.0.0/8"); a lockout is of that address and the username together, so one
+# user's wrong passwords do not lock out the others behind the same proxy (monitor.web.client_ip).
+TRUSTED_PROXIES = env_list("TIERWATCH_TRUSTED_PROXIES", [])
+CLIENT_IP_HEADER = env_str("TIERWATCH_CLIENT_IP_HEADER", "HTTP_X_FORWARDED_FOR")
+AXES_CLIENT_IP_CALLABLE = "monitor.web.client_ip.client_ip"
+AXES_LOCKOUT_PARAMETERS = [["ip_address", "username"]]
 AXES_VERBOSE = False
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"

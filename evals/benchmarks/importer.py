@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import functools
 import gzip
+import io
 import json
 import re
 from dataclasses import fields
@@ -36,7 +37,25 @@ from evals.records import CaseSpec
 DATA_DIR = Path(__file__).parent / "data"
 _FIELDS = {f.name for f in fields(CaseSpec)} | {"prompt"}
 _ROLES = {"system", "user", "assistant"}
-_KEY = re.compile(r"^[\w./:-]{1,200}$")
+_KEY = re.compile(r"^[\w.:-]+(/[\w.:-]+)*$")  # segments of letters, digits, ._:- joined by /
+MAX_KEY_CHARS = 120  # the stored case key's column
+MAX_FILE_BYTES = 32 << 20  # the largest real file here (a BFCL category) is a few MiB
+MAX_TEXT_BYTES = 64 << 20  # once decompressed: a 300 KB gzip bomb expanded to 829 MB before
+
+
+def case_key_problem(key: object) -> str | None:
+    """Why ``key`` cannot name a case, or None. A key is a URL path (``humaneval/111``) and a
+    file name in exports, so ``../../etc/passwd``, ``/x`` or ``a//b`` are refused."""
+    if not isinstance(key, str) or not key:
+        return "required; a non-empty string"
+    if len(key) > MAX_KEY_CHARS:
+        return f"longer than {MAX_KEY_CHARS} characters"
+    if not _KEY.match(key) or any(part in (".", "..") for part in key.split("/")):
+        return (
+            f"{key[:60]!r}: letters, digits and ._:- in parts joined by / (no . or .. part), "
+            "e.g. coding/fizzbuzz"
+        )
+    return None
 
 
 class ImportProblem(ValueError):
@@ -54,9 +73,8 @@ def case_from_dict(row: dict[str, Any]) -> CaseSpec:
     unknown = sorted(set(row) - _FIELDS)
     if unknown:
         raise ValueError(f"{unknown[0]}: not a case field")
-    key = row.get("key")
-    if not isinstance(key, str) or not _KEY.match(key):
-        raise ValueError("key: required; letters, digits and ._/:- only, at most 200")
+    if problem := case_key_problem(row.get("key")):
+        raise ValueError(f"key: {problem}")
     data = {k: v for k, v in row.items() if k != "prompt"}
     if "prompt" in row:
         if "messages" in row:
@@ -168,11 +186,39 @@ def _check_format(response_format: Any) -> None:
         raise ValueError(f"response_format.json_schema.schema: {exc.message}") from None
 
 
+class TooLarge(ValueError):
+    """A file past ``MAX_FILE_BYTES``, or past ``MAX_TEXT_BYTES`` once decompressed."""
+
+
 def _read_text(path: Path) -> str:
-    raw = path.read_bytes()
+    """The file's text, read no further than the caps (apply_config's, for suite files)."""
+    with path.open("rb") as f:
+        raw = f.read(MAX_FILE_BYTES + 1)
+    if len(raw) > MAX_FILE_BYTES:
+        raise TooLarge(f"larger than {MAX_FILE_BYTES} bytes")
     if path.name.endswith(".gz"):
-        raw = gzip.decompress(raw)
+        with gzip.GzipFile(fileobj=io.BytesIO(raw)) as g:
+            raw = g.read(MAX_TEXT_BYTES + 1)  # stops there, whatever the header claims
+        if len(raw) > MAX_TEXT_BYTES:
+            raise TooLarge(f"larger than {MAX_TEXT_BYTES} bytes once decompressed")
     return raw.decode("utf-8")
+
+
+class _NoAliasLoader(yaml.SafeLoader):  # type: ignore[misc]
+    """PyYAML's safe loader without anchors and aliases (489 bytes of aliases once stored a
+    52 MB case that every run loaded)."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+            raise yaml.MarkedYAMLError(
+                problem="anchors and aliases are not allowed", problem_mark=event.start_mark
+            )
+        return super().compose_node(parent, index)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a finite number")
 
 
 def _json_lines(path: Path, label: str, errors: list[str]) -> list[tuple[int, Any]]:
@@ -181,9 +227,13 @@ def _json_lines(path: Path, label: str, errors: list[str]) -> list[tuple[int, An
         if not line.strip():
             continue
         try:
-            rows.append((n, json.loads(line)))
+            rows.append((n, json.loads(line, parse_constant=_no_constant)))
         except json.JSONDecodeError as exc:
             errors.append(_problem(label, n, "line", f"not JSON: {exc.msg}"))
+        except RecursionError:
+            errors.append(_problem(label, n, "line", "nested too deeply"))
+        except ValueError as exc:
+            errors.append(_problem(label, n, "line", str(exc)))
     return rows
 
 
@@ -206,10 +256,16 @@ def _field_line(node: Any, field: str) -> int | None:
 
 def _yaml_rows(path: Path, label: str, errors: list[str]) -> list[tuple[int, Any]]:
     try:
-        node = yaml.compose(_read_text(path))
+        # tierwatch's own data files (reviewed, in the repository) may share blocks by alias
+        own = path.resolve().parent == DATA_DIR.resolve()
+        node = yaml.compose(_read_text(path), Loader=yaml.SafeLoader if own else _NoAliasLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        errors.append(_problem(label, mark.line + 1 if mark else 1, "file", f"not YAML: {exc}"))
+        problem = getattr(exc, "problem", None) or exc
+        errors.append(_problem(label, mark.line + 1 if mark else 1, "file", f"not YAML: {problem}"))
+        return []
+    except RecursionError:
+        errors.append(_problem(label, 1, "file", "nested too deeply"))
         return []
     if isinstance(node, yaml.MappingNode):
         node = next((v for k, v in node.value if k.value == "cases"), None)
@@ -238,12 +294,15 @@ def parse_file(
     label = label or path.name
     errors: list[str] = []
     name = path.name.lower()
-    if name.endswith((".yaml", ".yml")):
-        rows = _yaml_rows(path, label, errors)
-    elif name.endswith((".jsonl", ".jsonl.gz", ".json")):
-        rows = _json_lines(path, label, errors)
-    else:
-        return [], [_problem(label, 1, "file", "expected .jsonl, .jsonl.gz, .json or .yaml")]
+    try:
+        if name.endswith((".yaml", ".yml")):
+            rows = _yaml_rows(path, label, errors)
+        elif name.endswith((".jsonl", ".jsonl.gz", ".json")):
+            rows = _json_lines(path, label, errors)
+        else:
+            return [], [_problem(label, 1, "file", "expected .jsonl, .jsonl.gz, .json or .yaml")]
+    except TooLarge as exc:
+        return [], [_problem(label, 1, "file", str(exc))]
     answer_rows: dict[Any, Any] = {}
     if answers is not None:
         answer_rows = {

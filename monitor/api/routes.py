@@ -23,6 +23,7 @@ from monitor.api.schemas import (
     DateTime,
     ErrorOut,
     NoteIn,
+    PairName,
     PairOut,
     RunDetailOut,
     RunIn,
@@ -96,7 +97,7 @@ def list_pairs(request: HttpRequest):
 
 
 @api.get("/pairs/{name}", response={200: PairOut, **FOUND}, tags=["pairs"])
-def get_pair(request: HttpRequest, name: str):
+def get_pair(request: HttpRequest, name: PairName):
     require(request, "monitor.view_pair")
     return selectors.get_pair_for_user(request.auth, name)
 
@@ -105,7 +106,7 @@ def get_pair(request: HttpRequest, name: str):
 @paginate(Pages)
 def list_runs(
     request: HttpRequest,
-    pair: str | None = None,
+    pair: PairName | None = None,
     kind: RunKind | None = None,
     status: RunStatus | None = None,
     since: DateTime | None = None,
@@ -177,7 +178,7 @@ def list_verdicts(request: HttpRequest):
 def list_alerts(
     request: HttpRequest,
     state: AlertState | None = None,
-    pair: str | None = None,
+    pair: PairName | None = None,
 ):
     require(request, "monitor.view_alert")
     return selectors.alerts(state=state, pair=pair)
@@ -227,7 +228,7 @@ def silence(request: HttpRequest, alert_id: int, body: SilenceIn):
     tags=["runs"],
     throttle=RunCreationRate(),
 )
-def run_now(request: HttpRequest, name: str, body: RunIn):
+def run_now(request: HttpRequest, name: PairName, body: RunIn):
     """Queue a run of the pair now (a probe, or an audit); a worker executes it. 409 while a
     run of the pair and kind is still queued; 429 (with Retry-After) past the token's rate."""
     require(request, "monitor.add_run")

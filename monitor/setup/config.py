@@ -9,23 +9,24 @@ source file and the fields that changed.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import yaml
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django_celery_beat.models import PeriodicTask
 
+from evals.benchmarks.importer import case_key_problem
 from evals.claims import problems as claim_problems
 from evals.constraints import validate_all
 from evals.presets import PRESETS, unknown_preset
 from evals.records import CaseSpec, SuiteSpec
 from evals.suites import BUILTIN_SUITES
-from monitor.models import AlertRule, Channel, Endpoint, Pair, Suite, TripwireState
+from monitor.models import AlertRule, Case, Channel, Endpoint, Pair, Suite, TripwireState
 from monitor.setup import audit
 from monitor.setup.schedules import ensure_probe_schedule
 from monitor.setup.suite_import import BENCHMARK_SUITES, sync_named_suite
@@ -48,6 +49,7 @@ FIELDS = {
         "send_temperature",
         "reasoning_effort",
         "thinking_budget",
+        "local",
         "expected_tier",
         "served_tier_fields",
         "notes",
@@ -106,14 +108,8 @@ def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _http_url(value: Any) -> bool:
-    parts = urlsplit(value) if isinstance(value, str) else None
-    return parts is not None and parts.scheme in ("http", "https") and bool(parts.hostname)
-
-
 RANGES: dict[str, dict[str, tuple[Any, str]]] = {
     "endpoints": {
-        "base_url": (_http_url, "must be an http:// or https:// URL with a host"),
         "timeout_s": (lambda v: _number(v) and 0 < v <= 3600, "must be > 0 and ≤ 3600 seconds"),
         "max_concurrency": (lambda v: _number(v) and 1 <= v <= 256, "must be 1 to 256"),
         "context_window": (lambda v: _number(v) and v >= 1, "must be ≥ 1"),
@@ -148,6 +144,9 @@ class Located:
 
 MAX_FILE_BYTES = 1 << 20  # a config file is a few KiB; more is a mistake or an attack
 MAX_STRING_CHARS = 65_536  # per value (a case's unit tests are the longest, a few KiB)
+MAX_DEPTH = 24  # the deepest real config (a case's constraints) is under 10 levels
+MAX_INT = 2**53  # any count or id here is far smaller; past it a float loses integers and
+# PostgreSQL's bigint overflows (a 5,000-digit integer is past Python's own str limit)
 _CORE = "tag:yaml.org,2002:"
 CORE_TAGS = frozenset(
     _CORE + t for t in ("str", "int", "float", "bool", "null", "seq", "map", "timestamp")
@@ -179,6 +178,8 @@ class _StrictLoader(yaml.SafeLoader):
             self.path.append("")  # the root, or a mapping's key
         try:
             event = self.peek_event()
+            if len(self.path) > MAX_DEPTH:  # PyYAML composes recursively: a RecursionError
+                self.refuse(event, f"nested deeper than {MAX_DEPTH} levels")
             if isinstance(event, yaml.AliasEvent):
                 self.refuse(event, f"aliases (*{event.anchor}) are not allowed")
             if getattr(event, "anchor", None):
@@ -242,7 +243,27 @@ def _locate(node: yaml.Node, source: str, path: str, errors: list[str]) -> Any:
     if len(node.value) > MAX_STRING_CHARS:
         errors.append(f"{source}:{line}: {path}: longer than {MAX_STRING_CHARS} characters")
         return Located("", line)
-    return Located(yaml.constructor.SafeConstructor().construct_object(node), line)
+    try:
+        value = yaml.constructor.SafeConstructor().construct_object(node)
+    except (ValueError, yaml.YAMLError) as exc:  # a 5,000-digit integer, a bad timestamp
+        errors.append(f"{source}:{line}: {path}: not a value: {str(exc)[:120]}")
+        return Located(None, line)
+    if problem := _scalar_problem(value):
+        errors.append(f"{source}:{line}: {path}: {problem}")
+        return Located(None, line)
+    return Located(value, line)
+
+
+def _scalar_problem(value: Any) -> str | None:
+    """Why a scalar cannot be stored as given: ``.inf``/``.nan`` pass every ``<``/``>`` range
+    check and then fail in JSON; integers past 2**53; NUL, which PostgreSQL refuses in text."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"must be a finite number (got {value!r})"
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT:
+        return f"an integer out of range (more than {len(str(MAX_INT))} digits)"
+    if isinstance(value, str) and "\x00" in value:
+        return "contains a NUL character"
+    return None
 
 
 def _plain(item: Any) -> Any:
@@ -493,6 +514,14 @@ def _apply_suite(a: _Applier, path: str, item: Located) -> bool:
             continue
         if key is not None:
             keys[str(key.value)] = key.line
+            if problem := case_key_problem(key.value):
+                a.error(key.line, f"{cpath}.key", problem)
+                continue
+        too_long = _too_long_case_fields(case.value)
+        for field, limit in too_long:
+            a.error(case.value[field].line, f"{cpath}.{field}", f"longer than {limit} characters")
+        if too_long:
+            continue
         bad = set(case.value) - CASE_FIELDS
         for key in sorted(bad):
             a.error(
@@ -527,17 +556,34 @@ def _apply_suite(a: _Applier, path: str, item: Located) -> bool:
                 bad.add("constraints")
         if not bad:
             specs.append(CaseSpec(**_plain(case)))
+    version = _plain(data.get("version", Located(1, 0)))
+    if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= 2**31 - 1:
+        a.error(
+            data["version"].line, f"{path}.version", f"must be an integer ≥ 1 (got {version!r})"
+        )
+        return False
     if len(specs) != len(cases_node.value):
         return False
     save_suite(
         spec=SuiteSpec(
             name=data["name"].value,
-            version=int(_plain(data.get("version", Located(1, 0)))),
+            version=version,
             description=_plain(data.get("description", Located("", 0))),
             cases=specs,
         )
     )
     return True
+
+
+def _too_long_case_fields(case: dict[str, Located]) -> list[tuple[str, int]]:
+    """Text fields past their column's length: SQLite stores them, PostgreSQL refuses."""
+    out = []
+    for field in ("category", "scenario", "difficulty", "entry_point"):
+        node = case.get(field)
+        limit = Case._meta.get_field(field).max_length
+        if node is not None and isinstance(node.value, str) and len(node.value) > limit:
+            out.append((field, limit))
+    return out
 
 
 def _suite_named(a: _Applier, node: Located, path: str) -> Suite | None:

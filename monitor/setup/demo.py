@@ -37,6 +37,7 @@ def ensure_demo(
                 "model": model,
                 "api_key_env": "",
                 "simulated": True,
+                "local": True,  # a server on 127.0.0.1 (monitor.setup.validation)
                 "max_concurrency": 4,
                 "timeout_s": 60,
                 "context_window": 32768,

@@ -44,6 +44,7 @@ def register(*, urls: dict[str, str], ctx: int, suite_name: str) -> list[Pair]:
                 "model": spec.model,
                 "api_key_env": "",
                 "simulated": False,
+                "local": True,  # a server on 127.0.0.1 (monitor.setup.validation)
                 "max_concurrency": 1,
                 "timeout_s": 300,
                 "context_window": ctx,

@@ -22,6 +22,7 @@ from django.views.decorators.http import require_GET, require_POST
 from evals.stats.labels import LABEL_WORDS
 from monitor import selectors
 from monitor.alerting import lifecycle, maintenance
+from monitor.derived import rebaseline
 from monitor.models import Alert, Pair, Run, RunKind
 from monitor.web.access import CHANGE_ALERT, VIEW_ALERT, requires
 from monitor.web.htmx import wants_fragment
@@ -120,6 +121,28 @@ def drift_events(runs: list[Run]) -> list[dict[str, Any]]:
     return out
 
 
+def rebaseline_events(pair: Pair, since: datetime) -> list[dict[str, Any]]:
+    """Each acknowledge & re-baseline from the audit log: who, and which evidence was reset."""
+    out = []
+    for change in rebaseline.rebaselines(pair, since):
+        was = {k: v[0] for k, v in change.diff.items()}
+        parts = [f"e-process ({was.get('e-process', '?')})"]
+        for field in ("CUSUM", "capability detectors", "tripwires"):
+            if was.get(field):
+                parts.append(f"{field} ({', '.join(map(str, was[field]))})")
+        parts.append("baseline " + "; ".join(was.get("baseline") or ["none"]))
+        out.append(
+            _event(
+                change.at,
+                "baseline",
+                "Change acknowledged & re-baselined",
+                "reset: " + ", ".join(parts),
+                who=change.username or "unknown user",
+            )
+        )
+    return out
+
+
 def endpoint_events(pair: Pair, since: datetime) -> list[dict[str, Any]]:
     out = []
     for e in selectors.endpoint_events(endpoints=[pair.fast, pair.base]):
@@ -164,6 +187,7 @@ def pair_timeline(pair: Pair, now: datetime | None = None) -> list[dict[str, Any
         alert_events(pair, since)
         + verdict_events(runs)
         + drift_events(runs)
+        + rebaseline_events(pair, since)
         + endpoint_events(pair, since)
         + maintenance_events(pair, since, now + HORIZON)
     )

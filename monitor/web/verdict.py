@@ -19,7 +19,7 @@ from evals.logprobs import logprob_gap
 from evals.similarity import DEFAULT_PREFIX_K, first_divergence, indel_ratio
 from evals.stats.labels import LABEL_WORDS
 from monitor import selectors
-from monitor.derived import evidence, tripwire
+from monitor.derived import evidence, rebaseline, tripwire
 from monitor.derived.tripwire import REFERENCE_RUNS
 from monitor.models import Run, RunKind, RunStatus, Sample, TripwireState
 from monitor.runs import budget
@@ -232,8 +232,7 @@ def acknowledge(request: HttpRequest, name: str) -> HttpResponse:
     """Acknowledge a change and re-baseline: the pair's evidence, CUSUM and tripwires
     restart, and a new baseline is frozen from the probes after now."""
     pair = selectors.get_pair_for_user(request.user, name)
-    evidence.acknowledge(pair=pair, user=request.user.get_username())
-    tripwire.acknowledge(pair)  # each tier collects a new reference window
+    rebaseline.rebaseline(pair=pair, user=request.user)  # and its trace in the audit log
     return redirect("verdict:page", name=pair.name)
 
 

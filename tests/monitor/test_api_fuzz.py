@@ -27,11 +27,6 @@ ST = shutil.which("st", path=str(Path(sys.executable).parent))
 
 @pytest.mark.timeout(BUDGET_S + 120)
 @pytest.mark.skipif(ST is None, reason="schemathesis not installed (pip install -e '.[dev]')")
-@pytest.mark.skipif(
-    "postgres" in __import__("os").environ.get("DATABASE_URL", ""),
-    reason="open defect: on PostgreSQL the stateful phase still finds a 500 (values PostgreSQL "
-    "refuses that SQLite stores); runs on SQLite until fixed",
-)
 def test_schemathesis_finds_no_server_error_and_no_schema_violation(live_server, tmp_path):
     pair = factories.pair(claim_value=4)
     run = factories.run(pair, minutes_ago=5, summary=factories.summary())

@@ -6,6 +6,8 @@ schema that lists every status an endpoint answers."""
 
 from __future__ import annotations
 
+import re
+
 import httpx
 import pytest
 from django.core.management import CommandError, call_command
@@ -123,3 +125,34 @@ def test_the_rule_holds_for_the_button_the_schedule_and_the_command(client, pair
     assert client.post("/pairs/demo/probe/").status_code == 409
     assert client.post("/pairs/demo/verdict/audit/").status_code == 302  # an audit may queue
     assert Run.objects.filter(kind=RunKind.PROBE).count() == 1
+
+
+@pytest.mark.parametrize(
+    "method, path",
+    [
+        ("GET", "/runs?pair=%00"),
+        ("GET", "/alerts?pair=demo%00"),
+        ("GET", "/pairs/demo%00"),
+        ("POST", "/pairs/%00/runs"),
+    ],
+)
+def test_a_pair_name_with_nul_is_a_422_not_a_postgresql_500(operator, pair, method, path):
+    """The input schemathesis' stateful phase found on PostgreSQL: ``GET /api/runs?pair=%00``
+    was a 500 there ("text fields cannot contain NUL"), an empty page on SQLite."""
+    response = operator.request(method, path, json={} if method == "POST" else None)
+    assert response.status_code == 422, response.text
+    assert "text without NUL characters" in response.text
+    assert not Run.objects.exists()
+
+
+def test_the_schema_states_what_the_validators_refuse(live_server):
+    """schemathesis' stateful phase on PostgreSQL sent a note with NUL and an offset of +21:06,
+    schema-valid then refused: the schema now carries both limits as patterns."""
+    schema = httpx.get(f"{live_server.url}/api/openapi.json", timeout=TIMEOUT).json()
+    silence = schema["components"]["schemas"]["SilenceIn"]["properties"]
+    assert silence["note"]["pattern"] == "^[^\x00]*$"
+    offset = re.compile(silence["until"]["pattern"])
+    assert offset.search("2026-01-01T00:00:00+14:00") and offset.search("2026-01-01T00:00:00Z")
+    assert not offset.search("1030-02-25T08:02:09+21:06")
+    runs = {p["name"]: p["schema"] for p in schema["paths"]["/api/runs"]["get"]["parameters"]}
+    assert runs["pair"]["anyOf"][0]["pattern"] == "^[^\x00]*$"

@@ -103,9 +103,9 @@ def test_the_config_selects_a_benchmark_suite_with_prices_and_a_budget(benchmark
     apply_config_text(
         """\
 endpoints:
-  - {name: f, base_url: "http://127.0.0.1:9/v1", model: m-fast,
+  - {name: f, base_url: "http://127.0.0.1:9/v1", local: true, model: m-fast,
      price_input_per_mtok: 0.5, price_output_per_mtok: 2, price_cached_input_per_mtok: 0.05}
-  - {name: b, base_url: "http://127.0.0.1:9/v1", model: m-base,
+  - {name: b, base_url: "http://127.0.0.1:9/v1", local: true, model: m-base,
      price_input_per_mtok: 3, price_output_per_mtok: 15}
 pairs:
   - {name: p, fast: f, base: b, suite: bfcl_simple, daily_budget_usd: 2.5}

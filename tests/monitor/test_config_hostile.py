@@ -127,7 +127,7 @@ def test_it_refuses_duplicate_rule_names_and_case_keys():
         (
             "https://api.acme.example/v1\n    model: acme-large-turbo",
             "ftp://api.acme.example/v1\n    model: acme-large-turbo",
-            "t.yaml:3: endpoints[0].base_url: must be an http:// or https:// URL with a host",
+            "t.yaml:3: endpoints[0].base_url: 'ftp://api.acme.example/v1': ftp:// is not allowed",
         ),
         ("repeat: 2", "repeat: 0", "t.yaml:25: pairs[0].repeat: must be 1 to 100 (got 0)"),
         ("repeat: 2", "repeat: two", "pairs[0].repeat: must be 1 to 100 (got 'two')"),

@@ -229,8 +229,8 @@ def own_postgres() -> Iterator[Cluster]:
 
 PG_CONFIG = """
 endpoints:
-  - {{name: fast, base_url: "{url}", model: demo-fast, max_concurrency: 1}}
-  - {{name: base, base_url: "{url}", model: demo-base, max_concurrency: 1}}
+  - {{name: fast, base_url: "{url}", local: true, model: demo-fast, max_concurrency: 1}}
+  - {{name: base, base_url: "{url}", local: true, model: demo-base, max_concurrency: 1}}
 pairs:
   - {{name: faulty, fast: fast, base: base, suite: smoke, repeat: 1}}
 """

@@ -178,6 +178,7 @@ def test_an_admin_change_over_http_lands_in_the_audit_log(client, pair):
         "max_tokens_field": "max_tokens",
         "send_temperature": "on",
         "served_tier_fields": "[]",
+        "local": "on",  # the demo vendor on 127.0.0.1
     }
     response = client.post(f"/admin/monitor/endpoint/{endpoint.pk}/change/", form)
     assert response.status_code == 302, response.content.decode()[:2000]
@@ -201,8 +202,8 @@ def test_an_admin_change_over_http_lands_in_the_audit_log(client, pair):
 def test_apply_config_is_audited_and_a_second_apply_adds_nothing():
     text = """
 endpoints:
-  - {name: a, base_url: "http://127.0.0.1:9/v1", model: m, api_key_env: A_KEY}
-  - {name: b, base_url: "http://127.0.0.1:9/v1", model: m}
+  - {name: a, base_url: "http://127.0.0.1:9/v1", local: true, model: m, api_key_env: A_KEY}
+  - {name: b, base_url: "http://127.0.0.1:9/v1", local: true, model: m}
 pairs:
   - {name: p, fast: a, base: b, suite: smoke, schedule: {every: 15m}}
 """

@@ -10,11 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from axes.models import AccessAttempt
 from django.contrib.auth import get_user_model
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
 
 from monitor.setup import roles
+from monitor.web.client_ip import client_ip
 from tests import factories
 from tests.support import ROOT as SUPPORT_ROOT
 
@@ -103,3 +105,35 @@ def test_weak_passwords_are_refused(password):
     user = get_user_model()(username="alice-smith", email="alice@example.com")
     with pytest.raises(ValidationError):
         validate_password(password, user)
+
+
+BEHIND_PROXY = {"REMOTE_ADDR": "10.0.0.2", "HTTP_X_FORWARDED_FOR": "203.0.113.7, 10.0.0.2"}
+
+
+@pytest.mark.django_db
+def test_behind_the_proxy_one_users_wrong_passwords_lock_out_only_that_user(client, settings):
+    """Both users come through the same proxy (10.0.0.2) from the same client address: alice's
+    ten wrong passwords lock alice out, bob still logs in."""
+    settings.TRUSTED_PROXIES = ["10.0.0.0/8"]
+    get_user_model().objects.create_user("alice", password="a-Good-passphrase-42")
+    get_user_model().objects.create_user("bob", password="a-Good-passphrase-43")
+    for i in range(12):
+        client.post("/accounts/login/", {"username": "alice", "password": f"x{i}"}, **BEHIND_PROXY)
+    alice = {"username": "alice", "password": "a-Good-passphrase-42"}
+    assert client.post("/accounts/login/", alice, **BEHIND_PROXY).status_code == 429
+    bob = {"username": "bob", "password": "a-Good-passphrase-43"}
+    assert client.post("/accounts/login/", bob, **BEHIND_PROXY).status_code == 302
+    assert set(AccessAttempt.objects.values_list("ip_address", "username")) == {
+        ("203.0.113.7", "alice")
+    }
+
+
+def test_the_forwarded_address_counts_only_from_a_trusted_proxy(rf, settings):
+    settings.TRUSTED_PROXIES = ["10.0.0.0/8"]
+    assert client_ip(rf.get("/", **BEHIND_PROXY)) == "203.0.113.7"
+    spoofed = {"REMOTE_ADDR": "198.51.100.9", "HTTP_X_FORWARDED_FOR": "203.0.113.7"}
+    assert client_ip(rf.get("/", **spoofed)) == "198.51.100.9"  # not a proxy: header ignored
+    chained = {"REMOTE_ADDR": "10.0.0.2", "HTTP_X_FORWARDED_FOR": "1.2.3.4, 203.0.113.7"}
+    assert client_ip(rf.get("/", **chained)) == "203.0.113.7"  # the left one the client wrote
+    settings.TRUSTED_PROXIES = []
+    assert client_ip(rf.get("/", **BEHIND_PROXY)) == "10.0.0.2"
