@@ -62,6 +62,12 @@ class AddPairForm(forms.Form):
     base_base_url = forms.CharField(label="base base URL", max_length=500, required=False)
     base_model = forms.CharField(label="base model", max_length=200)
     base_key_env = forms.CharField(label="base key variable", max_length=100, required=False)
+    local = forms.BooleanField(
+        label="self-hosted",
+        required=False,
+        help_text="Both servers are on this machine or your network (vLLM, llama.cpp): "
+        "http:// and private addresses allowed. Off: https:// to a public host only.",
+    )
     suite = forms.ModelChoiceField(queryset=Suite.objects.none(), required=True)
     repeat = forms.IntegerField(
         min_value=1,
@@ -94,6 +100,7 @@ class AddPairForm(forms.Form):
         }
         return Endpoint(
             name=f"{data.get('name') or 'new'}-{tier}",
+            local=bool(data.get("local")),
             **preset_fields(data.get("preset") or "openai", tier, typed),
         )
 

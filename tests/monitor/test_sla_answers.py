@@ -44,7 +44,7 @@ def measured(demo_vendor_url) -> Pair:
         base=endpoint("demo-base"),
         suite=sync_builtin_suite(name="smoke"),
         repeat=2,
-        claimed_speedup=2.0,
+        claim_value=2.0,  # an E2E factor: the default metric and form
         slo_e2e_ms=60000,
     )
     probe = execute_run(run_id=create_run(pair=pair, seed=1).id, cases_limit=3)

@@ -45,6 +45,7 @@ def fill(page, fast_url: str, base_url: str) -> None:
     page.fill("#id_fast_model", "demo-fast")
     page.fill("#id_base_base_url", base_url)
     page.fill("#id_base_model", "demo-base")
+    page.check("#id_local")  # the servers are the test's own, on 127.0.0.1
 
 
 @pytest.mark.django_db(transaction=True)
