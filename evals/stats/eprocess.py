@@ -56,6 +56,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
+from scipy.special import ndtri
 from scipy.stats import norm
 
 AUDITS_PER_QUARTER_HOURLY = 24 * 90
@@ -80,7 +81,7 @@ def shift_e(p: float, delta: float) -> float:
     E e_δ(U) = 1 for a uniform p, ≤ 1 for a super-uniform one."""
     if not 0.0 < p <= 1.0:
         raise ValueError(f"p-value must be in (0, 1], got {p}")
-    z = min(float(norm.isf(p)), _Z_CAP)
+    z = -float(ndtri(max(p, P_FLOOR)))  # Φ⁻¹(1 − p), exact in the lower tail
     a = _A[delta] if delta in _A else _log_norm(delta)
     return math.exp(delta * z - a)
 
@@ -173,7 +174,7 @@ def update(
     """Fold one audit into the state. An audit without evidence (no p, no e) changes nothing.
     Once alarmed, the state keeps accumulating but stays alarmed until :func:`acknowledge`."""
     parts = evidence.components()
-    e = evidence.e()
+    e = sum(parts) / len(parts) if parts else None
     if parts is None or e is None:
         new = state
     else:
