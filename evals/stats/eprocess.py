@@ -33,8 +33,9 @@ likelihood ratio of a shift δ of the normal score (log-optimal when z moves by 
 moderate change — z shifted by 1.1 (30 % of audits rejecting at 0.05) or 0.36 (10 %) —
 grows the evidence by δ²/2 per audit, where the older calibrator (1 − p + p ln p)/(p (ln p)²)
 was capped at e(1/1001) ≈ 20.8 and needed 23 h (median) for 30 % and mostly missed 10 %
-within 15 days. The floor at p = 0.01 bounds one audit's e-value (a permutation p is at best
-1/(B + 1)), so no single audit and no spike of tiny p-values buys an alarm alone.
+within 15 days. p is clipped to [0.01, 0.99]: the floor bounds one audit's e-value (a
+permutation p is at best 1/(B + 1)), so no single audit and no spike of tiny p-values buys an
+alarm alone; the ceiling keeps a p of 1 from multiplying the e-process by 0 for good.
 **The detector is a mixture** over ``GRID`` (Shin, Ramdas & Rinaldo 2023, §3.2): one e-CUSUM
 M_t^δ per δ, alarm when their average reaches c. The average of e-Shiryaev–Roberts processes
 has E_∞ = t too, so ARL ≥ c holds for the mixture (their Thm 3.3), and the grid spares the
@@ -62,26 +63,30 @@ from scipy.stats import norm
 AUDITS_PER_QUARTER_HOURLY = 24 * 90
 DEFAULT_BUDGET = 0.5  # expected false alarms per pair per period
 GRID = (0.25, 0.5, 1.0, 2.0)  # shifts δ of the normal score the mixture detector bets on
-P_FLOOR = 0.01  # a p below this counts as this (bounds one audit's e-value)
+P_FLOOR = 0.01  # a p below this counts as this, above 1 − this as that (bounds e both ways)
 _Z_CAP = float(norm.isf(P_FLOOR))
 
 
 def _log_norm(delta: float) -> float:
-    """A(δ) = log E exp(δ min(Z, z_cap)), Z ~ N(0, 1): e^{δ²/2} Φ(z_cap − δ) + e^{δ z_cap}
-    (1 − Φ(z_cap)) (the normal's truncated moment generating function)."""
-    return math.log(math.exp(delta * delta / 2) * float(norm.cdf(_Z_CAP - delta))
-                    + math.exp(delta * _Z_CAP) * float(norm.sf(_Z_CAP)))  # fmt: skip
+    """A(δ) = log E exp(δ clip(Z, ±z_cap)), Z ~ N(0, 1): e^{−δ c} Φ(−c) + e^{δ²/2}
+    (Φ(c − δ) − Φ(−c − δ)) + e^{δ c} (1 − Φ(c)), c = z_cap (the normal's moment generating
+    function, clipped at both ends)."""
+    c = _Z_CAP
+    inside = float(norm.cdf(c - delta) - norm.cdf(-c - delta))
+    return math.log(math.exp(-delta * c) * float(norm.cdf(-c))
+                    + math.exp(delta * delta / 2) * inside
+                    + math.exp(delta * c) * float(norm.sf(c)))  # fmt: skip
 
 
 _A = {d: _log_norm(d) for d in GRID}
 
 
 def shift_e(p: float, delta: float) -> float:
-    """The shift calibrator e_δ(p) = exp(δ min(Φ⁻¹(1 − p), z_cap) − A(δ)) (module docstring):
+    """The shift calibrator e_δ(p) = exp(δ clip(Φ⁻¹(1 − p), ±z_cap) − A(δ)) (module docstring):
     E e_δ(U) = 1 for a uniform p, ≤ 1 for a super-uniform one."""
     if not 0.0 < p <= 1.0:
         raise ValueError(f"p-value must be in (0, 1], got {p}")
-    z = -float(ndtri(max(p, P_FLOOR)))  # Φ⁻¹(1 − p), exact in the lower tail
+    z = -float(ndtri(min(max(p, P_FLOOR), 1 - P_FLOOR)))  # Φ⁻¹(1 − p), clipped
     a = _A[delta] if delta in _A else _log_norm(delta)
     return math.exp(delta * z - a)
 

@@ -79,10 +79,12 @@ def test_a_baseline_freezes_with_a_few_missing_values_and_not_across_a_level_shi
 
 def test_the_shift_calibrators_are_e_values_and_decrease_in_p():
     for d in eprocess.GRID:
-        mean, _ = quad(lambda p, d=d: eprocess.shift_e(p, d), 0, 1, points=[0.01], limit=200)
+        mean, _ = quad(lambda p, d=d: eprocess.shift_e(p, d), 0, 1, points=[0.01, 0.99],
+                       limit=200)  # fmt: skip
         assert mean == pytest.approx(1.0, abs=1e-6)
-        grid = [eprocess.shift_e(p, d) for p in (0.001, 0.01, 0.05, 0.5, 0.99)]
-        assert grid[0] == grid[1] and all(a >= b for a, b in zip(grid[:-1], grid[1:], strict=True))
+        grid = [eprocess.shift_e(p, d) for p in (0.001, 0.01, 0.05, 0.5, 0.99, 1.0)]
+        assert grid[0] == grid[1] and grid[-1] == grid[-2] > 0  # clipped at both ends
+        assert all(a >= b for a, b in zip(grid[:-1], grid[1:], strict=True))
 
 
 def test_the_mixture_detector_catches_30_percent_rejection_within_a_day():
