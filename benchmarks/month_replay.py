@@ -51,6 +51,7 @@ if "--code" in sys.argv:  # the code under test, before anything imports evals
 sys.path.insert(1 if "--code" in sys.argv else 0, str(ROOT))
 
 import argparse  # noqa: E402
+import functools  # noqa: E402
 import math  # noqa: E402
 import platform  # noqa: E402
 import time  # noqa: E402
@@ -150,6 +151,7 @@ def hours_of(sc: Scenario, rng: np.random.Generator, switch: str | None) -> list
     return out
 
 
+@functools.cache
 def fisher_p(failed: tuple[int, int]) -> float:
     if failed == (0, 0):
         return 1.0
@@ -255,6 +257,7 @@ def run(months: int, scenarios: list[Scenario]) -> list[str]:
             f"**{per_quarter(ms, ('drift', 'verdict'))}** | "
             f"{per_quarter(ms, ('failures',)) if NEW else '–'} | {blind} |"
         )  # fmt: skip
+        print(rows[-1], flush=True)
     return rows
 
 
@@ -264,6 +267,7 @@ def detection(months: int) -> list[str]:
     for switch, key in (("30%", "verdict"), ("10%", "verdict"), ("ttft ×1.5", "drift")):
         ms = [one_month(ar1, 77_000 + m, switch) for m in range(months)]
         rows.append(f"| {switch} ({key}) | {delays(ms, key)} |")
+        print(rows[-1], flush=True)
     return rows
 
 
@@ -274,6 +278,7 @@ def main() -> None:
     ap.add_argument("--only", action="append", help="scenario names to run")
     args = ap.parse_args()
     t0, c0 = time.monotonic(), time.process_time()
+    print(f"code: {args.code or '(this branch)'}; months: {args.months}", flush=True)
     picked = [s for s in SCENARIOS if not args.only or s.name in args.only]
     rows = run(args.months, picked)
     det = detection(args.months)
