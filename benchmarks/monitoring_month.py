@@ -212,9 +212,10 @@ def probe_values(rng: np.random.Generator, switch_to: str | None, sim_ratio: flo
         own = rng.normal(size=3)
         after = switch_to is not None and t >= PRE + SWITCH
         fast = TIERS[switch_to].prefill_ms if after else fast_ms
+        f = fast * math.exp(0.15 * (load + day) + 0.1 * own[0])
+        b = base_ms * math.exp(0.15 * (load + day) + 0.1 * own[1])
         out.append({
-            "ttft_p50:fast": fast * math.exp(0.15 * (load + day) + 0.1 * own[0]),
-            "ttft_p50:base": base_ms * math.exp(0.15 * (load + day) + 0.1 * own[1]),
+            "ttft_p50:fast": f, "ttft_p50:base": b, "ttft_ratio:fast_vs_base": f / b,
             "similarity:fast_vs_base": (0.9 + 0.01 * own[2]) * (sim_ratio if after else 1.0),
         })  # fmt: skip
     return out

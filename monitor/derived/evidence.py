@@ -6,21 +6,28 @@ raise ~36 false alarms a pair a month. Instead, each finished run is folded into
 stored state (``PairMonitorState``) exactly once, and never recomputed from history (a run
 older than the last one folded, finishing late, is left out rather than folded out of order):
 
-- **audits** → ``evals.stats.eprocess.update`` with the audit's MMD p-value. The e-detector
-  alarms when its statistic reaches c = audits per quarter / budget, so the expected number of
-  false alarms is ≤ ``BUDGET_PER_QUARTER`` a quarter at the pair's audit cadence.
+- **audits** → ``evals.stats.eprocess.update`` with the audit's MMD p-value, unless the audit
+  is *inconclusive* (tier-specific failures that cut long answers make identical models reject
+  at 46 %: such a p is not valid evidence and is not folded). The audit's rate tests (failed
+  requests, empty answers: Fisher's p of ``evals.stats.labels.rate_test``) are folded into
+  detectors of their own (``eprocess["rates"]``), so failures and refusals reach the evidence
+  across audits as what they are. Each detector alarms at c = audits per quarter / its part of
+  the verdict's share of the pair's budget (``evals.stats.error_budget``).
 - **probes** → ``evals.stats.cusum.update`` against the pair's active ``Baseline``. The
-  baseline is frozen from the first ``MIN_BASELINE_RUNS`` probe runs after the pair started
-  (or after the last acknowledgement) and never slides; until then the state is
-  *calibrating*. Its h is set for an in-control run length of probes per quarter / budget.
+  baseline is frozen from the newest ``MIN_BASELINE_RUNS`` probe runs after the pair started
+  (or after the last acknowledgement) once they can make one (a few values may be missing; no
+  level shift inside them), and never slides after; until then the state is *calibrating*
+  and each new probe tries again with the newest runs (so one probe in which every request
+  failed cannot leave it "48 of 48" forever). Its h is set for drift's share of the budget.
 
 Once alarmed, a state stays alarmed until a person acknowledges the change
-(:func:`acknowledge`): the e-process and the CUSUM restart and a new baseline is collected from
-the runs after that moment; the capability loss detectors
-(``monitor.derived.loss_detectors``) restart with them. The budget sentence
-(:func:`budget_words`) goes on the verdict page and into every verdict or drift alert. The
-budget, the series and the thresholds are :mod:`evals.stats.error_budget`'s, the same functions
-the month-long validation calls.
+(:func:`acknowledge`): what is in alarm restarts — the CUSUM and its baseline (collected from
+the runs after that moment) for drift; the e-process and the capability loss detectors
+(``monitor.derived.loss_detectors``) for the verdict — and what is not keeps its evidence
+(acknowledging a latency drift must not wipe the audits' evidence of a model change). The
+budget sentence (:func:`budget_words`) goes on the verdict page and into every verdict or
+drift alert. The budget, the series and the thresholds are
+:mod:`evals.stats.error_budget`'s, the same functions the month-long validation calls.
 """
 
 from __future__ import annotations
@@ -37,11 +44,14 @@ from django_celery_beat.models import PeriodicTask
 
 from evals.stats import cusum, eprocess
 from evals.stats.error_budget import (
-    BUDGET_PER_QUARTER,
     HOURLY_S,
     MIN_BASELINE_RUNS,
+    VERDICT_TESTS,
     audit_threshold,
     freeze,
+    refusal,
+    share,
+    share_words,
 )
 from monitor.derived.run_summary import RunSummary
 from monitor.models import Baseline, Pair, PairMonitorState, Run, RunKind, RunStatus
@@ -79,17 +89,19 @@ def budget_words(pair: Pair, kind: str) -> str:
     ``evals.stats.eprocess`` (audits) or runs / ARL0 of ``evals.stats.cusum`` (probes), both
     set to ``BUDGET_PER_QUARTER`` a quarter, here per month at the pair's cadence."""
     every, scheduled = cadence_s(pair, kind)
-    per_month = BUDGET_PER_QUARTER / 3
+    monitor = "verdict" if kind == RunKind.AUDIT else "drift"
+    per_month = share(monitor) / 3
     noun = "audits" if kind == RunKind.AUDIT else "probes"
     tail = "" if scheduled else " (no schedule: hourly assumed; slower runs alarm less)"
     return (
         f"expected false alarms: ≤ {per_month:.2g} per month at {every_words(every)} {noun}{tail}"
+        f" ({share_words(monitor)})"
     )
 
 
-def eprocess_threshold(pair: Pair) -> float:
+def eprocess_threshold(pair: Pair, test: str = "mmd") -> float:
     every, _ = cadence_s(pair, RunKind.AUDIT)
-    return audit_threshold(every)
+    return audit_threshold(every, test)
 
 
 # --- the stored state -------------------------------------------------------------------------
@@ -101,7 +113,8 @@ def state_of(pair: Pair) -> PairMonitorState:
 
 
 def eprocess_state(row: PairMonitorState) -> eprocess.EProcessState:
-    return eprocess.EProcessState(**row.eprocess) if row.eprocess else eprocess.EProcessState()
+    return (eprocess.EProcessState.from_dict(row.eprocess) if row.eprocess
+            else eprocess.EProcessState())  # fmt: skip
 
 
 def active_baseline(pair: Pair) -> Baseline | None:
@@ -114,6 +127,8 @@ def run_values(summary: RunSummary) -> dict[str, float | None]:
     for tier in ("fast", "base"):
         stat = summary.tier(tier).ttft_ms
         out[f"ttft_p50:{tier}"] = stat.p50 if stat.n >= summary.min_n else None
+    fast, base = out["ttft_p50:fast"], out["ttft_p50:base"]
+    out["ttft_ratio:fast_vs_base"] = fast / base if fast and base else None
     sim = summary.similar("fast_vs_base")
     out["similarity:fast_vs_base"] = sim.mean_ratio if sim else None
     return out
@@ -140,17 +155,42 @@ def _fold_audit(row: PairMonitorState, run: Run) -> None:
     if row.since and run.created_at < row.since:
         return  # measured before the acknowledgement: belongs to the old state
     state = eprocess_state(row)
-    evidence = eprocess.AuditEvidence(p_value=verdict.p_value, run_id=run.id)
+    valid = verdict.label != "inconclusive"  # its p is not evidence (module docstring)
+    evidence = eprocess.AuditEvidence(p_value=verdict.p_value if valid else None, run_id=run.id)
     state, decision = eprocess.update(state, evidence, threshold=eprocess_threshold(row.pair))
-    row.eprocess, row.last_audit = asdict(state), run
+    rates = _fold_rates(row, verdict.data.get("rates") or [], run.id)
+    row.eprocess, row.last_audit = {**asdict(state), "rates": rates}, run
     row.save(update_fields=["eprocess", "last_audit", "updated_at"])
     block = {
         **asdict(decision),
         "evalue": state.evalue,
         "audits": state.audits,
         "budget": budget_words(row.pair, RunKind.AUDIT),
-    }
+        "rates": {what: {k: r[k] for k in ("detector", "alarmed", "alarm_audit", "audits")}
+                  | {"threshold": eprocess_threshold(row.pair, what)}
+                  for what, r in rates.items()},
+    }  # fmt: skip
+    if not valid:
+        block["skipped"] = "inconclusive audit: its p is not folded into the evidence"
     Run.objects.merge_summary(run.id, verdict={**verdict.data, "monitor": block})
+
+
+def _fold_rates(row: PairMonitorState, rates: list[Mapping[str, Any]], run_id: int
+                ) -> dict[str, Any]:  # fmt: skip
+    """The audit's rate tests (failed requests, empty answers) into detectors of their own:
+    Fisher's two-sided p is valid (super-uniform) when both tiers fail or go silent alike."""
+    stored = dict((row.eprocess or {}).get("rates") or {})
+    for r in rates:
+        what = r.get("what")
+        if what not in VERDICT_TESTS or r.get("p_value") is None:
+            continue
+        old = eprocess.EProcessState.from_dict(stored.get(what) or {})
+        new, _ = eprocess.update(
+            old, eprocess.AuditEvidence(p_value=max(float(r["p_value"]), 1e-12), run_id=run_id),
+            threshold=eprocess_threshold(row.pair, what),
+        )  # fmt: skip
+        stored[what] = asdict(new)
+    return stored
 
 
 def _fold_probe(row: PairMonitorState, run: Run) -> None:
@@ -159,12 +199,12 @@ def _fold_probe(row: PairMonitorState, run: Run) -> None:
     pair = row.pair
     baseline = active_baseline(pair)
     if baseline is None:
-        baseline = _maybe_freeze(row, pair)
+        baseline, why = _maybe_freeze(row, pair)
         row.last_probe = run
         row.save(update_fields=["cusum", "last_probe", "updated_at"])
         Run.objects.merge_summary(
             run.id,
-            drift=_calibrating(pair, row)
+            drift=_calibrating(pair, row, why)
             if baseline is None
             else _drift_block(pair, baseline, None, None),
         )
@@ -184,22 +224,22 @@ def _json(data: Mapping[str, Any]) -> str:
 
 
 def _baseline_candidates(pair: Pair, since) -> list[Run]:
+    """The newest ``MIN_BASELINE_RUNS`` probe runs since ``since``, oldest first: the first
+    48 when there are 48, and after a refusal the window moves on with each new probe."""
     runs = Run.objects.trend().filter(pair=pair)
     if since is not None:
         runs = runs.filter(created_at__gte=since)
-    return list(
-        runs.order_by("created_at", "id").only("id", "created_at", "finished_at", "summary")[
-            :MIN_BASELINE_RUNS
-        ]
-    )
+    newest = runs.order_by("-created_at", "-id").only("id", "created_at", "finished_at", "summary")
+    return list(reversed(newest[:MIN_BASELINE_RUNS]))
 
 
-def _maybe_freeze(row: PairMonitorState, pair: Pair) -> Baseline | None:
-    """Freeze the baseline from the first ``MIN_BASELINE_RUNS`` probes since ``row.since``
-    once there are that many; series with too few values there are left out."""
+def _maybe_freeze(row: PairMonitorState, pair: Pair) -> tuple[Baseline | None, str]:
+    """Freeze the baseline from the newest ``MIN_BASELINE_RUNS`` probes since ``row.since``
+    once there are that many and they can make one (:func:`evals.stats.error_budget.freeze`);
+    else (None, why not)."""
     runs = _baseline_candidates(pair, row.since)
     if len(runs) < MIN_BASELINE_RUNS:
-        return None
+        return None, ""
     every, _ = cadence_s(pair, RunKind.PROBE)
     frozen = freeze(
         [run_values(r.summary_obj) for r in runs],
@@ -210,24 +250,27 @@ def _maybe_freeze(row: PairMonitorState, pair: Pair) -> Baseline | None:
         set_at=timezone.now().isoformat(),
     )
     if frozen is None:
-        return None
+        return None, refusal([run_values(r.summary_obj) for r in runs]) or "no series to watch"
     baseline = Baseline.objects.create(
         pair=pair, run_ids=[r.id for r in runs], statistics=_plain(frozen), set_by=frozen.set_by
     )
     row.cusum = asdict(cusum.start(frozen))
-    return baseline
+    return baseline, ""
 
 
 def _plain(frozen: cusum.Baseline) -> dict[str, Any]:
     return json.loads(frozen.to_json())
 
 
-def _calibrating(pair: Pair, row: PairMonitorState) -> dict[str, Any]:
+def _calibrating(pair: Pair, row: PairMonitorState, why: str = "") -> dict[str, Any]:
     have = len(_baseline_candidates(pair, row.since))
+    reason = f"collecting the baseline: {have} of {MIN_BASELINE_RUNS} probe runs"
+    if why:
+        reason += f"; not frozen: {why}; trying again with the next runs"
     return {
         "state": "calibrating",
         "runs": have,
-        "reason": f"collecting the baseline: {have} of {MIN_BASELINE_RUNS} probe runs",
+        "reason": reason,
         "budget": budget_words(pair, RunKind.PROBE),
     }
 
@@ -240,8 +283,12 @@ def _drift_block(
     sums = alarm.sums if alarm else dict.fromkeys(names, 0.0)
     zs = alarm.z if alarm else dict.fromkeys(names)
     series = {n: {"z": _finite(zs.get(n)), "s": sums.get(n, 0.0)} for n in names}
+    incident = bool(alarm and alarm.incident)
+    drifting = state is not None and state.alarmed
     return {
-        "state": "drift" if state is not None and state.alarmed else "ok",
+        "state": "drift" if drifting else ("incident" if incident else "ok"),
+        "cause": _cause(state.alarm_series if drifting and state else None, incident),
+        "tiers": {n: round(v, 3) for n, v in (alarm.context or {}).items()} if alarm else {},
         "series": series,
         "h": frozen["h"],
         "baseline_id": baseline.id,
@@ -253,6 +300,19 @@ def _drift_block(
     }
 
 
+CAUSES = {  # what a drift alarm of each series means, in words
+    "ttft_ratio:fast_vs_base": "a tier change: the fast tier slowed relative to the base tier",
+    "similarity:fast_vs_base": "a tier change: the tiers' temperature-0 answers moved apart",
+}
+INCIDENT = "both tiers slowed: vendor incident (not a tier change; the ratio did not move)"
+
+
+def _cause(series: str | None, incident: bool) -> str:
+    if series is not None:
+        return CAUSES.get(series, f"a tier change in {series}")
+    return INCIDENT if incident else ""
+
+
 def _finite(x: float | None) -> float | None:
     return x if x is not None and math.isfinite(x) else None
 
@@ -261,18 +321,27 @@ def _finite(x: float | None) -> float | None:
 
 
 def acknowledge(*, pair: Pair, user: str) -> PairMonitorState:
-    """A person accepts a change: the e-process and CUSUM restart, the active baseline is
-    retired, and a new one is frozen from the probe runs after this moment."""
+    """A person accepts a change. What is in alarm restarts (module docstring): drift → the
+    CUSUM restarts, the active baseline is retired and a new one is frozen from the probe runs
+    after this moment; the verdict (or a rate detector) → the e-process and the capability loss
+    detectors restart. Nothing in alarm (a person re-baselining by hand): everything restarts."""
     with transaction.atomic():
         state_of(pair)
         row = PairMonitorState.objects.select_for_update().get(pair=pair)
-        row.eprocess = asdict(eprocess.acknowledge(eprocess_state(row)))
-        row.cusum = {}
-        row.capability = {}  # capability_monitor's loss detectors restart too
+        drift = bool((row.cusum or {}).get("alarmed"))
+        rates = (row.eprocess or {}).get("rates") or {}
+        verdict = eprocess_state(row).alarmed or any(r.get("alarmed") for r in rates.values())
+        if not drift and not verdict:
+            drift = verdict = True
+        if verdict:
+            row.eprocess = asdict(eprocess.acknowledge(eprocess_state(row)))
+            row.capability = {}  # the capability loss detectors restart too
+        if drift:
+            row.cusum = {}
+            Baseline.objects.filter(pair=pair, active=True).update(active=False)
         row.since = timezone.now()
         row.acknowledged_by = user
         row.save()
-        Baseline.objects.filter(pair=pair, active=True).update(active=False)
     return row
 
 

@@ -5,8 +5,9 @@ acknowledges (``evidence.acknowledge``).
 
 Why not the window test after every run: it looks at overlapping data 720 times a month at
 hourly probes, with nothing bounding its false loss reports. The detector's threshold is set
-so that the expected number of false loss reports is ≤ ``evidence.BUDGET_PER_QUARTER`` a
-quarter over the pair's categories, split evenly (≤ that / K per category), at the pair's
+so that the expected number of false loss reports is ≤ capability loss's share of the pair's
+budget (``evals.stats.error_budget.share("capability")``) a quarter over the pair's
+categories, split evenly (≤ that / K per category), at the pair's
 probe cadence. The routing advice's "keep on base" comes from here; the window's p-values stay
 on the page as evidence.
 """
@@ -43,19 +44,19 @@ def threshold(pair: Pair, n_categories: int | None = None) -> float:
     every, _ = evidence.cadence_s(pair, RunKind.PROBE)
     k = n_categories if n_categories is not None else len(categories(pair))
     return capability_loss.threshold_for(
-        error_budget.runs_per_quarter(every), max(1, k), evidence.BUDGET_PER_QUARTER
+        error_budget.runs_per_quarter(every), max(1, k), error_budget.share("capability")
     )
 
 
 def budget_words(pair: Pair) -> str:
     every, scheduled = evidence.cadence_s(pair, RunKind.PROBE)
     k = max(1, len(categories(pair)))
-    per_month = evidence.BUDGET_PER_QUARTER / 3
+    per_month = error_budget.share("capability") / 3
     tail = "" if scheduled else " (no schedule: hourly assumed; slower runs report less)"
     return (
         f"expected false loss reports: ≤ {per_month / k:.2g} per category a month "
         f"(≤ {per_month:.2g} over the pair's {k} categories) at "
-        f"{evidence.every_words(every)} probes{tail}"
+        f"{evidence.every_words(every)} probes{tail} ({error_budget.share_words('capability')})"
     )
 
 

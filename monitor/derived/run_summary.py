@@ -249,6 +249,7 @@ class Drift:
     new_alarm: bool = False
     reason: str = ""
     budget: str = ""
+    cause: str = ""  # a tier change (which series) or "both tiers slowed: vendor incident"
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> Drift | None:

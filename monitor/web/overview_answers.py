@@ -73,6 +73,9 @@ def changed(cells: Measured, probe_every: timedelta | None, now: datetime) -> An
     if state == "ok":
         since = f" since the baseline of {cells.baseline_at:%-d %b}" if cells.baseline_at else ""
         return Answer(f"no change{since}", "ok", f"{cells.baseline_runs} probes in the baseline")
+    if state == "incident":  # both tiers slowed, the ratio did not: not a tier change
+        return Answer("no tier change: both tiers slowed (vendor incident)", "wait",
+                      f"{cells.baseline_runs} probes in the baseline")  # fmt: skip
     have = cells.baseline_runs
     if not state:
         return Answer(

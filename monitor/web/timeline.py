@@ -114,6 +114,8 @@ def drift_events(runs: list[Run]) -> list[dict[str, Any]]:
                 title = "Drift detected in " + ", ".join(d.drifting)
             elif d.state == "calibrating":
                 title = "Collecting a new baseline (change acknowledged)"
+            elif d.state == "incident":
+                title = "Both tiers slowed: vendor incident (not a tier change)"
             else:
                 title = f"drift state: {before} → {d.state}"
             out.append(_event(when, "baseline", title, d.reason or d.budget, run_id=run.pk))

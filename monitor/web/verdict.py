@@ -17,6 +17,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from evals.logprobs import logprob_gap
 from evals.similarity import DEFAULT_PREFIX_K, first_divergence, indel_ratio
+from evals.stats import error_budget
 from evals.stats.labels import LABEL_WORDS
 from monitor import selectors
 from monitor.derived import evidence, rebaseline, tripwire
@@ -50,6 +51,7 @@ SERIES_LABELS = {
     "ttft_p50:fast": "TTFT P50, fast (log ms)",
     "ttft_p50:base": "TTFT P50, base (log ms)",
     "similarity:fast_vs_base": "similarity fast vs base (temperature 0)",
+    "ttft_ratio:fast_vs_base": "TTFT P50 ratio fast / base (log)",
 }
 
 
@@ -115,6 +117,7 @@ def _drift(pair) -> dict[str, Any]:
         "probe": probe,
         "h": fmt_stat(block.h) if block and block.h is not None else None,
         "budget": evidence.budget_words(pair, RunKind.PROBE),
+        "share": error_budget.share_words("drift"),
     }
 
 

@@ -16,19 +16,17 @@ def test_the_monitor_freezes_the_product_s_baseline_and_threshold():
     probes = mm.probe_values(np.random.default_rng(3), None, 1.0)
     for t in range(error_budget.MIN_BASELINE_RUNS):
         assert not m.probe(probes[t], hour=t % 24)
-    assert m.threshold == 4320
+    assert m.threshold == error_budget.audit_threshold(3600) == 2160 / 0.1
     assert [s.name for s in m.baseline.series] == [s.name for s in error_budget.SERIES]
-    phi = max(s.phi for s in m.baseline.series)
-    assert phi > 0.2  # the simulated latencies are autocorrelated
-    assert m.baseline.h == cusum.h_for_arl(3 * 4320, n_baseline=48, phi=phi)
-    assert 20.0 < cusum.h_for_arl(3 * 4320, n_baseline=48) < 20.2  # the value the docs quote
+    arl = error_budget.probe_arl(3600)
+    assert m.baseline.h == cusum.h_for_arl(2 * arl, n_baseline=48, batches=True)
 
 
 def test_an_alarm_before_the_switch_is_acknowledged_and_restarts_the_baseline():
     p = np.full(mm.HOURS, 0.5)
-    p[10:13] = 1 / 1001  # three near-zero audits: e ≈ 21 each, 21³ > 4320
+    p[10:16] = 1 / 1001  # near-zero audits (floored at 0.01): the 4th reaches 21,600
     out = mm.one_month(p, None)
-    assert out == {"verdict": [12], "drift": [], "h": []}
+    assert out == {"verdict": [13], "drift": [], "h": []}
 
 
 def pools_file(tmp_path, per_prompt: dict[str, int]) -> str:
@@ -56,7 +54,7 @@ def test_the_pool_replay_reports_false_alarms_and_time_to_detection(tmp_path):
     assert text.startswith(mm.POOLS_SECTION)
     assert "| verdict (e-detector) | 0 | 0.000 [0.000, 1.844] |" in text
     gemma = next(line for line in text.splitlines() if line.startswith("| f16 → gemma-270m"))
-    assert "| 3 h | 3 h | 0 of 2 |" in gemma  # p = 1/1001 each hour: 21³ > 4320
+    assert "| 4 h | 4 h | 0 of 2 |" in gemma  # p = 1/1001 each hour: the 4th reaches c
     assert "f16 → smollm2-q4 (q4; goal ≤ 24 h)" in text
 
 

@@ -7,11 +7,13 @@ import pytest
 from scipy.integrate import quad
 
 from evals.stats.eprocess import (
+    GRID,
     AuditEvidence,
     EProcessState,
     acknowledge,
     e_bh,
     p_to_e,
+    shift_e,
     threshold_for,
     update,
 )
@@ -51,18 +53,21 @@ def test_false_alarms_under_the_null_stay_within_n_over_c():
     assert len(alarms) <= n / c
 
 
-def test_a_run_of_small_p_values_alarms_within_log_c_over_log_e():
+def test_a_run_of_small_p_values_alarms_when_the_mixture_reaches_c():
+    """Each δ's detector multiplies by e_δ(0.01) (p floored at 0.01) once the 0.5s are gone:
+    the alarm comes at the first k with mean_δ e_δ(0.01)^k ≥ c, never sooner."""
     c = threshold_for(2160, 0.5)
     ps = [0.5] * 500 + [1 / 1001] * 10
     alarms = run(ps, c)
-    assert alarms and alarms[0] - 500 + 1 <= math.ceil(math.log(c) / math.log(p_to_e(1 / 1001)))
+    k = next(k for k in range(1, 11) if np.mean([shift_e(0.01, d) ** k for d in GRID]) >= c)
+    assert alarms and alarms[0] - 500 + 1 == k
 
 
 def test_an_audit_without_evidence_changes_nothing_and_the_state_round_trips():
     state, _ = update(EProcessState(), AuditEvidence(0.01, e_value=3.0, run_id=7), threshold=50)
     same, d = update(state, AuditEvidence(None), threshold=50)
     assert same == state and d.e_value is None
-    assert state.evalue == pytest.approx((p_to_e(0.01) + 3.0) / 2)
+    assert state.evalue == pytest.approx((np.mean([shift_e(0.01, d) for d in GRID]) + 3.0) / 2)
     assert EProcessState.from_json(state.to_json()) == state
 
 

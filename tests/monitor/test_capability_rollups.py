@@ -81,8 +81,8 @@ def test_the_report_reads_the_rollups_and_no_sample():
 
 def test_each_probe_is_folded_once_and_the_alarm_keeps_the_category_on_base():
     pair = _world()
-    limit = loss_detectors.threshold(pair)  # hourly assumed: 2160 · 1 / 0.5
-    assert limit == pytest.approx(4320)
+    limit = loss_detectors.threshold(pair)  # hourly assumed: 2160 · 1 / capability's 0.05
+    assert limit == pytest.approx(43200)
     run = _probe(pair, fast_passes=False)
     judge(run_id=run.id)
     judge(run_id=run.id)  # a second fold of the same run changes nothing

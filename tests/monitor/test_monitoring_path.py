@@ -174,7 +174,7 @@ def test_a_month_of_hourly_runs_on_an_honest_pair_raises_no_alarm(admin_client):
     assert state.cusum["runs"] == HOURS_A_MONTH - MIN_BASELINE_RUNS
     last = Run.objects.filter(pair=pair, kind="probe").order_by("-created_at").first()
     assert last.summary["drift"]["state"] == "ok"
-    assert last.summary["drift"]["budget"].startswith("expected false alarms: ≤ 0.17 per month")
+    assert last.summary["drift"]["budget"].startswith("expected false alarms: ≤ 0.033 per month")
     # the page names the h the code uses (the issue: a caption said h = 5, the code used 8)
     html = admin_client.get(f"/pairs/{pair.name}/verdict/").content.decode()
     h = baseline.statistics["h"]
@@ -194,10 +194,13 @@ def test_a_switch_raises_both_alarms_within_a_few_runs_and_acknowledging_restart
             drift_after = drift_after or (i, alert)
         for alert in fold(audit(pair, h - 0.5, 0.001)):
             verdict_after = verdict_after or (i, alert)
-    assert drift_after and drift_after[0] <= 3, drift_after
+    # similarity 0.9 → 0.7 is 10 sd: each run adds at most (Z_CLIP = 6)/σ_LR − k to the sum,
+    # and h ≈ 35 after a 48-run baseline (the price of estimating its long-run variance);
+    # measured here: the 11th run
+    assert drift_after and drift_after[0] <= 12, drift_after
     assert verdict_after and verdict_after[0] <= 4, verdict_after
     for _, alert in (drift_after, verdict_after):
-        assert "expected false alarms: ≤ 0.17 per month" in alert.message
+        assert "of the pair's 0.5 expected false alarms per quarter" in alert.message
     # folding a run again changes nothing: the state is updated once per run, never recomputed
     state = PairMonitorState.objects.get(pair=pair)
     last = Run.objects.filter(pair=pair, kind="probe").order_by("-created_at").first()

@@ -81,7 +81,7 @@ def test_a_distilled_model_s_outputs_differ_but_one_audit_raises_no_alarm(endpoi
     # one audit's p is evidence, not an alarm: the e-detector needs the audits together
     monitor = v["monitor"]
     assert monitor["alarm"] is False and 1 < monitor["e_value"] < monitor["threshold"]
-    assert monitor["budget"].startswith("expected false alarms: ≤ 0.17 per month at hourly")
+    assert monitor["budget"].startswith("expected false alarms: ≤ 0.05 per month at hourly")
     AlertRule.objects.create(
         name="verdict",
         metric="verdict_different",

@@ -64,7 +64,7 @@ def test_the_verdict_and_speed_pages_draw_and_fit_the_window(
             page.click("button[type=submit]")
             page.wait_for_selector(".js-plotly-plot .main-svg", timeout=20_000)
             assert page.locator(".verdict-sentence").inner_text().startswith("outputs differ (")
-            assert "expected false alarms: ≤ 0.17 per month" in page.locator("#budget").inner_text()
+            assert "expected false alarms: ≤ 0.05 per month" in page.locator("#budget").inner_text()
             assert page.locator("#acknowledge").is_visible()
             assert page.evaluate("document.documentElement.scrollWidth") <= WIDTH
             page.screenshot(path=str(shots / "verdict.png"), full_page=True)

@@ -83,6 +83,8 @@ def test_changed_says_the_baseline_date_or_when_it_will_be_ready():
     assert changed(drift, quarter, NOW).text == "changed since the baseline of 1 Dec"
     unscheduled = changed(cells(drift_state="calibrating", baseline_runs=3), None, NOW)
     assert unscheduled.sub == "no probe schedule: never ready"
+    incident = changed(cells(drift_state="incident", baseline_runs=48), quarter, NOW)
+    assert incident.text == "no tier change: both tiers slowed (vendor incident)"
 
 
 def test_how_much_faster_is_the_window_against_the_claim():

@@ -81,7 +81,7 @@ def test_it_shows_the_sentence_the_reason_and_the_figures(admin_client, pair, ru
     assert "fast vs base (observed)" in names and "caught with 80% power" in names
     assert 'id="baseline"' in html and "collecting the baseline: 1 of 48 probe runs" in html
     assert 'id="events"' in html and "fp_demo_distilled" in html
-    assert "expected false alarms: ≤ 0.17 per month at hourly audits" in html
+    assert "expected false alarms: ≤ 0.05 per month at hourly audits" in html
     assert 'src="http' not in html
     assert "cost of this verdict (its audit run): not priced" in html
 
