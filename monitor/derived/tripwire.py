@@ -23,7 +23,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from evals.stats import eprocess
+from evals.stats import eprocess, error_budget
 from evals.stats import tripwire as stats
 from monitor.alerting import lifecycle
 from monitor.alerting.alerts import pair_link
@@ -33,7 +33,9 @@ from monitor.models import Alert, Pair, Run, TripwireState
 log = logging.getLogger(__name__)
 
 REFERENCE_RUNS = stats.DEFAULT_REFERENCE_RUNS
-TRIPWIRE_BUDGET = 0.1  # expected false alarms per tier per quarter, at hourly tripwire runs
+# expected false alarms per tier per quarter at hourly tripwire runs: half the tripwires' share
+# of the pair's one budget (``evals.stats.error_budget``)
+TRIPWIRE_BUDGET = error_budget.tripwire_share_per_tier()
 RUNS_PER_QUARTER = 24 * 90
 Window = Mapping[str, Sequence[stats.Observation]]
 
@@ -144,8 +146,7 @@ def _alert(run: Run, state: TripwireState, fired: list[str]) -> list[Alert]:
         f"Tripwire fired on the {' and '.join(fired)} tier of pair {run.pair.name}: {moved} "
         "from the tier's frozen reference "
         f"(p {last['p']:.3g}; evidence {last['detector']:.3g} ≥ {last['threshold']:.0f}, "
-        f"the tripwires' share of the budget: {TRIPWIRE_BUDGET} false alarms per tier per "
-        f"quarter). {audit}. {pair_link(run.pair)}"
+        f"{error_budget.share_words('tripwires')}, {TRIPWIRE_BUDGET:g} a tier). {audit}. {pair_link(run.pair)}"
     )
     opened = []
     for rule in system_rules("tripwire_fired", run.pair):
