@@ -146,7 +146,8 @@ def _alert(run: Run, state: TripwireState, fired: list[str]) -> list[Alert]:
         f"Tripwire fired on the {' and '.join(fired)} tier of pair {run.pair.name}: {moved} "
         "from the tier's frozen reference "
         f"(p {last['p']:.3g}; evidence {last['detector']:.3g} ≥ {last['threshold']:.0f}, "
-        f"{error_budget.share_words('tripwires')}, {TRIPWIRE_BUDGET:g} a tier). {audit}. {pair_link(run.pair)}"
+        f"{error_budget.share_words('tripwires')}, {TRIPWIRE_BUDGET:g} a tier). "
+        f"{audit}. {pair_link(run.pair)}"
     )
     opened = []
     for rule in system_rules("tripwire_fired", run.pair):
