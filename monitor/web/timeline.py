@@ -128,17 +128,18 @@ def rebaseline_events(pair: Pair, since: datetime) -> list[dict[str, Any]]:
     out = []
     for change in rebaseline.rebaselines(pair, since):
         was = {k: v[0] for k, v in change.diff.items()}
-        parts = [f"e-process ({was.get('e-process', '?')})"]
+        parts = [f"e-process ({was['e-process']})"] if "e-process" in was else []
         for field in ("CUSUM", "capability detectors", "tripwires"):
             if was.get(field):
                 parts.append(f"{field} ({', '.join(map(str, was[field]))})")
-        parts.append("baseline " + "; ".join(was.get("baseline") or ["none"]))
+        if "baseline" in was:
+            parts.append("baseline " + "; ".join(was["baseline"]))
         out.append(
             _event(
                 change.at,
                 "baseline",
                 "Change acknowledged & re-baselined",
-                "reset: " + ", ".join(parts),
+                "reset: " + (", ".join(parts) or "nothing held evidence"),
                 who=change.username or "unknown user",
             )
         )

@@ -5,6 +5,7 @@ removes that dir and keeps the dirs of processes that still run."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -63,7 +64,7 @@ def _worker_killed_mid_evaluation(tmp: Path) -> Path:
     work.mkdir()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(work)}
     worker = subprocess.Popen([sys.executable, str(script)], cwd=ROOT, env=env)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120  # a poll, not a timing claim: start-up is slow under load
     while not list(work.glob(f"{PREFIX}*/solution.py")) and time.monotonic() < deadline:
         time.sleep(0.05)
     time.sleep(0.5)  # the judge started
@@ -74,8 +75,18 @@ def _worker_killed_mid_evaluation(tmp: Path) -> Path:
     return left
 
 
-def test_a_worker_killed_mid_evaluation_leaves_a_dir_the_sweep_removes(tmp_path):
-    left = _worker_killed_mid_evaluation(tmp_path)
+@pytest.fixture
+def reachable_tmp():
+    """A temporary dir the sandbox's unprivileged child can reach: pytest's ``tmp_path`` lies
+    under a 0700 dir of root's, where the child (nobody) gets "Permission denied"."""
+    path = Path(tempfile.mkdtemp(prefix="tierwatch-sweep-test-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_a_worker_killed_mid_evaluation_leaves_a_dir_the_sweep_removes(reachable_tmp):
+    left = _worker_killed_mid_evaluation(reachable_tmp)
     assert stale_dirs(str(left.parent)) == [left]
     assert sweep(str(left.parent)) == [left]
     assert not left.exists()
@@ -83,12 +94,12 @@ def test_a_worker_killed_mid_evaluation_leaves_a_dir_the_sweep_removes(tmp_path)
 
 @pytest.mark.django_db
 @pytest.mark.filterwarnings("ignore:DjangoFixup.on_worker_init called without a sender")
-def test_the_watchdog_and_a_starting_worker_sweep(tmp_path, monkeypatch):
+def test_the_watchdog_and_a_starting_worker_sweep(reachable_tmp, monkeypatch):
     from celery.signals import worker_init
 
     from monitor.runs.watchdog import run_watchdog
 
-    left = _worker_killed_mid_evaluation(tmp_path)
+    left = _worker_killed_mid_evaluation(reachable_tmp)
     monkeypatch.setattr(tempfile, "tempdir", str(left.parent))
     run_watchdog()
     assert not left.exists()

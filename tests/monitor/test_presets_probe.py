@@ -63,8 +63,10 @@ def _config(url: str, row: tuple) -> str:
     extra = f", {extra}" if extra else ""
     return f"""\
 endpoints:
-  - {{name: fast, preset: {fast}, base_url: "{url}/{vendor}/v1", model: {fast_model}{extra}}}
-  - {{name: base, preset: {base}, base_url: "{url}/{base_vendor}/v1", model: {base_model}}}
+  - {{name: fast, preset: {fast}, base_url: "{url}/{vendor}/v1", model: {fast_model}{extra},
+     local: true}}
+  - {{name: base, preset: {base}, base_url: "{url}/{base_vendor}/v1", model: {base_model},
+     local: true}}
 pairs:
   - {{name: p, fast: fast, base: base, suite: smoke, repeat: 1}}
 """

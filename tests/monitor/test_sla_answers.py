@@ -62,16 +62,16 @@ def test_the_report_answers_same_model_and_speed_against_the_claim_per_pair(meas
     label = audit.summary["verdict"]["label"]
     assert answer.same_model.audits == 1 and answer.same_model.newest_label == label
     assert answer.same_model.newest_run_id == audit.pk
-    assert answer.claimed == 2.0
+    assert answer.claimed == "2× E2E"  # the claim in its metric and form
     assert answer.scenarios and all(s.n > 0 for s in answer.scenarios)
-    assert answer.speed["claim"].startswith("claim 2×: ")
+    assert answer.speed["claim"].startswith("claim 2× E2E: ")
     assert answer.availability["fast"] == 1.0 and answer.requests["fast"] > 0
     assert answer.goodput["fast"] is not None  # the pair has an SLO
 
     text = render_text(report)
     head, _, appendix = text.partition("Appendix: definitions and accounting")
     assert "same model? inconclusive" in head or f"same model? {label.replace('_', ' ')}" in head
-    assert "e-detector" in head and "how much faster? " in head and "claim 2×: " in head
+    assert "e-detector" in head and "how much faster? " in head and "claim 2× E2E: " in head
     assert "× E2E" in head
     # definitions are in the appendix, not ahead of the answers
     assert "- available: " in appendix and "- available: " not in head
@@ -95,7 +95,7 @@ def test_the_html_report_puts_the_answers_before_the_tables_and_the_appendix(mea
     html = render_html(build_sla_report(week=this_week()))
     answers = html.index("The answers, per pair")
     assert answers < html.index("Availability (429s") < html.index("Appendix: definitions")
-    assert "Same model?" in html and "How much faster?" in html and "claim 2×: " in html
+    assert "Same model?" in html and "How much faster?" in html and "claim 2× E2E: " in html
 
 
 @needs_poppler
@@ -111,7 +111,7 @@ def test_the_pdf_carries_the_verdict_and_the_speed_against_the_claim_on_page_1(m
     flat = " ".join(page1.split())
     assert "Partial week" in flat
     assert "Same model?" in flat and "e-detector" in flat
-    assert "How much faster?" in flat and "claim 2×:" in flat
+    assert "How much faster?" in flat and "claim 2× E2E:" in flat
     assert "demo-fast-vs-base" in flat
     everything = subprocess.run(
         ["pdftotext", str(path), "-"], check=True, capture_output=True, text=True

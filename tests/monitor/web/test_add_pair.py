@@ -60,7 +60,7 @@ def test_a_bad_field_is_named_the_values_stay_and_nothing_is_written(operator):
     page = operator.post("/pairs/add/", data)
     html = page.content.decode()
     assert page.status_code == 422 and "Not saved." in html
-    assert "fast base URL: Enter a valid URL." in html
+    assert "fast base URL: &#x27;api.acme.example/v1&#x27; has no scheme: write it out" in html
     assert "base key variable: &#x27;sk-live-123&#x27;: an endpoint&#x27;s key variable" in html
     assert "Repeat: Ensure this value is greater than or equal to 1." in html
     assert 'value="api.acme.example/v1"' in html and 'value="demo-base"' in html

@@ -35,7 +35,9 @@ def fired_pair():
              "requests": 1320}  # fmt: skip
     run = create_run(pair=pair, kind="tripwire")
     tripwire.after_run(run=run, windows={}, skipped={}, border={"base": {"discovered": found}})
-    for _ in range(3):  # the base tier's answers all moved to one token
+    for _ in range(12):  # the base tier's answers all moved to one token, until it fires
+        if TripwireState.objects.get(pair=pair).fired_tier:
+            break
         run = create_run(pair=pair, kind="tripwire")
         moved = {p: {"A": 10} for p in REFERENCE}
         tripwire.after_run(

@@ -188,7 +188,10 @@ def test_acknowledging_needs_the_permission_and_restarts_the_evidence(
     assert client.post(f"/pairs/{pair.name}/verdict/acknowledge/").status_code == 403
     assert "Acknowledge change" not in client.get(f"/pairs/{pair.name}/verdict/").content.decode()
     state = PairMonitorState.objects.get(pair=pair)
-    assert state.eprocess["audits"] == 1 and state.since is None
+    # the audit was folded (inconclusive at 5 prompts: its p is recorded as not evidence)
+    assert state.last_audit_id == runs[1].id and state.since is None
+    monitor = Run.objects.get(id=runs[1].id).summary["verdict"]["monitor"]
+    assert "not folded" in monitor.get("skipped", "")
     response = admin_client.post(f"/pairs/{pair.name}/verdict/acknowledge/")
     assert response.status_code == 302
     state.refresh_from_db()
