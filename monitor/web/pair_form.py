@@ -15,7 +15,8 @@ from django import forms
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from evals.presets import PAIR_PRESETS, resolve
+from evals.claims import problems as claim_problems
+from evals.presets import PAIR_PRESETS, PRESETS, resolve
 from monitor.models import Endpoint, Pair, Suite
 from monitor.setup import audit, pair_defaults
 
@@ -41,6 +42,19 @@ def preset_fields(name: str, tier: str, typed: dict[str, str]) -> dict[str, Any]
     preset = getattr(PAIRS[name], tier)
     given = {k: v for k, v in typed.items() if v}
     return {**typed, **resolve(preset, given), "preset": preset}
+
+
+def preset_claim(name: str) -> dict[str, Any]:
+    """The pair's claim fields from its fast tier's preset (the vendor's own promise, e.g.
+    Anthropic fast mode's "up to 2.5x output tokens/s"), when the preset states one the claim
+    rules accept (a floor with no percentile is the vendor's wording only); else none."""
+    if name not in PAIRS or (claim := PRESETS[PAIRS[name].fast].claim) is None:
+        return {}
+    fields = (claim.metric, claim.form, claim.value, claim.percentile)
+    if claim_problems(*fields, where="claim"):
+        return {}
+    keys = ("claim_metric", "claim_form", "claim_value", "claim_percentile")
+    return dict(zip(keys, fields, strict=True))
 
 
 class AddPairForm(forms.Form):
@@ -173,6 +187,7 @@ class AddPairForm(forms.Form):
             base=self.endpoints["base"],
             suite=data["suite"],
             repeat=data["repeat"],
+            **preset_claim(data.get("preset") or ""),
         )
         audit.record(obj=pair, before={}, after=audit.snapshot(pair), source=source, user=user)
         for row, before in pair_defaults.set_schedules(pair, self.every_s()):

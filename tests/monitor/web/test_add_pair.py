@@ -125,5 +125,7 @@ def test_a_vendor_preset_fills_each_tier_from_its_own_preset(operator):
     assert fast.extra_body == {"speed": "fast"} and base.extra_body == {"speed": "standard"}
     assert fast.extra_headers.get("anthropic-beta") == "fast-mode-2026-02-01"
     assert (fast.expected_tier, base.expected_tier) == ("fast", "standard")
+    # the vendor's own claim, in its metric: "up to 2.5x output tokens/s"
+    assert pair.claim is not None and pair.claim.text() == "2.5× output tok/s"
     generic = operator.post("/pairs/add/", form("", name="acme2", **blank))
     assert generic.status_code == 422 and not Pair.objects.filter(name="acme2").exists()
