@@ -77,6 +77,7 @@ def test_each_page_links_every_technical_word_it_shows(admin_client, measured):
     name = measured.name
     pages = ["/", f"/pairs/{name}/", f"/pairs/{name}/speed/", f"/pairs/{name}/verdict/"]
     pages.append(f"/pairs/{name}/worse/")
+    pages += [f"/runs/{run.pk}/" for run in measured.runs.order_by("pk")]  # a probe, an audit
     seen_words = set()
     problems = []
     for url in pages:
