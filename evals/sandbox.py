@@ -172,9 +172,6 @@ def _bwrap_args(host_dir: Path, runner_args: list[str]) -> list[str]:
     return [*args, "--chdir", WORKDIR, *runner_args]
 
 
-NPROC_SLACK = 64  # other evaluations' processes that may start after ours is counted
-
-
 def _processes_of(uid: int) -> int:
     """How many processes ``uid`` already runs: RLIMIT_NPROC counts them all, not just ours."""
     count = 0
@@ -356,10 +353,7 @@ def _run(
 ) -> SandboxResult:
     started = time.perf_counter()
     owner = NOBODY if os.geteuid() == 0 else os.geteuid()
-    # RLIMIT_NPROC counts every process of the uid, so other evaluations of it (another
-    # worker's, started after this count) share the room: a slack keeps them from failing
-    # this one's forks, and the watch holds this evaluation to ``max_procs`` itself
-    nproc = max_procs + _processes_of(owner) + NPROC_SLACK
+    nproc = max_procs + _processes_of(owner)
     stdin = _settings(tests, timeout_s, memory_mb, cpu_s, nproc, _child_interpreter(mode))
     # the name says which process owns the dir, so a sweep can remove it if we are killed
     with tempfile.TemporaryDirectory(prefix=owner_prefix()) as tmp:

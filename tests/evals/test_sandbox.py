@@ -16,6 +16,11 @@ import pytest
 from evals.sandbox import extract_code, isolation, run_unit_tests
 from tests.support import ROOT
 
+# RLIMIT_NPROC counts every process of the sandbox's uid (nobody), so an evaluation that forks
+# fails with EAGAIN when another one starts beside it: these run one at a time, with the
+# bounds tests (tests/evals/test_sandbox_bounds.py), on the serial worker
+pytestmark = pytest.mark.xdist_group("serial")
+
 MODES = ["bwrap", "unsafe-subprocess"]
 TESTS = (
     "assert inc(1) == 2\n\n"
@@ -209,8 +214,7 @@ def test_it_bounds_the_number_of_processes():
 
 
 @needs_bwrap
-@pytest.mark.xdist_group("serial")  # takes every core it can for its 2 s
-def test_it_survives_a_fork_bomb():
+def test_it_survives_a_fork_bomb():  # takes every core it can for its 2 s
     bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"
     result = run_unit_tests(bomb, TESTS, timeout_s=2, mode="bwrap")
     assert (result.passed, result.error_class) == (False, "timeout")

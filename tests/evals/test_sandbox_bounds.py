@@ -21,6 +21,10 @@ import pytest
 from evals.sandbox import TOTAL_MEMORY_MB, isolation, run_unit_tests
 from tests.evals.sandbox_bounds_worker import CHAIN_MARKER, GOOD, PROGRAMS, TIMEOUT_S
 
+# the sandbox's uid shares one RLIMIT_NPROC: with the other sandbox tests, one at a time
+# (tests/evals/test_sandbox.py says why)
+pytestmark = pytest.mark.xdist_group("serial")
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 WORKER = Path(__file__).with_name("sandbox_bounds_worker.py")
 UNPRIVILEGED = 64022  # a uid with no name and no files: nothing it may do but what any user may
@@ -82,12 +86,30 @@ def _shmem_mb() -> float:
     return 0.0
 
 
+def settled(uid: int = 65534, wait_s: float = 60.0) -> None:
+    """Wait until no process of the sandbox's uid (nobody) is left from an earlier test: a fork
+    bomb's last copies die after its evaluation returns, and RLIMIT_NPROC counts them, so a
+    program that forks would fail with EAGAIN ("crash") while they go on forking."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        owners = []
+        for status in Path("/proc").glob("[0-9]*/status"):
+            try:
+                owners.append(status.read_text().split("\nUid:\t", 1)[1].split("\t", 1)[0])
+            except (OSError, IndexError):
+                continue
+        if str(uid) not in owners:
+            return
+        time.sleep(0.1)
+
+
 @needs_bwrap
 @pytest.mark.xdist_group("serial")  # the fork bomb takes every core it can
 @pytest.mark.parametrize("program", list(EXPECTED))
 def test_each_program_is_stopped_with_its_class_as_root(program):
     if os.geteuid() != 0:
         pytest.skip("this case runs the worker as root; the unprivileged case is the next test")
+    settled()
     sampler = Sampler(os.getpid())
     sampler.start()
     tests, limit = "assert True\n", TIMEOUT_S[program]

@@ -6,7 +6,12 @@ import pytest
 
 from evals.sandbox import isolation, run_unit_tests
 
-pytestmark = pytest.mark.skipif(isolation() == "none", reason="no sandbox on this machine")
+pytestmark = [
+    pytest.mark.skipif(isolation() == "none", reason="no sandbox on this machine"),
+    # the sandbox's uid shares one RLIMIT_NPROC: with the other sandbox tests, one at a time
+    # (tests/evals/test_sandbox.py says why)
+    pytest.mark.xdist_group("serial"),
+]
 
 HUMANEVAL_FORM = (
     "def check(candidate):\n"

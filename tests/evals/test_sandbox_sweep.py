@@ -18,6 +18,10 @@ from evals import sandbox_sweep
 from evals.sandbox_sweep import PREFIX, owner_prefix, stale_dirs, sweep
 from evals.sandbox_watch import start_time
 
+# the sandbox's uid shares one RLIMIT_NPROC: with the other sandbox tests, one at a time
+# (tests/evals/test_sandbox.py says why)
+pytestmark = pytest.mark.xdist_group("serial")
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 
 

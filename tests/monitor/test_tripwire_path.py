@@ -63,14 +63,17 @@ def test_a_quantized_fast_tier_fires_its_tripwire_opens_an_alert_and_queues_an_a
     switch(vendor, "quantized")
     try:
         hours = 0
-        while hours < 4 and not state.fired_tier:
+        while hours < 5 and not state.fired_tier:
             hours += 1
             fired_by = scheduled_tripwire(pair)
             state.refresh_from_db()
     finally:
         switch(vendor, "")
     assert state.fired_tier == "fast" and state.fired_run_id == fired_by.id, state.tiers
-    assert hours <= 3  # the detector's threshold is reachable in three hourly runs
+    # reachable in four hourly runs: the e-detector's mixture of calibrators
+    # (evals.stats.eprocess) caps each run's e-value below the single calibrator's, which
+    # fired at the third
+    assert hours <= 4
     assert not state.tiers["base"]["eprocess"]["alarmed"]  # base did not change
     audit = Run.objects.get(pair=pair, kind="audit")
     assert (audit.trigger, audit.status, state.audit_id) == ("tripwire", "queued", audit.id)
