@@ -217,7 +217,9 @@ def test_it_bounds_the_number_of_processes():
 def test_it_survives_a_fork_bomb():  # takes every core it can for its 2 s
     bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"
     result = run_unit_tests(bomb, TESTS, timeout_s=2, mode="bwrap")
-    assert (result.passed, result.error_class) == (False, "timeout")
+    # stopped either way: RLIMIT_NPROC holds it to its deadline, or the evaluation's watch
+    # counts past max_procs first (evals.sandbox_watch), whichever a loaded machine meets first
+    assert not result.passed and result.error_class in {"timeout", "processes"}, result
 
 
 def test_it_truncates_output():
