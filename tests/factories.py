@@ -22,6 +22,8 @@ from monitor.derived.run_summary import (
     TierStats,
 )
 from monitor.models import Case, Endpoint, Pair, Run, Sample, Suite
+from monitor.runs.pipeline import execute_run
+from monitor.runs.steps import create_run
 from monitor.setup import roles
 from monitor.setup.suites import sync_builtin_suite
 
@@ -105,6 +107,41 @@ def vendor_pair(
         repeat=repeat,
         **fields,
     )
+
+
+def measured_pair(vendor_url: str, *, suite: str, probe_cases: int, **fields: Any) -> Pair:
+    """The demo pair ("demo-fast-vs-base", E2E claim 2x, SLO 60 s) on a real vendor after one
+    probe of ``probe_cases`` cases and one audit of 5: a pair with every figure a page or a
+    report shows. Other keywords go on the pair."""
+    sync_builtin_suite(name="audit")
+    row = Pair.objects.create(
+        name="demo-fast-vs-base",
+        fast=Endpoint.objects.create(
+            name="demo-fast",
+            base_url=vendor_url,
+            model="demo-fast",
+            simulated=True,
+            max_concurrency=8,
+        ),
+        base=Endpoint.objects.create(
+            name="demo-base",
+            base_url=vendor_url,
+            model="demo-base",
+            simulated=True,
+            max_concurrency=8,
+        ),
+        suite=sync_builtin_suite(name=suite),
+        repeat=2,
+        claim_value=2.0,  # an E2E factor: the default metric and form
+        slo_e2e_ms=60000,
+        **fields,
+    )
+    probe = execute_run(run_id=create_run(pair=row, seed=1).id, cases_limit=probe_cases)
+    audit = execute_run(
+        run_id=create_run(pair=row, kind="audit", repeat=3, seed=2).id, cases_limit=5
+    )
+    assert probe.status == audit.status == "done", (probe.status, audit.status)
+    return row
 
 
 def stat(n: int, p50: float | None = None, p95: float | None = None) -> Percentiles:

@@ -12,12 +12,10 @@ import subprocess
 import pytest
 from django.utils import timezone
 
-from monitor.models import Endpoint, Pair, Run
+from monitor.models import Pair, Run
 from monitor.reporting.pdf import render_pdf
 from monitor.reporting.sla import build_sla_report, render_html, render_text
-from monitor.runs.pipeline import execute_run
-from monitor.runs.steps import create_run
-from monitor.setup.suites import sync_builtin_suite
+from tests.factories import measured_pair
 
 pytestmark = pytest.mark.django_db
 needs_poppler = pytest.mark.skipif(
@@ -32,27 +30,7 @@ def this_week() -> str:
 
 @pytest.fixture
 def measured(demo_vendor_url) -> Pair:
-    def endpoint(name: str) -> Endpoint:
-        return Endpoint.objects.create(
-            name=name, base_url=demo_vendor_url, model=name, simulated=True, max_concurrency=8
-        )
-
-    sync_builtin_suite(name="audit")
-    pair = Pair.objects.create(
-        name="demo-fast-vs-base",
-        fast=endpoint("demo-fast"),
-        base=endpoint("demo-base"),
-        suite=sync_builtin_suite(name="smoke"),
-        repeat=2,
-        claim_value=2.0,  # an E2E factor: the default metric and form
-        slo_e2e_ms=60000,
-    )
-    probe = execute_run(run_id=create_run(pair=pair, seed=1).id, cases_limit=3)
-    audit = execute_run(
-        run_id=create_run(pair=pair, kind="audit", repeat=3, seed=2).id, cases_limit=5
-    )
-    assert probe.status == audit.status == "done"
-    return pair
+    return measured_pair(demo_vendor_url, suite="smoke", probe_cases=3)
 
 
 def test_the_report_answers_same_model_and_speed_against_the_claim_per_pair(measured):

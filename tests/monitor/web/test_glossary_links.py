@@ -9,11 +9,9 @@ import re
 
 import pytest
 
-from monitor.models import Endpoint, Pair
-from monitor.runs.pipeline import execute_run
-from monitor.runs.steps import create_run
-from monitor.setup.suites import sync_builtin_suite
+from monitor.models import Pair
 from monitor.templatetags.people import GLOSSARY
+from tests.factories import measured_pair
 
 pytestmark = pytest.mark.django_db
 
@@ -45,25 +43,7 @@ def visible(html: str) -> str:
 
 @pytest.fixture
 def measured(demo_vendor_url) -> Pair:
-    def endpoint(name: str) -> Endpoint:
-        return Endpoint.objects.create(
-            name=name, base_url=demo_vendor_url, model=name, simulated=True, max_concurrency=8
-        )
-
-    sync_builtin_suite(name="audit")
-    pair = Pair.objects.create(
-        name="demo-fast-vs-base",
-        fast=endpoint("demo-fast"),
-        base=endpoint("demo-base"),
-        suite=sync_builtin_suite(name="coding"),
-        repeat=2,
-        claim_value=2.0,  # an E2E factor: the default metric and form
-        slo_e2e_ms=60000,
-        slo_ttft_ms=30000,
-    )
-    execute_run(run_id=create_run(pair=pair, seed=1).id, cases_limit=8)
-    execute_run(run_id=create_run(pair=pair, kind="audit", repeat=3, seed=2).id, cases_limit=5)
-    return pair
+    return measured_pair(demo_vendor_url, suite="coding", probe_cases=8, slo_ttft_ms=30000)
 
 
 def test_every_glossary_anchor_is_defined_on_the_metrics_page(admin_client):
