@@ -2,6 +2,12 @@
 per tier counts, errors, availability, timing percentiles with n (each withheld below its own
 minimum n: ``evals.latency.min_n_for``), tokens, pass rate, model
 ids; similarity fast-vs-base beside base-vs-base; speed-ups; the same per scenario.
+
+The pass rate and the similarity read only the samples ``evals.served`` keeps for the tier, as
+the rollups' capability figures do: a downgraded sample's answer is another model's, and mixed
+into the fast tier's pass rate (or compared with the base tier's answer) it would make the two
+tiers look alike or apart for a reason that is not the tier bought. Counts, errors and
+availability still count every request.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from django.conf import settings
 
 from evals.comparable import comparable_pairs
 from evals.latency import downgrades, percentiles, summarise_tier
+from evals.served import counts_for_tier
 from evals.similarity import compare_pairs
 from monitor.derived.failures import top_errors
 from monitor.models import Endpoint
@@ -30,11 +37,12 @@ def timing_block(samples: Sequence[Any], min_n: int) -> dict[str, Any]:
     }
 
 
-def tier_block(samples: Sequence[Any], min_n: int) -> dict[str, Any]:
+def tier_block(samples: Sequence[Any], min_n: int, gated: Sequence[Any]) -> dict[str, Any]:
     """``evals.latency.summarise_tier`` in the summary contract's names, plus what only the
-    product stores: token totals, unit-test pass rate, model ids and fingerprints."""
+    product stores: token totals, unit-test pass rate (of the ``gated`` samples: those that
+    count for the tier), model ids and fingerprints."""
     tier = summarise_tier(samples, min_n=min_n, per_quantile=True)
-    tested = [s.tests_passed for s in samples if s.tests_passed is not None]
+    tested = [s.tests_passed for s in gated if s.tests_passed is not None]
     tpot_p50 = tier["tpot_ms"].get("p50")
     return {
         "n": tier["n"],
@@ -103,8 +111,33 @@ def served_tier_block(samples: Sequence[Any]) -> dict[str, Any]:
     return downgrades((getattr(s, "served_tier", "") for s in samples if s.ok), expected)
 
 
-def summarise_samples(samples: Sequence[Any], *, min_n: int | None = None) -> dict[str, Any]:
+def gate(
+    samples: Sequence[Any], expected: dict[int, str], *, include_downgraded: bool = False
+) -> list[Any]:
+    """The samples that count for their tier (``evals.served.counts_for_tier``); ``expected``:
+    endpoint id → the tier it expects."""
+    return [
+        s
+        for s in samples
+        if counts_for_tier(
+            getattr(s, "served_tier", ""),
+            expected.get(getattr(s, "endpoint_id", None), ""),
+            include_downgraded=include_downgraded,
+        )
+    ]
+
+
+def summarise_samples(
+    samples: Sequence[Any],
+    *,
+    min_n: int | None = None,
+    expected: dict[int, str] | None = None,
+    include_downgraded: bool = False,
+) -> dict[str, Any]:
+    """The summary blocks of a run's samples; ``expected`` (endpoint id → expected tier) and
+    ``include_downgraded`` (the pair's choice) gate the pass rate and the similarity."""
     min_n = settings.TIERWATCH_MIN_N if min_n is None else min_n
+    kept = gate(samples, expected or {}, include_downgraded=include_downgraded)
     by_tier = {t: [s for s in samples if s.tier == t] for t in ("fast", "base")}
     by_scenario: dict[str, dict[str, Any]] = {}
     for scenario in sorted({s.case.scenario for s in samples}):
@@ -113,8 +146,8 @@ def summarise_samples(samples: Sequence[Any], *, min_n: int | None = None) -> di
             **{t: timing_block(group[t], min_n) for t in group},
             "speedup": speedup_block(group["fast"], group["base"]),
         }
-    pairs = text_pairs(samples)
-    tiers = {t: tier_block(by_tier[t], min_n) for t in by_tier}
+    pairs = text_pairs(kept)
+    tiers = {t: tier_block(by_tier[t], min_n, [s for s in kept if s.tier == t]) for t in by_tier}
     for t in tiers:
         tiers[t]["served_tier"] = served_tier_block(by_tier[t])
     return {

@@ -555,4 +555,9 @@ def summarise_run(*, run_id: int) -> RunSummary:
     """The samples' blocks of the summary; blocks other steps wrote (skipped cases, load
     levels, verdict, drift) are kept."""
     samples = list(Sample.objects.filter(run_id=run_id).select_related("case").order_by("seq"))
-    return Run.objects.merge_summary(run_id, **summarise_samples(samples))
+    pair = Pair.objects.select_related("fast", "base").get(runs__id=run_id)
+    expected = {pair.fast_id: pair.fast.expected_tier, pair.base_id: pair.base.expected_tier}
+    blocks = summarise_samples(
+        samples, expected=expected, include_downgraded=pair.include_downgraded
+    )
+    return Run.objects.merge_summary(run_id, **blocks)

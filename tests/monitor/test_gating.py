@@ -161,3 +161,51 @@ def test_capability_rollups_count_only_the_samples_served_on_the_tier():
     run.refresh_from_db()
     (fast,) = [r for r in record_run(run=run) if r.tier == "fast"]
     assert (fast.n_tested, fast.n_passed) == (3, 1)
+
+
+def test_the_run_summary_s_pass_rate_and_similarity_leave_downgraded_answers_out():
+    """The summary the run page and the SLA report read: a downgraded fast sample's failure is
+    not the fast tier's, and its answer is not compared with the base tier's; availability
+    still counts it."""
+    from monitor.models import Case
+    from monitor.runs.steps import summarise_run
+    from tests import factories
+
+    pair = factories.pair()
+    pair.fast.expected_tier = "priority"
+    pair.fast.save()
+    case = Case.objects.create(suite=pair.suite, key="c1", category="coding/x", messages=[])
+    run = factories.run(pair)
+    factories.sample(
+        run,
+        case,
+        "fast",
+        seq=0,
+        repetition=0,
+        tests_passed=True,
+        served_tier="priority",
+        text="same answer",
+    )
+    factories.sample(
+        run,
+        case,
+        "fast",
+        seq=1,
+        repetition=1,
+        tests_passed=False,
+        served_tier="default",
+        text="another model's words entirely",
+    )
+    factories.sample(run, case, "base", seq=2, repetition=0, tests_passed=True, text="same answer")
+    factories.sample(run, case, "base", seq=3, repetition=1, tests_passed=True, text="same answer")
+
+    summary = summarise_run(run_id=run.id)
+    fast = summary.tiers["fast"]
+    assert (fast.n, fast.n_tested, fast.pass_rate) == (2, 1, 1.0)
+    assert summary.similarity["fast_vs_base"].n == 1
+    assert summary.similarity["fast_vs_base"].mean_ratio == 1.0
+
+    Pair.objects.filter(pk=pair.pk).update(include_downgraded=True)
+    summary = summarise_run(run_id=run.id)
+    assert (summary.tiers["fast"].n_tested, summary.tiers["fast"].pass_rate) == (2, 0.5)
+    assert summary.similarity["fast_vs_base"].n == 2
