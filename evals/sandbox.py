@@ -18,12 +18,15 @@ Isolation levels (``SandboxResult.isolation``), chosen by :func:`isolation`:
   with read-only binds of ``/usr`` and the interpreter's prefix, a small tmpfs work dir holding
   only the code and the two runner scripts, a cleared environment, a new session, and death with
   its parent; ``/tmp`` and ``/dev/shm`` are small tmpfs of their own and ``/`` and ``/dev``
-  read-only. When we are root the judge starts the child as ``nobody`` (65534): root is exempt
-  from ``RLIMIT_NPROC`` and a user namespace would map back to root, which is why, as root, the
-  user namespace is not unshared. As a normal user ``--unshare-all`` is used.
+  read-only. When we are root the judge starts the child as a uid of its own (one of
+  ``EVALUATION_UIDS``, run by no other process): root is exempt from ``RLIMIT_NPROC`` and a user
+  namespace would map back to root, which is why, as root, the user namespace is not unshared;
+  and ``RLIMIT_NPROC`` counts every process of a uid, so with one uid shared by all evaluations
+  (``nobody``) an evaluation that forked failed with EAGAIN beside another one, and one
+  evaluation's code could signal another's. As a normal user ``--unshare-all`` is used.
 - ``"unsafe-subprocess"``: only when bwrap does not work AND the operator set
   ``TIERWATCH_SANDBOX=unsafe-subprocess``. Same judge and child, empty environment, rlimits,
-  own session, the child as ``nobody`` when we are root, killed (with every process it left:
+  own session, the child as its own uid when we are root, killed (with every process it left:
   the judge is a child subreaper) at the deadline and when the worker dies (PR_SET_PDEATHSIG).
   It does NOT block the network (127.0.0.1 included) or writes to world-writable places such as
   /tmp; run as non-root it cannot drop privileges, so the code can signal the worker's uid.
@@ -42,6 +45,7 @@ import ast
 import json
 import logging
 import os
+import random
 import re
 import shutil
 import signal
@@ -60,7 +64,8 @@ from evals.sandbox_watch import RUNNER_PROCS, Watch
 log = logging.getLogger(__name__)
 
 OUTPUT_LIMIT = 4096  # characters of stdout+stderr kept for the samples table
-NOBODY = 65534
+# Above nobody (65534) and the ranges useradd hands out, so no account's processes share the count.
+EVALUATION_UIDS = range(1 << 20, (1 << 20) + (1 << 16))
 WORKDIR = "/sandbox"  # the work dir inside the bubblewrap sandbox
 WORKDIR_BYTES = 16 * 1024 * 1024  # tmpfs size: bounds what generated code can write
 SCRATCH_BYTES = 16 * 1024 * 1024  # the same for /tmp and /dev/shm inside bwrap
@@ -108,8 +113,9 @@ def _interpreter() -> str:
     return str(Path(sys.base_prefix) / "bin" / "python3")
 
 
-def _nobody_can_run(path: str) -> bool:
-    """Whether ``nobody`` can execute ``path``: every directory above it and the file o+x."""
+def _others_can_run(path: str) -> bool:
+    """Whether another uid (the evaluation's) can execute ``path``: every directory above it
+    and the file o+x."""
     real = Path(os.path.realpath(path))
     try:
         return all(p.stat().st_mode & 0o001 for p in (real, *real.parents))
@@ -118,14 +124,14 @@ def _nobody_can_run(path: str) -> bool:
 
 
 def _child_interpreter(mode: str) -> str:
-    """The interpreter for the child. Without bwrap, as root, the child runs as nobody, who may
-    not reach our interpreter (pyenv under /root): then a system python3 (the child and judge
-    use the standard library only)."""
+    """The interpreter for the child. Without bwrap, as root, the child runs as its own uid,
+    which may not reach our interpreter (pyenv under /root): then a system python3 (the child
+    and judge use the standard library only)."""
     own = _interpreter()
-    if mode == BWRAP or os.geteuid() != 0 or _nobody_can_run(own):
+    if mode == BWRAP or os.geteuid() != 0 or _others_can_run(own):
         return own
     for candidate in ("/usr/local/bin/python3", "/usr/bin/python3"):
-        if _nobody_can_run(candidate):
+        if _others_can_run(candidate):
             return candidate
     return own  # the judge reports the permission error; the result is never a pass
 
@@ -155,7 +161,7 @@ def _bwrap_args(host_dir: Path, runner_args: list[str]) -> list[str]:
         args += ["--ro-bind", "/etc/alternatives", "/etc/alternatives"]
     prefix = os.path.realpath(sys.base_prefix)
     if not prefix.startswith("/usr/"):
-        # bwrap creates missing parents as 0700; nobody must be able to walk down to the prefix.
+        # bwrap creates missing parents as 0700; the evaluation's uid must walk down to the prefix
         parts = Path(prefix).parts[1:-1]
         for i in range(1, len(parts) + 1):
             args += ["--perms", "0755", "--dir", "/" + "/".join(parts[:i])]
@@ -185,8 +191,24 @@ def _processes_of(uid: int) -> int:
     return count
 
 
+def evaluation_uid() -> int:
+    """A uid for one evaluation (root only): one of ``EVALUATION_UIDS`` that no process runs as
+    now, so ``RLIMIT_NPROC`` bounds this evaluation alone."""
+    pick = random.SystemRandom()
+    while True:
+        uid = pick.choice(EVALUATION_UIDS)
+        if _processes_of(uid) == 0:
+            return uid
+
+
 def _settings(
-    tests: str, timeout_s: float, memory_mb: int, cpu_s: int, nproc: int, python: str
+    tests: str,
+    timeout_s: float,
+    memory_mb: int,
+    cpu_s: int,
+    nproc: int,
+    python: str,
+    drop_to: int,
 ) -> bytes:
     """What the judge reads on stdin: the tests and the limits it puts on the child.
 
@@ -205,7 +227,7 @@ def _settings(
         "tests": tests,
         "timeout_s": timeout_s,
         "rlimits": rlimits,
-        "drop_to": NOBODY,
+        "drop_to": drop_to,
         "python": python,
     }
     return json.dumps(settings).encode() + b"\n"
@@ -246,7 +268,7 @@ def _spawn(
     else:
         work = host_dir / "work"
         work.mkdir()
-        work.chmod(0o1777)  # the child, as nobody, may write scratch files here
+        work.chmod(0o1777)  # the child, as its own uid, may write scratch files here
         for name in FILES:
             shutil.copy(host_dir / name, work / name)
         args, cwd = runner, str(work)
@@ -352,13 +374,16 @@ def _run(
     total_memory_mb: int = TOTAL_MEMORY_MB,
 ) -> SandboxResult:
     started = time.perf_counter()
-    owner = NOBODY if os.geteuid() == 0 else os.geteuid()
+    owner = evaluation_uid() if os.geteuid() == 0 else os.geteuid()
     nproc = max_procs + _processes_of(owner)
-    stdin = _settings(tests, timeout_s, memory_mb, cpu_s, nproc, _child_interpreter(mode))
+    python = _child_interpreter(mode)
+    stdin = _settings(tests, timeout_s, memory_mb, cpu_s, nproc, python, owner)
     # the name says which process owns the dir, so a sweep can remove it if we are killed
     with tempfile.TemporaryDirectory(prefix=owner_prefix()) as tmp:
         host_dir = Path(tmp)
-        host_dir.chmod(0o755)  # nobody must reach the files (the tests are not among them)
+        host_dir.chmod(
+            0o755
+        )  # the evaluation's uid must reach the files (the tests are not among them)
         (host_dir / "solution.py").write_text(code, encoding="utf-8")
         for name in FILES[1:]:
             shutil.copy(Path(__file__).with_name(name), host_dir / name)

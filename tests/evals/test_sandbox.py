@@ -9,17 +9,13 @@ import subprocess
 import sys
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from evals.sandbox import extract_code, isolation, run_unit_tests
 from tests.support import ROOT
-
-# RLIMIT_NPROC counts every process of the sandbox's uid (nobody), so an evaluation that forks
-# fails with EAGAIN when another one starts beside it: these run one at a time, with the
-# bounds tests (tests/evals/test_sandbox_bounds.py), on the serial worker
-pytestmark = pytest.mark.xdist_group("serial")
 
 MODES = ["bwrap", "unsafe-subprocess"]
 TESTS = (
@@ -214,7 +210,8 @@ def test_it_bounds_the_number_of_processes():
 
 
 @needs_bwrap
-def test_it_survives_a_fork_bomb():  # takes every core it can for its 2 s
+@pytest.mark.xdist_group("serial")  # takes every core it can for its 2 s
+def test_it_survives_a_fork_bomb():
     bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"
     result = run_unit_tests(bomb, TESTS, timeout_s=2, mode="bwrap")
     # stopped either way: RLIMIT_NPROC holds it to its deadline, or the evaluation's watch
@@ -376,6 +373,36 @@ def test_it_cannot_read_the_worker_environment(mode, monkeypatch):
     result = run_unit_tests(code, "assert read(1) is not None\n", mode=mode)
     assert result.passed, result.output
     assert canary not in result.output
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_as_root_each_evaluation_runs_as_a_uid_of_its_own(mode):
+    """RLIMIT_NPROC counts every process of a uid: with one uid for all evaluations, code that
+    forks failed with EAGAIN beside another evaluation's processes. Two at once, each forking
+    its whole allowance and holding it, both pass, under two different uids."""
+    if os.geteuid() != 0:
+        pytest.skip("the uid is dropped only when the worker is root")
+    if mode == "bwrap" and isolation() != "bwrap":
+        pytest.skip("bubblewrap does not work here")
+    code = (
+        "import os, time\n"
+        "UID = os.getuid()\n"
+        "KIDS = []\n"
+        "for _ in range(12):\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        time.sleep(3)\n"
+        "        os._exit(0)\n"
+        "    KIDS.append(pid)\n"
+        "print('uid', UID)\n"
+    )
+    tests = f"from solution import UID, KIDS\nassert len(KIDS) == 12\nassert UID >= {1 << 20}\n"
+    with ThreadPoolExecutor(2) as pool:
+        runs = [pool.submit(run_unit_tests, code, tests, max_procs=14, mode=mode) for _ in "ab"]
+        results = [r.result() for r in runs]
+    assert all(r.passed for r in results), [r.output for r in results]
+    uids = {line for r in results for line in r.output.splitlines() if line.startswith("uid ")}
+    assert len(uids) == 2, [r.output for r in results]
 
 
 def test_unsafe_mode_drops_root(monkeypatch):

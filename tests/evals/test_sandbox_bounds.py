@@ -1,8 +1,8 @@
 """The sandbox bounded per evaluation, not only per process: a fork bomb, eight children of
 200 MB each and a /dev/shm filler are each stopped and recorded as a failed evaluation with
 its class, the worker goes on, and the memory the evaluation's processes hold stays under the
-total cap (unbounded, the eight children held 1.6 GB). As root (the code runs as nobody) and
-as an unprivileged worker uid (a real worker process started with ``setpriv``). In
+total cap (unbounded, the eight children held 1.6 GB). As root (the code runs as a uid of
+its own) and as an unprivileged worker uid (a real worker process started with ``setpriv``). In
 ``unsafe-subprocess``, a self-healing process chain that leaves its session is killed with
 the evaluation. Memory is sampled by the test's own walk of ``/proc``, not the watch's."""
 
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from evals.sandbox import TOTAL_MEMORY_MB, isolation, run_unit_tests
+from evals.sandbox import EVALUATION_UIDS, TOTAL_MEMORY_MB, isolation, run_unit_tests
 from tests.evals.sandbox_bounds_worker import CHAIN_MARKER, GOOD, PROGRAMS, TIMEOUT_S
 
 # the sandbox's uid shares one RLIMIT_NPROC: with the other sandbox tests, one at a time
@@ -86,19 +86,19 @@ def _shmem_mb() -> float:
     return 0.0
 
 
-def settled(uid: int = 65534, wait_s: float = 60.0) -> None:
-    """Wait until no process of the sandbox's uid (nobody) is left from an earlier test: a fork
-    bomb's last copies die after its evaluation returns, and RLIMIT_NPROC counts them, so a
-    program that forks would fail with EAGAIN ("crash") while they go on forking."""
+def settled(wait_s: float = 60.0) -> None:
+    """Wait until no process of an evaluation's uid (``EVALUATION_UIDS``) is left from an
+    earlier test: a fork bomb's last copies die after its evaluation returns, and while they
+    go on forking they take the cores the next program is measured on."""
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
-        owners = []
+        owners = set()
         for status in Path("/proc").glob("[0-9]*/status"):
             try:
-                owners.append(status.read_text().split("\nUid:\t", 1)[1].split("\t", 1)[0])
-            except (OSError, IndexError):
+                owners.add(int(status.read_text().split("\nUid:\t", 1)[1].split("\t", 1)[0]))
+            except (OSError, IndexError, ValueError):
                 continue
-        if str(uid) not in owners:
+        if not owners & set(EVALUATION_UIDS):
             return
         time.sleep(0.1)
 
@@ -113,9 +113,7 @@ def test_each_program_is_stopped_with_its_class_as_root(program):
     sampler = Sampler(os.getpid())
     sampler.start()
     tests, limit = "assert True\n", TIMEOUT_S[program]
-    # the 8 children test the memory cap, not the process count: room for other tests'
-    # evaluations under the same uid (RLIMIT_NPROC counts them all), which start in parallel
-    procs = 64 if program == "8 children of 200 MB" else 32
+    procs = 32
     result = run_unit_tests(
         PROGRAMS[program], tests, timeout_s=limit, mode="bwrap", max_procs=procs
     )
