@@ -228,6 +228,11 @@ class CaseSpec:
     tools: list[dict[str, Any]] = field(default_factory=list)
     tool_answers: list[dict[str, dict[str, list[Any]]]] | None = None
     response_format: dict[str, Any] | None = None  # structured-output cases
+    # multi-turn agent tasks (evals.benchmarks.bfcl_multi_turn): where the task is read from,
+    # {"source": "bfcl", "id": "multi_turn_base_0", "category": "multi_turn_base",
+    #  "involved_classes": [...], "turns": n}; the whole task is
+    # evals.benchmarks.bfcl_multi_turn.task_for(case)
+    agent: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
