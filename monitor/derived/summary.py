@@ -59,8 +59,11 @@ def tier_block(samples: Sequence[Any], min_n: int) -> dict[str, Any]:
 
 def text_pairs(samples: Sequence[Any]) -> dict[str, list[tuple[str, str]]]:
     """The texts of comparable answers (``evals.comparable``: same case and repetition, no
-    per-request nonce), fast vs base and base vs base."""
-    pairs = comparable_pairs(samples, group=lambda s: s.case_id, messages=lambda s: s.case.messages)
+    per-request nonce; in an agent episode the same turn and step), fast vs base and base vs
+    base."""
+    pairs = comparable_pairs(
+        samples, group=lambda s: (s.case_id, s.turn, s.step), messages=lambda s: s.case.messages
+    )
     return {name: [(a.text, b.text) for a, b in p] for name, p in pairs.items()}
 
 

@@ -56,6 +56,7 @@ def spec_of(case: Case) -> CaseSpec:
         tools=list(case.tools or []),
         tool_answers=case.tool_answers,
         response_format=case.response_format,
+        agent=case.agent,
     )
 
 

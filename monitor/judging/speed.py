@@ -78,6 +78,8 @@ SAMPLE_FIELDS = (
     "tier",
     "batch",
     "repetition",
+    "turn",
+    "step",
     "ok",
     "connect_ms",
     "headers_ms",
@@ -343,7 +345,9 @@ def _comparable(samples: Sequence[Sample]) -> dict[str, list[tuple[Sample, Sampl
         Case.objects.filter(id__in={s.case_id for s in samples}).values_list("id", "messages")
     )
     return comparable_pairs(
-        samples, group=lambda s: (s.run_id, s.case_id), messages=lambda s: messages[s.case_id]
+        samples,
+        group=lambda s: (s.run_id, s.case_id, s.turn, s.step),
+        messages=lambda s: messages[s.case_id],
     )
 
 
