@@ -17,7 +17,9 @@ and the budget read; short keys because a capability run has a thousand cases):
   checked, ``p`` passed, ``e`` error classes counted, ``f`` the class of a failed answer
   (``failed_class``: "tests_failed"/"constraint_broken"/"check_failed" when the check named
   none), and for tool-call cases ``t``: per answer
-  ``[repetition, correct, called, n_calls, n_schema_valid, error]``.
+  ``[repetition, correct, called, n_calls, n_schema_valid, error]``; for an agent task
+  (``monitor.runs.episodes``: its outcome is on its episode's last sample) ``r``, the most
+  requests one of its episodes took (the budget's estimate for the next runs).
 """
 
 from __future__ import annotations
@@ -183,6 +185,8 @@ def case_outcomes(rows: Iterable[Any]) -> dict[str, dict[str, Any]]:
             entry.setdefault("e", {})[error] = entry.get("e", {}).get(error, 0) + 1
         if not passed and "f" not in entry:
             entry["f"] = failed_class(kind, error)
+        if kind == "agent":
+            entry["r"] = max(entry.get("r", 0), detail.get("requests", 0))
         if kind == "tool_call":
             entry.setdefault("t", []).append(
                 [

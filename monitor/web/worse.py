@@ -57,24 +57,39 @@ def across_words(state: LossState, limit: float) -> str:
     return f"none yet: detector {shown} of {limit:,.0f} ({state.runs} runs)"
 
 
+AGENT = "agent/"  # the categories of multi-turn agent tasks (``evals.benchmarks.bfcl_multi_turn``)
+
+
+def work_words(category: str) -> str:
+    """What a category's work is called in the advice: an agent category's is multi-step
+    agent work, which a lead routes as a whole (one agent loop, not one request)."""
+    return "multi-step agent work" if category.startswith(AGENT) else "this work"
+
+
 def advice_for_a_lead(kind: str, r: Any, tolerance: float) -> str:
     """The routing advice in one sentence a team lead acts on; the statistician's sentence
     (``routing_advice``) stays beside it. Why: "undecided" at −50 points and p = 0.00025 read
     as a shrug, when it means "looks worse, keep it on base until the runs confirm it"."""
     diff = r.diff_points or 0.0
-    if kind == "keep":
+    work = work_words(r.category)
+    if kind == "keep" and work == "this work":
         return "Send this work to base: the fast tier fails these checks more often, across runs."
+    if kind == "keep":
+        return (
+            f"Keep {work} on base: {diff:+.0f} points, the fast tier fails these tasks more "
+            "often, across runs."
+        )
     if kind == "route":
         return (
-            f"Safe to send this work to the fast tier: it passes as often as base, "
+            f"Safe to send {work} to the fast tier: it passes as often as base, "
             f"within {tolerance:.0f} points."
         )
     if r.p_adjusted is not None and r.p_adjusted < r.alpha and diff < 0:
         return (
-            f"Keep this work on base for now: the fast tier looks worse here ({diff:+.0f} "
+            f"Keep {work} on base for now: the fast tier looks worse here ({diff:+.0f} "
             "points), and tierwatch reports a loss once the next runs confirm it."
         )
-    return "Keep this work on base for now: too little evidence yet that the fast tier is as good."
+    return f"Keep {work} on base for now: too little evidence yet that the fast tier is as good."
 
 
 def advice_kind(sentence: str) -> str:

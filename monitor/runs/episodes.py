@@ -1,0 +1,214 @@
+"""Agent tasks in a run: each planned (case, tier, repetition) of an agent case is played as an
+episode (``evals.agent.loop.run_episode``) instead of sent as one request.
+
+What is stored, and why so: every request of an episode is a sample like any other (its
+timings count in the tier's latency, availability and cost), placed by its ``turn`` and
+``step``; once the episode ends, each step's tool calls with what the environment answered go
+on its sample (``Sample.calls``, scrubbed), and the episode's last sample carries the episode
+(``tests_detail``, marked pending). Its score (``evals.agent.score.score_episode``: the
+ground truth played in the sandbox, compared state by state and call by call) is computed in
+the run's evaluate step, with the generated code, so no sandbox competes with a run's timed
+requests; it lands in that sample's ``tests_passed``. So every capability read — rollups, the
+"Is it worse?" window, the loss detectors, the budget's rotation — counts one outcome per
+episode, through the paths it already takes; no table of its own to join.
+
+An episode is stored whole or played again: a taken-over run drops the samples of an episode
+its lost worker had not closed (the environment's state between steps is not kept) and plays
+it from its first turn. An episode that ends without any request (its environment never
+started, its wall clock ran out first) has no sample to carry it: the run's ``skipped`` block
+says so, with the reason.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+import httpx
+
+from evals.agent.loop import Limits, run_episode
+from evals.agent.records import AgentTask, Episode, Step
+from evals.agent.score import score_episode
+from evals.benchmarks import bfcl_multi_turn
+from evals.plan import PlannedRequest, PlayEpisode
+from evals.records import EndpointSpec, TimingRecord, storable
+from evals.scrub import scrub_value
+from monitor.derived.run_summary import SkippedCase
+from monitor.judging.capability import spec_of
+from monitor.models import Case, Endpoint, Run, RunKind, Sample
+
+log = logging.getLogger(__name__)
+
+KIND = "agent"  # ``tests_detail["kind"]`` of an episode's last sample
+# key of ``tests_detail`` while a sample waits for the sandbox: generated code to test, or an
+# episode to score (``monitor.runs.steps.evaluate``)
+PENDING = "sandbox_pending"
+
+
+@dataclass(frozen=True)
+class StepDone:
+    """One request of an episode, measured: stored as a sample at once."""
+
+    item: PlannedRequest
+    record: TimingRecord
+    step: Step
+
+
+@dataclass(frozen=True)
+class EpisodeDone:
+    """The episode ended (any stop reason): its calls and its record go on its samples."""
+
+    item: PlannedRequest
+    episode: Episode
+
+
+def tasks_of(cases: dict[str, Case]) -> dict[str, AgentTask]:
+    """The agent tasks of a run's cases, read from the benchmark's wheel before any request."""
+    return {
+        key: bfcl_multi_turn.task_for(spec_of(case)) for key, case in cases.items() if case.agent
+    }
+
+
+def players(
+    tasks: dict[str, AgentTask],
+    cases: dict[str, Case],
+    put: Callable[[StepDone | EpisodeDone], None],
+) -> dict[str, PlayEpisode]:
+    """One player per agent case for ``evals.plan.execute_plan``: it plays the episode on the
+    planned tier and hands each request, then the episode's end, to ``put`` (the run's queue
+    of records, read on the caller's thread, which stores them and beats)."""
+
+    def player(key: str) -> PlayEpisode:
+        task, limits = tasks[key], Limits(max_tokens=cases[key].max_tokens)
+
+        async def play(
+            item: PlannedRequest, client: httpx.AsyncClient, endpoint: EndpointSpec
+        ) -> None:
+            episode = await run_episode(
+                client,
+                endpoint,
+                task,
+                tier=item.tier,
+                on_request=lambda record, step: put(StepDone(item, record, step)),
+                limits=limits,
+            )
+            put(EpisodeDone(item, episode))
+
+        return play
+
+    return {key: player(key) for key in tasks}
+
+
+def episode_rows(run: Run, item: PlannedRequest):
+    return run.samples.filter(
+        case__key=item.case_key, tier=item.tier, batch=item.batch, repetition=item.repetition
+    )
+
+
+def stored_step(run: Run, item: PlannedRequest, step: Step) -> Sample | None:
+    return episode_rows(run, item).filter(turn=step.turn, step=step.step).first()
+
+
+def close(*, run: Run, case: Case, endpoint: Endpoint, item: PlannedRequest, episode: Episode):
+    """The episode's end stored: each step's calls (and the environment's answers) on its
+    sample, the episode on its last sample, pending its score. Idempotent: updates only."""
+    key = endpoint.api_key()
+    rows = {(s.turn, s.step): s.id for s in episode_rows(run, item).only("id", "turn", "step")}
+    for step in episode.steps:
+        sample_id = rows.get((step.turn, step.step))
+        if sample_id is not None and step.calls:
+            calls = storable(scrub_value([asdict(c) for c in step.calls], key))
+            Sample.objects.filter(id=sample_id).update(calls=calls)
+    last = max(rows, key=lambda ts: (ts[0] or 0, ts[1]), default=None)
+    if last is None:
+        _no_request(run, case, item, episode)
+        return
+    kept = replace(episode, steps=[])  # the steps are the samples themselves
+    detail: dict[str, Any] = {"kind": KIND, "episode": scrub_value(kept.to_json(), key)}
+    if run.kind == RunKind.PROBE:  # scored in probes only, as every task check
+        detail[PENDING] = True
+    Sample.objects.filter(id=rows[last]).update(tests_detail=storable(detail))
+
+
+def _no_request(run: Run, case: Case, item: PlannedRequest, episode: Episode) -> None:
+    reason = (
+        f"agent episode on {item.tier} (repetition {item.repetition}) ended before its first "
+        f"request: {episode.stop}" + (f" ({episode.stop_detail})" if episode.stop_detail else "")
+    )
+    log.warning("run %s, case %s: %s", run.id, case.key, reason)
+    skipped = Run.objects.only("summary").get(id=run.id).summary_obj.skipped
+    entry = SkippedCase(case=case.key, scenario=case.scenario, reason=storable(reason))
+    Run.objects.merge_summary(run.id, skipped=(*skipped, entry))
+
+
+def closed(run: Run) -> set[tuple[str, str, int, int]]:
+    """(case, tier, batch, repetition) of the run's episodes stored whole."""
+    return set(
+        run.samples.filter(tests_detail__kind=KIND).values_list(
+            "case__key", "tier", "batch", "repetition"
+        )
+    )
+
+
+def drop_unclosed(run: Run, agent_keys: set[str]) -> int:
+    """Samples of episodes a lost worker left open, deleted so the episode is played again from
+    its first turn; how many."""
+    whole = closed(run)
+    open_ids = [
+        sample_id
+        for sample_id, *slot in run.samples.filter(case__key__in=agent_keys).values_list(
+            "id", "case__key", "tier", "batch", "repetition"
+        )
+        if tuple(slot) not in whole
+    ]
+    if open_ids:
+        Sample.objects.filter(id__in=open_ids).delete()
+    return len(open_ids)
+
+
+def score(sample: Sample) -> tuple[bool | None, dict[str, Any]]:
+    """The pending episode on ``sample`` scored (blocking: the ground truth is played in the
+    sandbox). A vendor that failed a request of the episode leaves it unchecked (None), as a
+    failed single request is: its error says nothing of the model's agent work."""
+    case = sample.case
+    episode = Episode.from_json(sample.tests_detail["episode"])
+    detail: dict[str, Any] = {
+        "kind": KIND,
+        "category": case.category,
+        "stop": episode.stop,
+        "stop_detail": episode.stop_detail,
+        "turns_done": episode.turns_done,
+        "turns": (case.agent or {}).get("turns"),
+        **totals(sample),
+    }
+    if episode.stop == "error":
+        return None, {**detail, "error_class": "request_failed"}
+    result = score_episode(bfcl_multi_turn.task_for(spec_of(case)), episode)
+    detail.update(
+        error_class=result.failure or None,
+        state_ok=result.state_ok,
+        response_ok=result.response_ok,
+        first_failing_turn=result.first_failing_turn,
+        score=result.to_json(),
+    )
+    return result.passed, detail
+
+
+def totals(sample: Sample) -> dict[str, int]:
+    """Requests and tokens of the episode ``sample`` closes, from its samples (the vendor's
+    output count, else our estimate, as everywhere)."""
+    rows = Sample.objects.filter(
+        run_id=sample.run_id,
+        case_id=sample.case_id,
+        tier=sample.tier,
+        batch=sample.batch,
+        repetition=sample.repetition,
+    ).values_list("prompt_tokens", "completion_tokens", "estimated_tokens")
+    out = {"requests": 0, "prompt_tokens": 0, "output_tokens": 0}
+    for prompt, completion, estimated in rows:
+        out["requests"] += 1
+        out["prompt_tokens"] += prompt or 0
+        out["output_tokens"] += (completion if completion is not None else estimated) or 0
+    return out
