@@ -1,0 +1,70 @@
+"""How an agent episode is stored (``monitor.runs.episodes``): a taken-over run plays again
+only the episodes its lost worker left open, dropping their partial samples; the episode's
+outcome reaches the rollups once per episode, with the requests it took (the budget's
+estimate); a never-played task is estimated from the benchmark's own answer."""
+
+from __future__ import annotations
+
+import pytest
+
+from evals.plan import plan_run
+from monitor.derived.rollups import case_outcomes
+from monitor.models import Case
+from monitor.runs import steps
+from tests import factories
+
+pytestmark = pytest.mark.django_db
+
+AGENT = {"source": "bfcl", "id": "multi_turn_base_0", "category": "multi_turn_base", "turns": 2}
+
+
+def _agent_pair():
+    suite = factories.suite("agent-mini")
+    Case.objects.create(
+        suite=suite,
+        key="bfcl/multi_turn_base_0",
+        category="agent/base",
+        messages=[{"role": "user", "content": "cd into the folder"}],
+        agent=AGENT,
+    )
+    return factories.pair(suite_row=suite, repeat=1)
+
+
+def test_a_taken_over_run_plays_again_only_the_episodes_left_open():
+    pair = _agent_pair()
+    run = factories.run(pair, status="running")
+    agent, single = pair.suite.cases.get(key="bfcl/multi_turn_base_0"), pair.suite.cases.first()
+    # base closed its episode (the last sample carries it); fast was cut after two requests
+    factories.sample(run, agent, "base", turn=0, step=0)
+    factories.sample(run, agent, "base", turn=0, step=1, tests_detail={"kind": "agent"})
+    open_steps = [factories.sample(run, agent, "fast", turn=0, step=i) for i in (0, 1)]
+    factories.sample(run, single, "fast")
+    plan = plan_run([agent.key, single.key], repeat=1, seed=1)
+
+    left = steps.not_yet_stored(run, plan, {agent.key})
+
+    assert {(p.case_key, p.tier) for p in left} == {(agent.key, "fast"), (single.key, "base")}
+    assert not run.samples.filter(id__in=[s.id for s in open_steps]).exists()
+    assert run.samples.filter(case=agent, tier="base").count() == 2
+
+
+def test_an_episode_counts_once_in_the_rollup_with_the_requests_it_took():
+    rows = [
+        {
+            "case__key": "bfcl/multi_turn_base_0",
+            "case__category": "agent/base",
+            "prompt_tokens": 100 * (step + 1),
+            "completion_tokens": 20,
+            "estimated_tokens": None,
+            "tests_passed": None if step < 4 else False,
+            "tests_detail": None
+            if step < 4
+            else {"kind": "agent", "error_class": "instance_state_mismatch", "requests": 5},
+            "batch": 0,
+            "repetition": 0,
+        }
+        for step in range(5)
+    ]
+    entry = case_outcomes(rows)["bfcl/multi_turn_base_0"]
+    assert (entry["n"], entry["p"], entry["r"]) == (1, 0, 5)
+    assert entry["f"] == "instance_state_mismatch" and entry["in"] == 500
