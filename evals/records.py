@@ -137,9 +137,11 @@ class EndpointSpec:
 
 @dataclass(frozen=True)
 class ChatRequest:
-    """One request of a case: the same object is sent to both tiers."""
+    """One request of a case: the same object is sent to both tiers. ``messages`` are in the
+    endpoint's protocol's shape (an agent episode's tool calls and results included:
+    :func:`evals.toolcalls.conversation_messages`)."""
 
-    messages: list[dict[str, str]]
+    messages: list[dict[str, Any]]
     max_tokens: int = 256
     temperature: float = 0.0
     seed: int | None = None
