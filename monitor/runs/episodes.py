@@ -29,12 +29,13 @@ from typing import Any
 import httpx
 
 from evals.agent.loop import Limits, run_episode
-from evals.agent.records import AgentTask, Episode, Step
+from evals.agent.records import AgentTask, Episode, Step, ToolCall
 from evals.agent.score import score_episode
 from evals.benchmarks import bfcl_multi_turn
 from evals.plan import PlannedRequest, PlayEpisode
 from evals.records import EndpointSpec, TimingRecord, storable
 from evals.scrub import scrub_value
+from monitor.derived.rollups import output_tokens
 from monitor.derived.run_summary import SkippedCase
 from monitor.judging.capability import spec_of
 from monitor.models import Case, Endpoint, Run, RunKind, Sample
@@ -125,7 +126,8 @@ def close(*, run: Run, case: Case, endpoint: Endpoint, item: PlannedRequest, epi
     if last is None:
         _no_request(run, case, item, episode)
         return
-    kept = replace(episode, steps=[])  # the steps are the samples themselves
+    # the steps are the samples themselves; the states after each turn are not read again
+    kept = replace(episode, steps=[], states=[])
     detail: dict[str, Any] = {"kind": KIND, "episode": scrub_value(kept.to_json(), key)}
     if run.kind == RunKind.PROBE:  # scored in probes only, as every task check
         detail[PENDING] = True
@@ -173,7 +175,8 @@ def score(sample: Sample) -> tuple[bool | None, dict[str, Any]]:
     sandbox). A vendor that failed a request of the episode leaves it unchecked (None), as a
     failed single request is: its error says nothing of the model's agent work."""
     case = sample.case
-    episode = Episode.from_json(sample.tests_detail["episode"])
+    rows = list(episode_rows_of(sample).order_by("turn", "step"))
+    episode = stored_episode(sample.tests_detail["episode"], rows)
     detail: dict[str, Any] = {
         "kind": KIND,
         "category": case.category,
@@ -181,7 +184,7 @@ def score(sample: Sample) -> tuple[bool | None, dict[str, Any]]:
         "stop_detail": episode.stop_detail,
         "turns_done": episode.turns_done,
         "turns": (case.agent or {}).get("turns"),
-        **totals(sample),
+        **totals(rows),
     }
     if episode.stop == "error":
         return None, {**detail, "error_class": "request_failed"}
@@ -196,19 +199,42 @@ def score(sample: Sample) -> tuple[bool | None, dict[str, Any]]:
     return result.passed, detail
 
 
-def totals(sample: Sample) -> dict[str, int]:
-    """Requests and tokens of the episode ``sample`` closes, from its samples (the vendor's
-    output count, else our estimate, as everywhere)."""
-    rows = Sample.objects.filter(
+def episode_rows_of(sample: Sample):
+    """The samples of the episode ``sample`` belongs to."""
+    return Sample.objects.filter(
         run_id=sample.run_id,
         case_id=sample.case_id,
         tier=sample.tier,
         batch=sample.batch,
         repetition=sample.repetition,
-    ).values_list("prompt_tokens", "completion_tokens", "estimated_tokens")
-    out = {"requests": 0, "prompt_tokens": 0, "output_tokens": 0}
-    for prompt, completion, estimated in rows:
-        out["requests"] += 1
-        out["prompt_tokens"] += prompt or 0
-        out["output_tokens"] += (completion if completion is not None else estimated) or 0
-    return out
+    )
+
+
+def stored_episode(data: dict[str, Any], rows: list[Sample]) -> Episode:
+    """An episode as stored: its record (``data``) with its steps rebuilt from its samples, in
+    order of turn and step (what scoring and the first divergence read: the calls)."""
+    steps = [
+        Step(
+            turn=s.turn or 0,
+            step=s.step,
+            ok=s.ok,
+            error_class=s.error_class or None,
+            ttft_ms=s.ttft_ms,
+            e2e_ms=s.e2e_ms,
+            prompt_tokens=s.prompt_tokens,
+            output_tokens=output_tokens(s),
+            finish_reason=s.finish_reason or None,
+            calls=[ToolCall(**c) for c in s.calls or []],
+        )
+        for s in rows
+    ]
+    return replace(Episode.from_json({**data, "steps": []}), steps=steps)
+
+
+def totals(rows: list[Sample]) -> dict[str, int]:
+    """Requests and tokens of an episode, from its samples."""
+    return {
+        "requests": len(rows),
+        "prompt_tokens": sum(s.prompt_tokens or 0 for s in rows),
+        "output_tokens": sum(output_tokens(s) or 0 for s in rows),
+    }

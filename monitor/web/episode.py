@@ -17,14 +17,15 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
-from evals.agent.records import Episode, Step, ToolCall
 from evals.agent.score import first_divergence
 from evals.benchmarks import bfcl_multi_turn
 from evals.records import TIERS
 from monitor import selectors
+from monitor.derived.rollups import output_tokens
 from monitor.judging.capability import spec_of
 from monitor.models import Case, Run, Sample
 from monitor.runs import budget
+from monitor.runs.episodes import stored_episode
 from monitor.web.access import VIEW_RUN, requires
 from monitor.web.htmx import render_page
 from monitor.web.worse import usd
@@ -68,19 +69,6 @@ class TierEpisode:
     stop: str
 
 
-def _episode(tier: str, rows: list[Sample]) -> Episode:
-    steps = [
-        Step(
-            turn=s.turn or 0,
-            step=s.step,
-            ok=s.ok,
-            calls=[ToolCall(**c) for c in s.calls or []],
-        )
-        for s in rows
-    ]
-    return Episode(task_key="", tier=tier, steps=steps)
-
-
 def _outcome(last: Sample | None) -> str:
     if last is None:
         return "not played"
@@ -95,7 +83,7 @@ def tier_episode(tier: str, rows: list[Sample]) -> TierEpisode:
     stop = (detail.get("episode") or {}).get("stop") or detail.get("stop") or ""
     endpoint = rows[0].endpoint if rows else None
     costs = [
-        budget.sample_cost(endpoint, s.prompt_tokens, _output(s), s.cached_tokens)
+        budget.sample_cost(endpoint, s.prompt_tokens, output_tokens(s), s.cached_tokens)
         for s in rows
         if endpoint is not None and s.prompt_tokens is not None
     ]
@@ -105,15 +93,11 @@ def tier_episode(tier: str, rows: list[Sample]) -> TierEpisode:
         detail=detail,
         requests=len(rows),
         prompt_tokens=sum(s.prompt_tokens or 0 for s in rows),
-        output_tokens=sum(_output(s) or 0 for s in rows),
+        output_tokens=sum(output_tokens(s) or 0 for s in rows),
         model_ms=sum(s.e2e_ms or 0.0 for s in rows),
         cost=usd(None if not costs or None in costs else sum(c for c in costs if c is not None)),
         stop=STOPS.get(stop, stop),
     )
-
-
-def _output(s: Sample) -> int | None:
-    return s.completion_tokens if s.completion_tokens is not None else s.estimated_tokens
 
 
 def user_turns(case: Case) -> tuple[list[list[str]], str]:
@@ -157,7 +141,9 @@ def episode_context(run: Run, case_key: str, repetition: int) -> dict[str, Any]:
     rows = selectors.episode_samples(run, case_key, repetition)
     case = rows[0].case
     by_tier = {tier: [s for s in rows if s.tier == tier] for tier in TIERS}
-    episodes = {tier: _episode(tier, by_tier[tier]) for tier in TIERS}
+    episodes = {
+        tier: stored_episode({"task_key": case.key, "tier": tier}, by_tier[tier]) for tier in TIERS
+    }
     diverged = first_divergence(episodes["fast"], episodes["base"])
     users, note = user_turns(case)
     return {

@@ -33,7 +33,8 @@ def _agent_pair():
 def test_a_taken_over_run_plays_again_only_the_episodes_left_open():
     pair = _agent_pair()
     run = factories.run(pair, status="running")
-    agent, single = pair.suite.cases.get(key="bfcl/multi_turn_base_0"), pair.suite.cases.first()
+    agent = pair.suite.cases.get(key="bfcl/multi_turn_base_0")
+    single = pair.suite.cases.get(key="hello")
     # base closed its episode (the last sample carries it); fast was cut after two requests
     factories.sample(run, agent, "base", turn=0, step=0)
     factories.sample(run, agent, "base", turn=0, step=1, tests_detail={"kind": "agent"})
