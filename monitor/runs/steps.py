@@ -361,7 +361,9 @@ class Spool:
         run = self.run
         if isinstance(message, episodes.EpisodeDone):
             item = message.item
-            save = partial(episodes.close, run=run, episode=message.episode, **self._of(item))
+            save = partial(
+                episodes.close, run=run, item=item, episode=message.episode, **self._of(item)
+            )
             self.waiting.append((save, lambda: None))  # updates only: safe to repeat
         elif isinstance(message, episodes.StepDone):
             item, step = message.item, message.step

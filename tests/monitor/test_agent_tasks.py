@@ -1,0 +1,83 @@
+"""Multi-turn agent tasks through the product's path, on the simulated vendor: a scheduled probe
+of a pair whose suite holds BFCL multi-turn tasks plays an episode per task and tier (both
+tiers interleaved in one plan), stores every request as a sample with its turn, step, tool
+calls and the environment's answers, scores each episode in the evaluate step, and the
+capability reads, the "Is it worse?" page, the run page and the episode page show it."""
+
+from __future__ import annotations
+
+import pytest
+
+from evals.benchmarks import bfcl_multi_turn
+from evals.vendors.simulated import serve_in_thread
+from monitor.judging import capability
+from monitor.models import Endpoint, Pair, RunRollup, Sample
+from monitor.runs.pipeline import execute_run
+from monitor.setup.schedules import ensure_probe_schedule
+from monitor.setup.suite_import import save_versioned
+from monitor.tasks import probe_pair_task
+
+pytestmark = pytest.mark.django_db
+CATEGORIES = list(bfcl_multi_turn.CATEGORIES)
+
+
+def _agent_pair(url: str, fast_model: str) -> Pair:
+    cases = bfcl_multi_turn.load_cases(CATEGORIES, limit=1)
+    suite, _ = save_versioned(name="agent-mini", cases=cases)
+    fast, base = (
+        Endpoint.objects.create(
+            name=name, base_url=url, model=model, simulated=True, max_concurrency=4
+        )
+        for name, model in (("agent-fast", fast_model), ("agent-base", "demo-base"))
+    )
+    return Pair.objects.create(name="agents", fast=fast, base=base, suite=suite, repeat=1)
+
+
+def test_a_scheduled_probe_plays_scores_and_shows_agent_tasks(admin_client, benchmark_wheels):
+    with serve_in_thread(time_scale=0.0) as url:
+        pair = _agent_pair(url, "demo-distilled")
+        ensure_probe_schedule(pair_name=pair.name, every_s=3600, kind="probe")
+        run = execute_run(run_id=probe_pair_task.run(pair.name, "probe"))
+    assert run.status == "done", run.error
+    assert run.trigger == "scheduled"
+
+    # every request of an episode is a sample placed by turn and step; one episode per tier
+    samples = Sample.objects.filter(run=run)
+    closing = samples.filter(tests_detail__kind="agent")
+    assert closing.count() == 2 * len(CATEGORIES)
+    assert samples.count() > closing.count()
+    assert not samples.filter(turn__isnull=True).exists()
+    assert not samples.filter(tests_detail__has_key="sandbox_pending").exists()
+    scored = [s for s in closing if s.tests_passed is not None]
+    assert scored, [s.tests_detail.get("stop") for s in closing]
+    for s in scored:
+        d = s.tests_detail
+        assert d["requests"] == samples.filter(case=s.case, tier=s.tier).count()
+        assert d["category"].startswith("agent/") and "score" in d
+    # the tool calls are stored with what the environment answered
+    with_calls = samples.exclude(calls=None)
+    assert with_calls.exists()
+    call = with_calls.first().calls[0]
+    assert call["name"] and "result" in call
+
+    # the capability reads count one outcome per episode, per agent category
+    rollup = RunRollup.objects.get(run=run, tier="base")
+    agent_cases = {k: c for k, c in rollup.cases.items() if c["c"].startswith("agent/")}
+    assert len(agent_cases) == len(CATEGORIES)
+    assert all(c.get("n", 0) <= 1 and c.get("r", 0) >= 1 for c in agent_cases.values())
+    report = capability.window_report(pair)
+    assert {c for c in report.rates if c.startswith("agent/")} == {
+        bfcl_multi_turn.CATEGORIES[c] for c in CATEGORIES
+    }
+
+    # the pages: "Is it worse?", the run's agent table, an episode replayed
+    html = admin_client.get(f"/pairs/{pair.name}/worse/").content.decode()
+    assert "agent/base" in html and "multi-step agent work" in html
+    html = admin_client.get(f"/runs/{run.id}/").content.decode()
+    assert 'id="agent-table"' in html and "both tiers, turn by turn" in html
+    key = closing.first().case.key
+    page = admin_client.get(f"/runs/{run.id}/episodes/{key}/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert 'id="episode-scores"' in html and "Turn 1" in html and "user:" in html
+    assert 'id="divergence"' in html and "/metrics/#ttft" in html
