@@ -506,6 +506,7 @@ def evaluate(*, run_id: int, attempt: int | None = None) -> int:
     pending = Sample.objects.filter(run_id=run_id, tests_detail__has_key=PENDING)
     done = 0
     for sample in pending.select_related("case", "endpoint").order_by("seq"):
+        detail: dict[str, Any] | None
         if sample.tests_detail.get("kind") == episodes.KIND:  # an episode: its ground truth
             passed, detail = episodes.score(sample)
         else:
