@@ -56,6 +56,9 @@ CLASS_MODULES = {
 }
 SHARED_MODULES = ("long_context",)
 CHILD = "environment_child.py"
+# the uid the environment runs as when the worker is root: not ``nobody``, whose process count
+# (RLIMIT_NPROC) the unit-test sandbox budgets; an environment lives for a whole episode
+ENV_UID = 65532
 
 
 @dataclass(frozen=True)
@@ -186,7 +189,7 @@ class Environment:
             "RLIMIT_NOFILE": (64, 64),
             "RLIMIT_CORE": (0, 0),
         }
-        settings = {**self._settings, "rlimits": rlimits, "drop_to": sandbox.NOBODY}
+        settings = {**self._settings, "rlimits": rlimits, "drop_to": ENV_UID}
         self._send(settings)
         # the first state read proves the imports and the initial state load
         self.request({"op": "state", "set": "model"}, self.limits.start_s)
