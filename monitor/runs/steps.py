@@ -21,6 +21,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, transaction
+from django.db.models.functions import Greatest
 
 from evals.constraints import check_all
 from evals.plan import AUDIT_TIERS, STREAMS, PlannedRequest, execute_plan, plan_run
@@ -185,7 +186,10 @@ def measure(*, run_id: int, cases_limit: int | None = None) -> None:
     cases = select_cases(run, cases_limit or run.pair.cases_per_run)
     plan = plan_run([c.key for c in cases], repeat=run.repeat, seed=run.seed, tiers=run_tiers(run))
     mine = Run.objects.filter(id=run.id, attempt=run.attempt)  # writes only while it is ours
-    mine.update(planned=len(plan))
+    # requests: an agent task's episode counts at its expected requests (``budget``)
+    by_key = {c.key: c for c in cases}
+    expected = {k: budget.agent_requests(c) for k, c in by_key.items() if c.agent}
+    mine.update(planned=sum(expected.get(p.case_key, 1) for p in plan))
     fast, base = run.pair.fast.max_concurrency, run.pair.base.max_concurrency
     with STREAMS.reserve(
         fast + base,
@@ -193,9 +197,9 @@ def measure(*, run_id: int, cases_limit: int | None = None) -> None:
         on_wait=partial(heartbeat.beat, run),
         what=f" (max_concurrency: fast {fast} + base {base})",
     ):
-        agent_keys = {c.key for c in cases if c.agent}
-        _execute(run, {c.key: c for c in cases}, not_yet_stored(run, plan, agent_keys))
-    mine.update(completed=run.samples.count())  # exact even after a save was retried
+        _execute(run, by_key, not_yet_stored(run, plan, set(expected)))
+    completed = run.samples.count()  # exact even after a save was retried
+    mine.update(completed=completed, planned=Greatest("planned", completed))
 
 
 def _mine(run_id: int, attempt: int | None):

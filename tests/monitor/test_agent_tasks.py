@@ -72,7 +72,11 @@ def test_a_scheduled_probe_plays_scores_and_shows_agent_tasks(admin_client, benc
 
     # the pages: "Is it worse?", the run's agent table, an episode replayed
     html = admin_client.get(f"/pairs/{pair.name}/worse/").content.decode()
-    assert "agent/base" in html and "multi-step agent work" in html
+    # one task per category: fewer paired cases than a test needs, and the advice says so
+    assert "undecided on `agent/base`" in html
+    assert "Keep multi-step agent work on base for now: too little evidence yet" in html
+    # progress counts requests, an episode at its expected requests until it is played
+    assert run.planned >= run.completed == samples.count()
     html = admin_client.get(f"/runs/{run.id}/").content.decode()
     assert 'id="agent-table"' in html and "both tiers, turn by turn" in html
     key = closing.first().case.key
