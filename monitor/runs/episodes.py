@@ -42,6 +42,8 @@ from monitor.models import Case, Endpoint, Run, RunKind, Sample
 
 log = logging.getLogger(__name__)
 
+# episodes stored unchecked (``score``), by the class their sample then names
+UNCHECKED = {"error": "request_failed", "environment_error": "environment_error"}
 KIND = "agent"  # ``tests_detail["kind"]`` of an episode's last sample
 # key of ``tests_detail`` while a sample waits for the sandbox: generated code to test, or an
 # episode to score (``monitor.runs.steps.evaluate``)
@@ -172,8 +174,11 @@ def drop_unclosed(run: Run, agent_keys: set[str]) -> int:
 
 def score(sample: Sample) -> tuple[bool | None, dict[str, Any]]:
     """The pending episode on ``sample`` scored (blocking: the ground truth is played in the
-    sandbox). A vendor that failed a request of the episode leaves it unchecked (None), as a
-    failed single request is: its error says nothing of the model's agent work."""
+    sandbox). A vendor that failed a request of the episode, or an environment that failed
+    (the sandbox, a result or call over its caps), leaves it unchecked (None), as a failed
+    single request is: neither says anything of the model's agent work. An episode stopped by
+    a turn's step limit or by its request limit or wall clock is failed, as BFCL fails a
+    force-quit one."""
     case = sample.case
     rows = list(episode_rows_of(sample).order_by("turn", "step"))
     episode = stored_episode(sample.tests_detail["episode"], rows)
@@ -186,9 +191,11 @@ def score(sample: Sample) -> tuple[bool | None, dict[str, Any]]:
         "turns": (case.agent or {}).get("turns"),
         **totals(rows),
     }
-    if episode.stop == "error":
-        return None, {**detail, "error_class": "request_failed"}
+    if episode.stop in UNCHECKED:
+        return None, {**detail, "error_class": UNCHECKED[episode.stop]}
     result = score_episode(bfcl_multi_turn.task_for(spec_of(case)), episode)
+    if result.failure in UNCHECKED:  # the sandbox failed while playing the ground truth
+        return None, {**detail, "error_class": UNCHECKED[result.failure]}
     detail.update(
         error_class=result.failure or None,
         state_ok=result.state_ok,
@@ -231,10 +238,13 @@ def stored_episode(data: dict[str, Any], rows: list[Sample]) -> Episode:
     return replace(Episode.from_json({**data, "steps": []}), steps=steps)
 
 
-def totals(rows: list[Sample]) -> dict[str, int]:
-    """Requests and tokens of an episode, from its samples."""
+def totals(rows: list[Sample]) -> dict[str, float]:
+    """Requests, tokens and model time (the requests' E2E summed) of an episode, from its
+    samples: what the episode cost and how long the model took, the environment's time
+    left out."""
     return {
         "requests": len(rows),
         "prompt_tokens": sum(s.prompt_tokens or 0 for s in rows),
         "output_tokens": sum(output_tokens(s) or 0 for s in rows),
+        "model_ms": round(sum(s.e2e_ms or 0.0 for s in rows), 1),
     }

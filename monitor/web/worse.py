@@ -16,6 +16,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
+from evals.records import TIERS
 from evals.stats.capability_loss import LossState
 from monitor import selectors
 from monitor.derived import loss_detectors
@@ -120,6 +121,32 @@ def _budget_context(pair, runs) -> dict[str, Any]:
     }
 
 
+def agent_rows(pair, report: capability.WindowReport) -> list[dict[str, Any]]:
+    """Per agent category and tier, what one task took on average over the window: requests,
+    tokens, model time (its requests' E2E summed) and cost at the endpoint's prices."""
+    endpoints = {"fast": pair.fast, "base": pair.base}
+    rows = []
+    for category, tiers in sorted(report.agent_spent.items()):
+        for tier in TIERS:
+            if tier not in tiers or not tiers[tier][0]:
+                continue
+            episodes, requests, prompt, output, model_ms = tiers[tier]
+            cost = budget.sample_cost(endpoints[tier], int(prompt), int(output))
+            rows.append(
+                {
+                    "category": category,
+                    "tier": tier,
+                    "episodes": int(episodes),
+                    "requests": f"{requests / episodes:.1f}",
+                    "prompt": f"{prompt / episodes:,.0f}",
+                    "output": f"{output / episodes:,.0f}",
+                    "seconds": f"{model_ms / episodes / 1000:.1f}",
+                    "cost": usd(None if cost is None else cost / episodes),
+                }
+            )
+    return rows
+
+
 def _costs(pair, runs) -> list[tuple[Any, dict[str, str]]]:
     """Each run with its cost per tier and in total, from one read of their rollups
     (``budget.run_cost`` per run re-read the run's pair, its endpoints and its rollups)."""
@@ -182,6 +209,7 @@ def worse_context(pair) -> dict[str, Any]:
         "losing_more": max(0, len(report.losing) - MAX_LOSING_SHOWN),
         "charts": worse_charts(report),
         "costs": _costs(pair, runs[:COSTS_SHOWN]),
+        "agent_rows": agent_rows(pair, report),
         "budget": _budget_context(pair, runs),
         "window": capability.WINDOW_RUNS,
         "loss_budget": loss_detectors.budget_words(pair),

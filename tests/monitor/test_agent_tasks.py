@@ -75,6 +75,9 @@ def test_a_scheduled_probe_plays_scores_and_shows_agent_tasks(admin_client, benc
     # one task per category: fewer paired cases than a test needs, and the advice says so
     assert "undecided on `agent/base`" in html
     assert "Keep multi-step agent work on base for now: too little evidence yet" in html
+    assert 'id="agent-cost-table"' in html and "requests per task" in html
+    spent = report.agent_spent["agent/base"]["base"]
+    assert spent[0] == 1 and spent[1] == agent_cases["bfcl/multi_turn_base_0"]["r"]
     # progress counts requests, an episode at its expected requests until it is played
     assert run.planned >= run.completed == samples.count()
     html = admin_client.get(f"/runs/{run.id}/").content.decode()
