@@ -1,16 +1,18 @@
 """How an agent episode is stored (``monitor.runs.episodes``): a taken-over run plays again
 only the episodes its lost worker left open, dropping their partial samples; the episode's
-outcome reaches the rollups once per episode, with the requests it took (the budget's
-estimate); a never-played task is estimated from the benchmark's own answer."""
+outcome reaches the rollups once per episode, with the requests it took; the budget counts a
+task at its expected requests, from the benchmark's own answer until it was played."""
 
 from __future__ import annotations
 
 import pytest
 
+from evals.benchmarks import bfcl_multi_turn
 from evals.plan import plan_run
 from monitor.derived.rollups import case_outcomes
-from monitor.models import Case
-from monitor.runs import steps
+from monitor.models import Case, Endpoint
+from monitor.runs import budget, steps
+from monitor.setup.suite_import import save_versioned
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -69,3 +71,25 @@ def test_an_episode_counts_once_in_the_rollup_with_the_requests_it_took():
     entry = case_outcomes(rows)["bfcl/multi_turn_base_0"]
     assert (entry["n"], entry["p"], entry["r"]) == (1, 0, 5)
     assert entry["f"] == "instance_state_mismatch" and entry["in"] == 500
+
+
+def test_the_budget_counts_an_agent_task_at_its_expected_requests(benchmark_wheels):
+    spec = bfcl_multi_turn.load_cases(["multi_turn_base"], limit=1)[0]
+    suite, _ = save_versioned(name="agent-priced", cases=[spec])
+    pair = factories.pair(suite_row=suite)
+    Endpoint.objects.filter(id__in=(pair.fast_id, pair.base_id)).update(
+        price_input_per_mtok=1.0, price_output_per_mtok=4.0
+    )
+    pair.refresh_from_db()
+    case = suite.cases.get()
+    truth = bfcl_multi_turn.task_for(spec).ground_truth
+    expected = sum(len(calls) + 1 for calls in truth)  # a call a request, then the answer
+    assert budget.agent_requests(case) == expected > len(truth)
+
+    one = {(case.key, tier): 1 for tier in ("fast", "base")}
+    per_request = budget.case_estimate(case, pair, 1, budget.Seen({}, {}, one))
+    never_played = budget.case_estimate(case, pair, 1, budget.Seen({}, {}))
+    assert never_played == pytest.approx(expected * per_request)
+    # once played, the P90 of the requests its episodes took on each tier
+    seen = budget.Seen({}, {}, {(case.key, "fast"): 3, (case.key, "base"): 3})
+    assert budget.case_estimate(case, pair, 2, seen) == pytest.approx(2 * 3 * per_request)

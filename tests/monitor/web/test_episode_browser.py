@@ -41,9 +41,7 @@ def _played(url: str) -> tuple[Run, str]:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_episode_page_shows_both_tiers_side_by_side(
-    live_server, monkeypatch, benchmark_wheels
-):
+def test_the_episode_page_shows_both_tiers_side_by_side(live_server, monkeypatch, benchmark_wheels):
     sync_api = pytest.importorskip("playwright.sync_api")
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     roles.grant(
