@@ -127,7 +127,7 @@ async def run_episode(
     try:
         await asyncio.to_thread(env.start)
     except EnvironmentFailure as exc:
-        episode.stop, episode.stop_detail = "environment_error", str(exc)
+        episode.stop, episode.stop_detail = "environment_error", _bounded(str(exc), 500)
         return episode
     try:
         await _play(client, endpoint, task, episode, env, limits, on_request)
@@ -229,7 +229,7 @@ async def _play(
                 return
         conversation.append({"role": "assistant", "content": record.text, "tool_calls": []})
         try:
-            episode.states.append(await asyncio.to_thread(env.state))
+            episode.states.append(storable(await asyncio.to_thread(env.state)))
         except EnvironmentFailure as exc:
             episode.stop, episode.stop_detail = "environment_error", _bounded(str(exc), 500)
             return
