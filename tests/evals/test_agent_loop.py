@@ -8,6 +8,7 @@ import json
 import pytest
 from aiohttp import web
 
+from evals.agent.environment import EnvLimits
 from evals.agent.loop import Limits, run_episode
 from evals.agent.score import first_divergence, score_episode
 from evals.benchmarks import bfcl_multi_turn as mt
@@ -175,3 +176,29 @@ def test_a_model_that_calls_forever_stops_at_the_step_limit():
     assert episode.requests == 4 == len(seen)  # BFCL: force-quit once over the limit
     assert all(s.calls[0].name == "ls" and s.calls[0].result for s in episode.steps)
     assert score_episode(task, episode).failure == "force_terminated"
+
+
+@needs_sandbox
+@pytest.mark.usefixtures("benchmark_wheels")
+def test_a_result_over_its_cap_ends_the_episode_as_an_environment_error(vendor):
+    task = mt.load_task("multi_turn_base_0")
+
+    async def play():
+        seen = []
+        async with make_client() as client:
+            endpoint = EndpointSpec("b", "openai", vendor, "demo-base")
+            episode = await run_episode(
+                client,
+                endpoint,
+                task,
+                tier="base",
+                on_request=lambda record, step: seen.append(step),
+                env_limits=EnvLimits(result_chars=10),
+            )
+        return episode, seen
+
+    episode, seen = asyncio.run(play())
+    assert episode.stop == "environment_error" and "result_too_large" in episode.stop_detail
+    assert seen == episode.steps and len(seen) == 1
+    assert seen[0].calls[-1].error == "environment"
+    assert score_episode(task, episode).failure == "environment_error"
