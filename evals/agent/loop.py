@@ -131,6 +131,18 @@ async def _run_calls(
     return results, None
 
 
+def _started(task: AgentTask, env_limits: EnvLimits | None) -> Environment:
+    """The task's environment, started (reads the wheel, spawns the sandbox: blocking)."""
+    env = Environment(
+        task.involved_classes,
+        task.initial_config,
+        long_context=task.long_context,
+        limits=env_limits,
+    )
+    env.start()
+    return env
+
+
 async def run_episode(
     client: httpx.AsyncClient,
     endpoint: EndpointSpec,
@@ -145,15 +157,9 @@ async def run_episode(
     vendor's or an environment's failure (module docstring)."""
     limits = limits or Limits()
     episode = Episode(task_key=task.key, tier=tier)
-    env = Environment(
-        task.involved_classes,
-        task.initial_config,
-        long_context=task.long_context,
-        limits=env_limits,
-    )
     try:
-        await asyncio.to_thread(env.start)
-    except EnvironmentFailure as exc:
+        env = await asyncio.to_thread(_started, task, env_limits)
+    except Exception as exc:  # no environment (sandbox, wheel, classes): that is its stop
         episode.stop, episode.stop_detail = "environment_error", _bounded(str(exc), 500)
         return episode
     try:
