@@ -254,7 +254,7 @@ class Environment:
             self._fail("malformed", f"a reply that is not one JSON line: {exc}")
         if not isinstance(reply, dict):
             self._fail("malformed", "a reply that is not a JSON object")
-        return reply
+        return dict(reply)
 
     def _died(self) -> None:
         assert self._proc is not None and self._watch is not None

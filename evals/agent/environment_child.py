@@ -32,6 +32,7 @@ import resource
 import signal
 import sys
 import types
+from typing import Any
 
 PR_SET_PDEATHSIG = 1
 # BFCL refuses these method names before it evaluates a call (multi_turn_utils)
@@ -40,38 +41,37 @@ STATELESS = ("MathAPI",)  # BFCL's STATELESS_CLASSES: no initial state loaded
 REPR_CHARS = 2000
 
 
-def _mpmath_stand_in():
+def _mpmath_stand_in() -> types.ModuleType:
     """``mpmath`` is not in the sandbox's interpreter; MathAPI uses only ``mp.dps`` and ``log``.
     The stand-in computes the logarithm with ``decimal`` at the precision asked, and prints as
     mpmath does (``mpf('2.0')``); the model's calls and the ground truth's both use it."""
     import decimal
 
     class Mpf:
-        def __init__(self, value):
+        def __init__(self, value: Any) -> None:
             self.value = value
 
-        def __truediv__(self, other):
+        def __truediv__(self, other: Any) -> Any:
             with decimal.localcontext() as ctx:
                 ctx.prec = module.mp.dps
                 return Mpf(self.value / other.value)
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             return f"mpf('{self.value}')"
 
         __str__ = __repr__
 
-    def log(value):
+    def log(value: Any) -> Any:
         with decimal.localcontext() as ctx:
             ctx.prec = module.mp.dps
             return Mpf(decimal.Decimal(str(value)).ln())
 
     module = types.ModuleType("mpmath")
-    module.mp = types.SimpleNamespace(dps=15)
-    module.log = log
+    module.__dict__.update(mp=types.SimpleNamespace(dps=15), log=log)
     return module
 
 
-def _limit(settings):
+def _limit(settings: dict[str, Any]) -> None:
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     for name, (soft, hard) in settings["rlimits"].items():
         resource.setrlimit(getattr(resource, name), (soft, hard))
@@ -81,7 +81,7 @@ def _limit(settings):
         os.setuid(settings["drop_to"])
 
 
-def _encode(value, depth=0, ancestors=()):
+def _encode(value: Any, depth: int = 0, ancestors: tuple[int, ...] = ()) -> Any:
     """A value as JSON for the state view: objects by their public attributes, cycles cut."""
     if value is None or isinstance(value, bool | int | str):
         return value
@@ -98,7 +98,7 @@ def _encode(value, depth=0, ancestors=()):
         return value.isoformat()
     attrs = getattr(value, "__dict__", None)
     if isinstance(attrs, dict):
-        out = {"__class__": type(value).__name__}
+        out: dict[str, Any] = {"__class__": type(value).__name__}
         out.update(
             {k: _encode(v, depth + 1, inner) for k, v in attrs.items() if not k.startswith("_")}
         )
@@ -106,18 +106,19 @@ def _encode(value, depth=0, ancestors=()):
     return repr(value)[:REPR_CHARS]
 
 
-def _public(instance):
+def _public(instance: Any) -> dict[str, Any]:
     return {k: v for k, v in vars(instance).items() if not k.startswith("_")}
 
 
 class Environment:
-    def __init__(self, settings):
+    def __init__(self, settings: dict[str, Any]) -> None:
         self.settings = settings
-        self.sets = {}
+        self.sets: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
 
-    def instances(self, name):
+    def instances(self, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
         if name not in self.sets:
-            instances, methods = {}, {}
+            instances: dict[str, Any] = {}
+            methods: dict[str, Any] = {}
             for class_name, module_name in self.settings["classes"].items():
                 module = __import__(module_name, fromlist=[class_name])
                 instance = getattr(module, class_name)()
@@ -132,7 +133,7 @@ class Environment:
             self.sets[name] = (instances, methods)
         return self.sets[name]
 
-    def call(self, request):
+    def call(self, request: dict[str, Any]) -> dict[str, Any]:
         _, methods = self.instances(request["set"])
         name = request["method"]
         try:
@@ -157,7 +158,7 @@ class Environment:
             return {"error": "result_too_large", "detail": f"{len(result)} characters, over {cap}"}
         return {"result": result}
 
-    def state(self, request):
+    def state(self, request: dict[str, Any]) -> dict[str, Any]:
         instances, _ = self.instances(request["set"])
         state = {
             name: _encode(_public(instance))
@@ -169,10 +170,10 @@ class Environment:
             return {"state": {"truncated": True, "chars": len(text)}}
         return {"state": state}
 
-    def compare(self, request):
+    def compare(self, request: dict[str, Any]) -> dict[str, Any]:
         model, _ = self.instances(request["a"])
         truth, _ = self.instances(request["b"])
-        differences = {}
+        differences: dict[str, dict[str, Any]] = {}
         for class_name, expected in truth.items():
             for attr, want in _public(expected).items():
                 got = getattr(model[class_name], attr, None)
@@ -184,7 +185,7 @@ class Environment:
         return {"valid": not differences, "differences": differences}
 
 
-def main():
+def main() -> None:
     channel = os.fdopen(os.dup(1), "w", encoding="ascii")
     os.dup2(2, 1)  # BFCL's prints go to stderr, never onto the protocol channel
     sys.stdout = sys.stderr

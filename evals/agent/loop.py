@@ -104,6 +104,45 @@ async def _execute(
     return out, result
 
 
+async def _run_calls(
+    env: Environment,
+    task: AgentTask,
+    record: TimingRecord,
+    ids: list[str],
+    step: Step,
+    scrub: _Scrub,
+) -> tuple[list[str], str | None]:
+    """The step's calls in order, recorded on ``step``: the results to feed back, and the
+    environment's failure if one stopped them."""
+    results: list[str] = []
+    for call, call_id in zip(record.tool_calls, ids, strict=True):
+        try:
+            done, result = await _execute(env, task, call, call_id)
+        except EnvironmentFailure as exc:
+            done = ToolCall(call.get("name", ""), call.get("arguments_json", ""), call_id)
+            done.error, done.result = "environment", scrub(f"environment error: {exc}")
+            step.calls.append(done)
+            return results, str(exc)
+        done.result = _bounded(scrub(result))
+        done.arguments_json = _bounded(scrub(done.arguments_json))
+        done.name = _bounded(scrub(done.name), 200)
+        step.calls.append(done)
+        results.append(result)
+    return results, None
+
+
+def _started(task: AgentTask, env_limits: EnvLimits | None) -> Environment:
+    """The task's environment, started (reads the wheel, spawns the sandbox: blocking)."""
+    env = Environment(
+        task.involved_classes,
+        task.initial_config,
+        long_context=task.long_context,
+        limits=env_limits,
+    )
+    env.start()
+    return env
+
+
 async def run_episode(
     client: httpx.AsyncClient,
     endpoint: EndpointSpec,
@@ -118,16 +157,10 @@ async def run_episode(
     vendor's or an environment's failure (module docstring)."""
     limits = limits or Limits()
     episode = Episode(task_key=task.key, tier=tier)
-    env = Environment(
-        task.involved_classes,
-        task.initial_config,
-        long_context=task.long_context,
-        limits=env_limits,
-    )
     try:
-        await asyncio.to_thread(env.start)
-    except EnvironmentFailure as exc:
-        episode.stop, episode.stop_detail = "environment_error", str(exc)
+        env = await asyncio.to_thread(_started, task, env_limits)
+    except Exception as exc:  # no environment (sandbox, wheel, classes): that is its stop
+        episode.stop, episode.stop_detail = "environment_error", _bounded(str(exc), 500)
         return episode
     try:
         await _play(client, endpoint, task, episode, env, limits, on_request)
@@ -176,30 +209,14 @@ async def _play(
             ids = [f"t{turn}s{step.step}c{i}" for i in range(len(record.tool_calls))]
             results: list[str] = []
             if failure is None:
-                for call, call_id in zip(record.tool_calls, ids, strict=True):
-                    try:
-                        done, result = await _execute(env, task, call, call_id)
-                    except EnvironmentFailure as exc:
-                        done = ToolCall(
-                            call.get("name", ""), call.get("arguments_json", ""), call_id
-                        )
-                        done.error, failure = "environment", str(exc)
-                        done.result = scrub(f"environment error: {exc}")
-                        step.calls.append(done)
-                        break
-                    done.result = _bounded(scrub(result))
-                    done.arguments_json = _bounded(scrub(done.arguments_json))
-                    done.name = _bounded(scrub(done.name), 200)
-                    step.calls.append(done)
-                    results.append(result)
+                results, failure = await _run_calls(env, task, record, ids, step, scrub)
             if on_request is not None:
                 on_request(record, step)
-            if failure is not None:
-                environment = bool(record.ok)
-                if not environment and time.monotonic() >= deadline:
-                    episode.stop = "timeout"
+            if failure is not None:  # the vendor's request failed, or the environment
+                if record.ok:
+                    episode.stop = "environment_error"
                 else:
-                    episode.stop = "environment_error" if environment else "error"
+                    episode.stop = "timeout" if time.monotonic() >= deadline else "error"
                 episode.stop_detail = _bounded(scrub(failure), 500)
                 return
             if not record.tool_calls:
@@ -229,7 +246,7 @@ async def _play(
                 return
         conversation.append({"role": "assistant", "content": record.text, "tool_calls": []})
         try:
-            episode.states.append(await asyncio.to_thread(env.state))
+            episode.states.append(storable(await asyncio.to_thread(env.state)))
         except EnvironmentFailure as exc:
             episode.stop, episode.stop_detail = "environment_error", _bounded(str(exc), 500)
             return

@@ -11,7 +11,7 @@ from evals.sandbox import isolation
 
 pytestmark = pytest.mark.skipif(isolation() == "none", reason="no sandbox on this machine")
 
-HOSTILE = b'''
+HOSTILE = b"""
 import os, socket
 
 
@@ -49,7 +49,7 @@ class Hostile:
 
     def spawn(self):
         return str(os.fork())
-'''
+"""
 
 
 def hostile(limits: EnvLimits | None = None) -> Environment:
