@@ -2,17 +2,30 @@
 of a pair whose suite holds BFCL multi-turn tasks plays an episode per task and tier (both
 tiers interleaved in one plan), stores every request as a sample with its turn, step, tool
 calls and the environment's answers, scores each episode in the evaluate step, and the
-capability reads, the "Is it worse?" page, the run page and the episode page show it."""
+capability reads, the "Is it worse?" page, the run page and the episode page show it.
+
+And the bounds, on a model server of this module's own (an OpenAI-style stream on 127.0.0.1
+whose every answer is one scripted tool call): a model that calls a tool forever ends its
+episode at the turn's step limit, one whose call makes the environment answer past its result
+cap ends it as an environment error; both are recorded and the run ends done."""
 
 from __future__ import annotations
 
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
 import pytest
 
+from evals.agent.loop import Limits
 from evals.benchmarks import bfcl_multi_turn
 from evals.vendors.simulated import serve_in_thread
 from monitor.judging import capability
 from monitor.models import Endpoint, Pair, RunRollup, Sample
 from monitor.runs.pipeline import execute_run
+from monitor.runs.steps import create_run
 from monitor.setup.schedules import ensure_probe_schedule
 from monitor.setup.suite_import import save_versioned
 from monitor.tasks import probe_pair_task
@@ -88,3 +101,74 @@ def test_a_scheduled_probe_plays_scores_and_shows_agent_tasks(admin_client, benc
     html = page.content.decode()
     assert 'id="episode-scores"' in html and "Turn 1" in html and "user:" in html
     assert 'id="divergence"' in html and "/metrics/#ttft" in html
+
+
+# what the scripted models call every time: one harmless call forever, or one whose result is
+# past the environment's cap (``evals.agent.environment.EnvLimits.result_chars``)
+SCRIPTED_CALLS = {
+    "looping": ("ls", {}),
+    "hostile": ("echo", {"content": "x" * 40_000}),
+}
+
+
+class _ScriptedModel(BaseHTTPRequestHandler):
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        name, arguments = SCRIPTED_CALLS[body["model"]]
+        call = {"index": 0, "id": "c0", "type": "function"}
+        call["function"] = {"name": name, "arguments": json.dumps(arguments)}
+        chunks = [
+            {"choices": [{"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": None}]},
+            {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+            {"choices": [], "usage": {"prompt_tokens": 50, "completion_tokens": 5}},
+        ]
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        for chunk in chunks:
+            self.wfile.write(f"data: {json.dumps({'model': body['model'], **chunk})}\n\n".encode())
+        self.wfile.write(b"data: [DONE]\n\n")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@contextmanager
+def scripted_models() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _ScriptedModel)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_looping_model_and_a_hostile_result_end_their_episodes_recorded(benchmark_wheels):
+    with scripted_models() as url:
+        cases = bfcl_multi_turn.load_cases(["multi_turn_base"], limit=1)
+        suite, _ = save_versioned(name="agent-bounds", cases=cases)
+        fast, base = (
+            Endpoint.objects.create(name=model, base_url=url, model=model, local=True)
+            for model in ("looping", "hostile")
+        )
+        pair = Pair.objects.create(name="bounds", fast=fast, base=base, suite=suite, repeat=1)
+        run = execute_run(run_id=create_run(pair=pair).id)
+    assert run.status == "done", run.error
+
+    looped = Sample.objects.get(run=run, tier="fast", tests_detail__kind="agent")
+    assert looped.tests_detail["stop"] == "step_limit" and looped.tests_passed is False
+    assert looped.tests_detail["error_class"] == "force_terminated"
+    # the turn's step limit: 20 requests with calls are answered, the 21st ends the episode
+    limit = Limits().steps_per_turn
+    assert Sample.objects.filter(run=run, tier="fast").count() == limit + 1 == looped.step + 1
+
+    hostile = Sample.objects.get(run=run, tier="base", tests_detail__kind="agent")
+    assert hostile.tests_detail["stop"] == "environment_error"
+    assert hostile.tests_passed is None  # the environment failed: says nothing of the model
+    assert "result_too_large" in hostile.tests_detail["stop_detail"]
+    (call,) = hostile.calls
+    assert call["error"] == "environment" and len(call["result"]) < 1000
+    rollup = RunRollup.objects.get(run=run, tier="fast").cases[cases[0].key]
+    assert (rollup["n"], rollup["p"], rollup["r"]) == (1, 0, limit + 1)
