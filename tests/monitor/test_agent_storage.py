@@ -9,8 +9,9 @@ import pytest
 
 from evals.benchmarks import bfcl_multi_turn
 from evals.plan import plan_run
+from monitor.derived import loss_detectors
 from monitor.derived.rollups import case_outcomes
-from monitor.models import Case, Endpoint
+from monitor.models import Case, Endpoint, RunRollup
 from monitor.runs import budget, steps
 from monitor.setup.suite_import import save_versioned
 from tests import factories
@@ -93,3 +94,49 @@ def test_the_budget_counts_an_agent_task_at_its_expected_requests(benchmark_whee
     # once played, the P90 of the requests its episodes took on each tier
     seen = budget.Seen({}, {}, {(case.key, "fast"): 3, (case.key, "base"): 3})
     assert budget.case_estimate(case, pair, 2, seen) == pytest.approx(2 * 3 * per_request)
+
+
+def test_an_agent_category_s_loss_detected_across_runs_reads_keep_agent_work_on_base(
+    admin_client,
+):
+    """Probes folded one by one into the per-category loss detector, as the pipeline does
+    after each run: base passes every task, fast fails one in two of the later-turn tasks;
+    once the detector alarms, the page's advice names multi-step agent work."""
+    suite = factories.suite("agent-cat", cases={})
+    keys = [f"bfcl/multi_turn_miss_func_{i}" for i in range(8)]
+    for key in keys:
+        Case.objects.create(
+            suite=suite, key=key, category="agent/miss_func", messages=[], agent=AGENT
+        )
+    pair = factories.pair("agents", suite_row=suite, repeat=1)
+    fired_at = None
+    for i in range(1, 41):
+        run = factories.run(pair, kind="probe")
+        for tier, endpoint in (("fast", pair.fast_id), ("base", pair.base_id)):
+            cases = {
+                key: {
+                    "c": "agent/miss_func",
+                    "k": "agent",
+                    "n": 1,
+                    "p": int(tier == "base" or j % 2),
+                }
+                for j, key in enumerate(keys)
+            }
+            RunRollup.objects.create(
+                run=run,
+                pair=pair,
+                endpoint_id=endpoint,
+                tier=tier,
+                kind="probe",
+                trigger="scheduled",
+                at=run.created_at,
+                cases=cases,
+            )
+        loss_detectors.after_run(run_id=run.id)
+        if loss_detectors.states(pair)["agent/miss_func"].alarmed:
+            fired_at = i
+            break
+    assert fired_at is not None
+    html = admin_client.get("/pairs/agents/worse/").content.decode()
+    assert "Keep multi-step agent work on base: -50 points" in html
+    assert "keep `agent/miss_func` on base: loss detected across runs" in html
