@@ -29,6 +29,7 @@ from monitor.runs.steps import create_run
 from monitor.setup.schedules import ensure_probe_schedule
 from monitor.setup.suite_import import save_versioned
 from monitor.tasks import probe_pair_task
+from tests.support import CANARY, key_decoded_hits
 
 pytestmark = pytest.mark.django_db
 CATEGORIES = list(bfcl_multi_turn.CATEGORIES)
@@ -114,7 +115,13 @@ SCRIPTED_CALLS = {
 class _ScriptedModel(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        name, arguments = SCRIPTED_CALLS[body["model"]]
+        if body["model"] == "echoing":  # the key it was sent, written to a file and read back
+            key = self.headers.get("Authorization", "").removeprefix("Bearer ")
+            wrote = sum(m.get("role") == "tool" for m in body["messages"]) % 2
+            name = "cat" if wrote else "echo"
+            arguments = {"file_name": "k.txt"} if wrote else {"content": key, "file_name": "k.txt"}
+        else:
+            name, arguments = SCRIPTED_CALLS[body["model"]]
         call = {"index": 0, "id": "c0", "type": "function"}
         call["function"] = {"name": name, "arguments": json.dumps(arguments)}
         chunks = [
@@ -172,3 +179,32 @@ def test_a_looping_model_and_a_hostile_result_end_their_episodes_recorded(benchm
     assert call["error"] == "environment" and len(call["result"]) < 1000
     rollup = RunRollup.objects.get(run=run, tier="fast").cases[cases[0].key]
     assert (rollup["n"], rollup["p"], rollup["r"]) == (1, 0, limit + 1)
+
+
+def test_a_key_a_model_writes_into_the_environment_is_stored_scrubbed(
+    benchmark_wheels, monkeypatch
+):
+    """A model that writes the API key it was sent into a file and reads it back: the key is
+    in its calls' arguments and in the environment's answers; no stored value holds it."""
+    monkeypatch.setenv("AGENT_KEY", CANARY)
+    with scripted_models() as url:
+        cases = bfcl_multi_turn.load_cases(["multi_turn_base"], limit=1)
+        suite, _ = save_versioned(name="agent-key", cases=cases)
+        fast, base = (
+            Endpoint.objects.create(
+                name=f"echoing-{tier}",
+                base_url=url,
+                model="echoing",
+                local=True,
+                api_key_env="AGENT_KEY",
+            )
+            for tier in ("fast", "base")
+        )
+        pair = Pair.objects.create(name="keyed", fast=fast, base=base, suite=suite, repeat=1)
+        run = execute_run(run_id=create_run(pair=pair).id)
+    assert run.status == "done", run.error
+    rows = Sample.objects.filter(run=run)
+    assert rows.exclude(calls=None).count() > 2
+    for s in rows:
+        stored = json.dumps([s.calls, s.tests_detail, s.text], ensure_ascii=False)
+        assert not key_decoded_hits(stored), (s.turn, s.step, stored[:300])
