@@ -169,7 +169,8 @@ class Environment:
         (self._dir / CHILD).chmod(0o644)
         files = (CHILD, *sorted({rel.split("/")[0] for rel in self._sources}))
         args, cwd = sandbox.command(mode, self._dir, files, CHILD)
-        self._watch = Watch(self.limits.total_memory_mb * 2**20, RUNNER_PROCS + 1, 0.25)
+        # a backstop: the one process is already under RLIMIT_AS; one look a second suffices
+        self._watch = Watch(self.limits.total_memory_mb * 2**20, RUNNER_PROCS + 1, 1.0)
         self._proc = subprocess.Popen(
             args,
             cwd=cwd,
