@@ -204,9 +204,9 @@ def window_report(pair: Pair, limit: int = WINDOW_RUNS) -> WindowReport:
     spent: dict[str, dict[str, list[float]]] = defaultdict(dict)
     for _, tier, _, c in everything:
         if "a" in c:
-            into = spent[c["c"]].setdefault(tier, [0, 0, 0, 0, 0.0])
+            sums = spent[c["c"]].setdefault(tier, [0, 0, 0, 0, 0.0])
             for i, value in enumerate(c["a"]):
-                into[i] += value
+                sums[i] += value
     for run_id, tier, key, c in rows:
         cat = c["c"]
         for table, name in ((totals, cat), (bench, cat.split("/")[0])):
