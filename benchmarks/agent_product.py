@@ -56,6 +56,14 @@ from monitor.web.worse import agent_rows, rate_cell, usd  # noqa: E402
 SECTION = "## Multi-turn agent tasks through the product (probe, cost, runs to detect)"
 PRICES = {"fast": (0.5, 2.0), "base": (3.0, 15.0)}  # USD per million tokens: input, output
 MAX_PROBES = 200
+NOTE = (
+    "Each task is played twice per tier (the pair's default of 2 repetitions), so a category's "
+    "10 episodes are 5 tasks. The probes to detect repeat one probe's outcomes (the simulated "
+    "tiers answer alike every probe), so they say how fast the detector's threshold is reached "
+    "at these differences, not what a real vendor's run-to-run variation would take; 5 tasks "
+    "per category is also why a 20-point loss needs 24 hourly probes (a day) and an 80-point "
+    "one 6."
+)
 
 
 def cpu_s() -> float:
@@ -163,6 +171,7 @@ def main() -> None:
             f"| {r.category} | {rate_cell(rates['fast'])} | {rate_cell(rates['base'])} | "
             f"{r.diff_points:+.0f} points | {when if when else 'none in ' + str(MAX_PROBES)} |"
         )
+    lines += ["", NOTE]
     text = "\n".join(lines) + "\n"
     print(text)
     if args.write_docs:
