@@ -60,9 +60,8 @@ NOTE = (
     "Each task is played twice per tier (the pair's default of 2 repetitions), so a category's "
     "10 episodes are 5 tasks. The probes to detect repeat one probe's outcomes (the simulated "
     "tiers answer alike every probe), so they say how fast the detector's threshold is reached "
-    "at these differences, not what a real vendor's run-to-run variation would take; 5 tasks "
-    "per category is also why a 20-point loss needs 24 hourly probes (a day) and an 80-point "
-    "one 6."
+    "at these differences, not what a real vendor's run-to-run variation would take; with 5 "
+    "tasks per category, a 20-point loss takes several times the probes an 80-point one does."
 )
 
 
