@@ -3,8 +3,9 @@
 Standard library only; started as ``python -I environment_child.py`` in the sandbox's work dir
 (:mod:`evals.agent.environment` copies it there beside BFCL's ``func_source_code`` modules, read
 from the wheel). It reads its settings (the classes, the task's initial state, the limits) as
-the first line of stdin, puts the limits on itself, drops to ``nobody`` when it is root, and
-only then imports BFCL's code. Then, per request line, one reply line on the protocol channel:
+the first line of stdin, puts the limits on itself, imports BFCL's modules (definitions only),
+and drops to its own uid when it is root before any instance is made or any call runs. Then,
+per request line, one reply line on the protocol channel:
 
 - ``{"op": "call", "set": s, "method": m, "args": [...], "kwargs": {...}}`` → ``{"result": text}``
   executed as BFCL's ``execute_multi_turn_func_call`` does (method name → the instance of the
@@ -75,6 +76,9 @@ def _limit(settings: dict[str, Any]) -> None:
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     for name, (soft, hard) in settings["rlimits"].items():
         resource.setrlimit(getattr(resource, name), (soft, hard))
+
+
+def _drop(settings: dict[str, Any]) -> None:
     if os.geteuid() == 0 and settings.get("drop_to") is not None:
         os.setgroups([])
         os.setgid(settings["drop_to"])
@@ -196,6 +200,11 @@ def main() -> None:
         import mpmath  # noqa: F401
     except ImportError:
         sys.modules["mpmath"] = _mpmath_stand_in()
+    # BFCL's modules hold definitions only: imported before the uid is dropped (the interpreter's
+    # files may not be readable by it outside bubblewrap); every call runs after
+    for module_name in settings["classes"].values():
+        __import__(module_name)
+    _drop(settings)
     env = Environment(settings)
     ops = {"call": env.call, "state": env.state, "compare": env.compare}
     for line in sys.stdin:

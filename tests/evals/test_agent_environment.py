@@ -10,6 +10,8 @@ from evals.records import storable
 from evals.sandbox import isolation
 
 pytestmark = pytest.mark.skipif(isolation() == "none", reason="no sandbox on this machine")
+# the weaker fallback too: there the BFCL modules must be imported before the uid is dropped
+MODES = ["bwrap", "unsafe-subprocess"] if isolation() == "bwrap" else ["unsafe-subprocess"]
 
 HOSTILE = b"""
 import os, socket
@@ -63,9 +65,10 @@ def hostile(limits: EnvLimits | None = None) -> Environment:
 
 
 @pytest.mark.usefixtures("benchmark_wheels")
-def test_it_runs_bfcl_calls_with_bfcl_results_and_compares_state():
+@pytest.mark.parametrize("mode", MODES)
+def test_it_runs_bfcl_calls_with_bfcl_results_and_compares_state(mode):
     task = mt.load_task("multi_turn_base_0")
-    with Environment(task.involved_classes, task.initial_config) as env:
+    with Environment(task.involved_classes, task.initial_config, mode=mode) as env:
         assert env.call("cd", [], {"folder": "document"}) == (
             '{"current_working_directory": "document"}'
         )
