@@ -1,7 +1,8 @@
 """An agent task's episode page in a real browser (headless Debian chromium through
 Playwright): after a probe of a BFCL multi-turn task on the simulated vendor, both tiers' turns
-sit side by side, each request's numbers link to their definitions, nothing scrolls sideways
-at a 1,280-px window, and a screenshot goes to ``var/screenshots/episode.png``."""
+sit side by side, each request's numbers link to their definitions, the first divergence is
+marked in both columns, nothing scrolls sideways at a 1,280-px window, and a screenshot goes
+to ``var/screenshots/episode.png``."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ pytestmark = [
 
 
 def _played(url: str) -> tuple[Run, str]:
-    cases = bfcl_multi_turn.load_cases(["multi_turn_base"], limit=1)
+    # the simulated distilled tier loses this task on a later turn (seeded per task and turn)
+    cases = bfcl_multi_turn.load_cases(["multi_turn_miss_func"], limit=1)
     suite, _ = save_versioned(name="agent-one", cases=cases)
     fast, base = (
         Endpoint.objects.create(name=name, base_url=url, model=model, simulated=True)
@@ -68,6 +70,9 @@ def test_the_episode_page_shows_both_tiers_side_by_side(live_server, monkeypatch
             assert fast.locator(".tier", has_text="fast").is_visible()
             assert page.locator("#episode-scores a.term", has_text="task success").is_visible()
             assert page.locator("#turn-1 .step a.term", has_text="TTFT").first.is_visible()
+            # where the tiers diverge is said at the top and marked in both columns
+            assert page.locator("#divergence .diverge-mark").is_visible()
+            assert page.locator(".step.diverged").count() == 2
             wide = page.evaluate("""() => [...document.querySelectorAll('body *')]
                 .filter(e => e.getBoundingClientRect().right > 1280 && !e.closest('.scroll'))
                 .map(e => e.tagName + '#' + e.id)""")
