@@ -3,9 +3,9 @@ episode (``evals.agent.loop.run_episode``) instead of sent as one request.
 
 What is stored, and why so: every request of an episode is a sample like any other (its
 timings count in the tier's latency, availability and cost), placed by its ``turn`` and
-``step``; once the episode ends, each step's tool calls with what the environment answered go
-on its sample (``Sample.calls``, scrubbed), and the episode's last sample carries the episode
-(``tests_detail``, marked pending). Its score (``evals.agent.score.score_episode``: the
+``step``, with the tool calls it made and what the environment answered (``Sample.calls``,
+scrubbed); once the episode ends, its last sample carries the episode (``tests_detail``,
+marked pending). Its score (``evals.agent.score.score_episode``: the
 ground truth played in the sandbox, compared state by state and call by call) is computed in
 the run's evaluate step, with the generated code, so no sandbox competes with a run's timed
 requests; it lands in that sample's ``tests_passed``. So every capability read — rollups, the
@@ -114,16 +114,19 @@ def stored_step(run: Run, item: PlannedRequest, step: Step) -> Sample | None:
     return episode_rows(run, item).filter(turn=step.turn, step=step.step).first()
 
 
+def step_calls(step: Step, endpoint: Endpoint) -> list[dict[str, Any]] | None:
+    """A step's tool calls with the environment's answers, as its sample stores them (the loop
+    handed the step over after running them); scrubbed again here, like any stored detail."""
+    if not step.calls:
+        return None
+    return storable(scrub_value([asdict(c) for c in step.calls], endpoint.api_key()))
+
+
 def close(*, run: Run, case: Case, endpoint: Endpoint, item: PlannedRequest, episode: Episode):
-    """The episode's end stored: each step's calls (and the environment's answers) on its
-    sample, the episode on its last sample, pending its score. Idempotent: updates only."""
+    """The episode's end stored: the episode on its last sample, pending its score.
+    Idempotent: an update."""
     key = endpoint.api_key()
     rows = {(s.turn, s.step): s.id for s in episode_rows(run, item).only("id", "turn", "step")}
-    for step in episode.steps:
-        sample_id = rows.get((step.turn, step.step))
-        if sample_id is not None and step.calls:
-            calls = storable(scrub_value([asdict(c) for c in step.calls], key))
-            Sample.objects.filter(id=sample_id).update(calls=calls)
     last = max(rows, key=lambda ts: (ts[0] or 0, ts[1]), default=None)
     if last is None:
         _no_request(run, case, item, episode)

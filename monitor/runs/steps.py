@@ -378,6 +378,7 @@ class Spool:
                 record=message.record,
                 turn=step.turn,
                 step=step.step,
+                calls=episodes.step_calls(step, self.endpoints[item.tier]),
                 **self._of(item),
             )
             self.waiting.append((save, partial(episodes.stored_step, run, item, step)))
@@ -544,6 +545,7 @@ def save_sample(
     defer_sandbox: bool = False,
     turn: int | None = None,
     step: int = 0,
+    calls: list[dict[str, Any]] | None = None,
 ) -> Sample:
     """One row per request, failed or not; its task check runs here, except generated code
     with ``defer_sandbox`` (``measure`` sets it): that is marked pending for ``evaluate``. A
@@ -583,6 +585,7 @@ def save_sample(
             sample = Sample.objects.create(
                 **row,
                 **storable(measured),
+                calls=calls,  # apart from ``row``: a row that fails to store keeps none of it
                 error_class=record.error_class or "",
                 finish_reason=storable(record.finish_reason or ""),
                 tests_passed=tests_passed,
