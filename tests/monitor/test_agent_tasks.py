@@ -1,7 +1,8 @@
 """Multi-turn agent tasks through the product's path, on the simulated vendor: a scheduled probe
 of a pair whose suite holds BFCL multi-turn tasks plays an episode per task and tier (both
 tiers interleaved in one plan), stores every request as a sample with its turn, step, tool
-calls and the environment's answers, scores each episode in the evaluate step, and the
+calls and the environment's answers, hands the run to the sandbox queue's evaluate step, which
+scores each episode, and the
 capability reads, the "Is it worse?" page, the run page and the episode page show it.
 
 And the bounds, on a model server of this module's own (an OpenAI-style stream on 127.0.0.1
@@ -24,7 +25,7 @@ from evals.benchmarks import bfcl_multi_turn
 from evals.vendors.simulated import serve_in_thread
 from monitor.judging import capability
 from monitor.models import Endpoint, Pair, RunRollup, Sample
-from monitor.runs.pipeline import execute_run
+from monitor.runs.pipeline import evaluate_run, execute_run
 from monitor.runs.steps import create_run
 from monitor.setup.schedules import ensure_probe_schedule
 from monitor.setup.suite_import import save_versioned
@@ -51,7 +52,13 @@ def test_a_scheduled_probe_plays_scores_and_shows_agent_tasks(admin_client, benc
     with serve_in_thread(time_scale=0.0) as url:
         pair = _agent_pair(url, "demo-distilled")
         ensure_probe_schedule(pair_name=pair.name, every_s=3600, kind="probe")
-        run = execute_run(run_id=probe_pair_task.run(pair.name, "probe"))
+        handed: list[int] = []  # the task hands the evaluation to the sandbox queue
+        run = execute_run(run_id=probe_pair_task.run(pair.name, "probe"), evaluate=handed.append)
+    # after the timed requests, the episodes wait for their score in the sandbox queue's step
+    assert run.status == "evaluating" and handed == [run.id], run.error
+    waiting = Sample.objects.filter(run=run, tests_detail__has_key="sandbox_pending")
+    assert waiting.count() == 2 * len(CATEGORIES)
+    run = evaluate_run(run_id=run.id)
     assert run.status == "done", run.error
     assert run.trigger == "scheduled"
 
