@@ -2,8 +2,8 @@
 of a pair whose suite holds BFCL multi-turn tasks plays an episode per task and tier (both
 tiers interleaved in one plan), stores every request as a sample with its turn, step, tool
 calls and the environment's answers, hands the run to the sandbox queue's evaluate step, which
-scores each episode, and the
-capability reads, the "Is it worse?" page, the run page and the episode page show it.
+scores each episode, and the capability reads, the "Is it worse?" page, the run page and the
+episode page show it.
 
 And the bounds, on a model server of this module's own (an OpenAI-style stream on 127.0.0.1
 whose every answer is one scripted tool call): a model that calls a tool forever ends its
