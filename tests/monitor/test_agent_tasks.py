@@ -25,6 +25,7 @@ from evals.benchmarks import bfcl_multi_turn
 from evals.vendors.simulated import serve_in_thread
 from monitor.judging import capability
 from monitor.models import Endpoint, Pair, RunRollup, Sample
+from monitor.runs import heartbeat
 from monitor.runs.pipeline import evaluate_run, execute_run
 from monitor.runs.steps import create_run
 from monitor.setup.schedules import ensure_probe_schedule
@@ -159,7 +160,12 @@ def scripted_models() -> Iterator[str]:
         server.server_close()
 
 
-def test_a_looping_model_and_a_hostile_result_end_their_episodes_recorded(benchmark_wheels):
+def test_a_looping_model_and_a_hostile_result_end_their_episodes_recorded(
+    benchmark_wheels, monkeypatch
+):
+    beats: list[int] = []  # the heartbeat, counted on its way through
+    beat = heartbeat.beat
+    monkeypatch.setattr(heartbeat, "beat", lambda run: (beats.append(run.id), beat(run))[1])
     with scripted_models() as url:
         cases = bfcl_multi_turn.load_cases(["multi_turn_base"], limit=1)
         suite, _ = save_versioned(name="agent-bounds", cases=cases)
@@ -184,6 +190,8 @@ def test_a_looping_model_and_a_hostile_result_end_their_episodes_recorded(benchm
     assert "result_too_large" in hostile.tests_detail["stop_detail"]
     (call,) = hostile.calls
     assert call["error"] == "environment" and len(call["result"]) < 1000
+    # the owner beat at every request of the episodes (and while it waited), never silent
+    assert len(beats) >= Sample.objects.filter(run=run).count()
     rollup = RunRollup.objects.get(run=run, tier="fast").cases[cases[0].key]
     assert (rollup["n"], rollup["p"], rollup["r"]) == (1, 0, limit + 1)
 
