@@ -109,11 +109,16 @@ def split_by_context(
     cases: Iterable[Case], endpoints: Sequence[Endpoint]
 ) -> tuple[list[Case], list[dict[str, str]]]:
     """Cases that fit every endpoint's context window (``evals.suites.context_needed``), and
-    the others with a reason. An endpoint without a window runs all."""
+    the others with a reason. An endpoint without a window runs all. An agent task's last
+    request carries every turn's messages and the tools (``budget.agent_prompt``; its tool
+    results come on top, so this is the least it needs)."""
     kept, skipped = [], []
     for case in cases:
         need = context_needed(case.messages, case.max_tokens, case.scenario)
         prompt = prompt_estimate(case.messages)
+        if case.agent:
+            prompt = budget.agent_prompt(case)
+            need = max(need, prompt + case.max_tokens)
         small = [ep for ep in endpoints if ep.context_window and need > ep.context_window]
         if not small:
             kept.append(case)

@@ -140,3 +140,16 @@ def test_an_agent_category_s_loss_detected_across_runs_reads_keep_agent_work_on_
     html = admin_client.get("/pairs/agents/worse/").content.decode()
     assert "Keep multi-step agent work on base: -50 points" in html
     assert "keep `agent/miss_func` on base: loss detected across runs" in html
+
+
+def test_an_agent_task_too_long_for_a_context_window_is_skipped_saying_why(benchmark_wheels):
+    spec = bfcl_multi_turn.load_cases(["multi_turn_long_context"], limit=1)[0]
+    suite, _ = save_versioned(name="agent-long", cases=[spec])
+    pair = factories.pair(suite_row=suite)
+    case = suite.cases.get()
+    first_turn_only = steps.context_needed(case.messages, case.max_tokens, case.scenario)
+    Endpoint.objects.filter(id=pair.fast_id).update(context_window=first_turn_only + 1)
+    pair.refresh_from_db()
+    kept, skipped = steps.split_by_context([case], [pair.fast, pair.base])
+    assert kept == [] and skipped[0]["case"] == case.key
+    assert f"~{budget.agent_prompt(case):,} estimated" in skipped[0]["reason"]
