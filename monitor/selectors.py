@@ -60,6 +60,7 @@ SAMPLE_HEAVY_FIELDS = (
     "server_timings",
     "tests_detail",
     "error_message",
+    "calls",
 )
 
 
