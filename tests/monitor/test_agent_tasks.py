@@ -110,6 +110,11 @@ def test_a_scheduled_probe_plays_scores_and_shows_agent_tasks(admin_client, benc
     html = page.content.decode()
     assert 'id="episode-scores"' in html and "Turn 1" in html and "user:" in html
     assert 'id="divergence"' in html and "/metrics/#ttft" in html
+    # a request of the episode on its own page: its turn, its calls and their answers
+    sample = with_calls.first()
+    html = admin_client.get(f"/samples/{sample.id}/").content.decode()
+    assert f"turn {sample.turn + 1}, request {sample.step + 1}" in html
+    assert "Tool calls and the environment" in html and sample.calls[0]["name"] in html
 
 
 # what the scripted models call every time: one harmless call forever, or one whose result is
