@@ -67,6 +67,7 @@ class TierEpisode:
     model_ms: float  # sum of the requests' E2E
     cost: str
     stop: str
+    turns: str  # "3 of 4": the turns the episode played to their end
 
 
 def _outcome(last: Sample | None) -> str:
@@ -77,10 +78,12 @@ def _outcome(last: Sample | None) -> str:
     return {True: "passed", False: "failed", None: "not checked"}[last.tests_passed]
 
 
-def tier_episode(tier: str, rows: list[Sample]) -> TierEpisode:
+def tier_episode(tier: str, rows: list[Sample], n_turns: int | None) -> TierEpisode:
     last = next((s for s in reversed(rows) if (s.tests_detail or {}).get("kind")), None)
     detail = (last.tests_detail or {}) if last else {}
-    stop = (detail.get("episode") or {}).get("stop") or detail.get("stop") or ""
+    played = {**(detail.get("episode") or {}), **detail}  # pending: the episode; scored: on top
+    stop = played.get("stop") or ""
+    done = played.get("turns_done")
     endpoint = rows[0].endpoint if rows else None
     costs = [
         budget.sample_cost(endpoint, s.prompt_tokens, output_tokens(s), s.cached_tokens)
@@ -97,6 +100,7 @@ def tier_episode(tier: str, rows: list[Sample]) -> TierEpisode:
         model_ms=sum(s.e2e_ms or 0.0 for s in rows),
         cost=usd(None if not costs or None in costs else sum(c for c in costs if c is not None)),
         stop=STOPS.get(stop, stop),
+        turns="—" if done is None else f"{done} of {n_turns}" if n_turns else str(done),
     )
 
 
@@ -153,7 +157,7 @@ def episode_context(run: Run, case_key: str, repetition: int) -> dict[str, Any]:
         "case": case,
         "repetition": repetition,
         "repetitions": range(run.repeat),
-        "tiers": [tier_episode(tier, by_tier[tier]) for tier in TIERS],
+        "tiers": [tier_episode(t, by_tier[t], (case.agent or {}).get("turns")) for t in TIERS],
         "turns": turn_rows(by_tier, users, diverged),
         "diverged": diverged,
         "users_note": note,

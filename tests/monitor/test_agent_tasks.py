@@ -109,6 +109,8 @@ def test_a_scheduled_probe_plays_scores_and_shows_agent_tasks(admin_client, benc
     assert page.status_code == 200
     html = page.content.decode()
     assert 'id="episode-scores"' in html and "Turn 1" in html and "user:" in html
+    turns = closing.first().case.agent["turns"]
+    assert f"{turns} of {turns}" in html  # the simulated tiers play every turn
     assert 'id="divergence"' in html and "/metrics/#ttft" in html
     # a request of the episode on its own page: its turn, its calls and their answers
     sample = with_calls.first()
