@@ -98,6 +98,10 @@ def test_a_scheduled_probe_plays_scores_and_shows_agent_tasks(admin_client, benc
     assert "undecided on `agent/base`" in html
     assert "Keep multi-step agent work on base for now: too little evidence yet" in html
     assert 'id="agent-cost-table"' in html and "requests per task" in html
+    # a task the fast tier loses links to its replay, not to a text diff
+    lost = [c for c in report.losing if c.category.startswith("agent/")]
+    assert lost, [(r.category, r.diff_points) for r in report.results]
+    assert f'href="/runs/{lost[0].run_id}/episodes/{lost[0].key}/"' in html
     spent = report.agent_spent["agent/base"]["base"]
     assert spent[0] == 1 and spent[1] == agent_cases["bfcl/multi_turn_base_0"]["r"]
     # progress counts requests, an episode at its expected requests until it is played
