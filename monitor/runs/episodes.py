@@ -22,7 +22,7 @@ says so, with the reason.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -78,10 +78,13 @@ def players(
     tasks: dict[str, AgentTask],
     cases: dict[str, Case],
     put: Callable[[StepDone | EpisodeDone], None],
+    after: Callable[[str, TimingRecord], Awaitable[None]] | None = None,
 ) -> dict[str, PlayEpisode]:
     """One player per agent case for ``evals.plan.execute_plan``: it plays the episode on the
     planned tier and hands each request, then the episode's end, to ``put`` (the run's queue
-    of records, read on the caller's thread, which stores them and beats)."""
+    of records, read on the caller's thread, which stores them and beats). ``after`` (the
+    per-vendor limit's) sees the episode's last request: a 429 ends an episode, and the
+    vendor's pause is then kept as after any single request."""
 
     def player(key: str) -> PlayEpisode:
         task, limits = tasks[key], Limits(max_tokens=cases[key].max_tokens)
@@ -89,15 +92,18 @@ def players(
         async def play(
             item: PlannedRequest, client: httpx.AsyncClient, endpoint: EndpointSpec
         ) -> None:
+            last: list[TimingRecord] = []
+
+            def on_request(record: TimingRecord, step: Step) -> None:
+                last[:] = [record]
+                put(StepDone(item, record, step))
+
             episode = await run_episode(
-                client,
-                endpoint,
-                task,
-                tier=item.tier,
-                on_request=lambda record, step: put(StepDone(item, record, step)),
-                limits=limits,
+                client, endpoint, task, tier=item.tier, on_request=on_request, limits=limits
             )
             put(EpisodeDone(item, episode))
+            if after is not None and last:
+                await after(item.tier, last[0])
 
         return play
 

@@ -274,7 +274,7 @@ def _execute(run: Run, cases: dict[str, Case], plan: list[PlannedRequest]) -> No
     concurrency = {t: ep.max_concurrency for t, ep in tier_endpoint.items()}
     records: queue.Queue = queue.Queue()
     # agent cases are played as episodes; each of their requests comes through ``records`` too
-    plays = episodes.players(episodes.tasks_of(cases), cases, records.put)
+    tasks = episodes.tasks_of(cases)
 
     def build_request(item: PlannedRequest) -> ChatRequest:
         case = cases[item.case_key]
@@ -314,7 +314,9 @@ def _execute(run: Run, cases: dict[str, Case], plan: list[PlannedRequest]) -> No
                     concurrency=concurrency,
                     on_record=on_gated_record,
                     gate=gate.gate if gate else None,
-                    episodes=plays,
+                    episodes=episodes.players(
+                        tasks, cases, records.put, after=gate.after if gate else None
+                    ),
                 )
         finally:
             if gate:
