@@ -5,12 +5,13 @@ What is stored, and why so: every request of an episode is a sample like any oth
 timings count in the tier's latency, availability and cost), placed by its ``turn`` and
 ``step``, with the tool calls it made and what the environment answered (``Sample.calls``,
 scrubbed); once the episode ends, its last sample carries the episode (``tests_detail``,
-marked pending). Its score (``evals.agent.score.score_episode``: the
-ground truth played in the sandbox, compared state by state and call by call) is computed in
-the run's evaluate step, with the generated code, so no sandbox competes with a run's timed
-requests; it lands in that sample's ``tests_passed``. So every capability read — rollups, the
-"Is it worse?" window, the loss detectors, the budget's rotation — counts one outcome per
-episode, through the paths it already takes; no table of its own to join.
+marked pending). Its score (``evals.agent.score.score_episode``: the ground truth played in a
+fresh sandboxed environment, compared state by state and call by call) is computed in the
+run's evaluate step, with the generated code, so scoring never competes with the run's timed
+requests (the episode's own environment runs beside them, as it must); it lands in that
+sample's ``tests_passed``. So every capability read — rollups, the "Is it worse?" window, the
+loss detectors, the budget's rotation — counts one outcome per episode, through the paths it
+already takes; no table of its own to join.
 
 An episode is stored whole or played again: a taken-over run drops the samples of an episode
 its lost worker had not closed (the environment's state between steps is not kept) and plays
