@@ -1,14 +1,15 @@
 """Multi-turn agent tasks on the real local engines (llama.cpp): what tiny models score.
 
 The local pair (``smollm2-f16`` base, ``smollm2-q4`` fast: SmolLM2-135M-Instruct in F16 and
-Q4_0) is served by ``llama-server`` with ``--jinja``: SmolLM2's own chat template has no place
-for tools (it drops them), and with ``--jinja`` llama.cpp renders the request through its tool
-handling instead, which for a template without tools is its generic format: the tools' JSON
-schemas go into the system prompt and the answer is constrained by a grammar to either a call
-(``{"tool_call": {"name", "arguments"}}``) or a text response, parsed back into OpenAI
-``tool_calls``. So the model is offered the tools and can only answer in valid call syntax;
-whether the calls are right is what it is scored on. The prompt cache is on (both tiers alike):
-an episode's requests share their growing prefix.
+Q4_0) is served by ``llama-server --jinja`` with a tool-aware chat template (:data:`TEMPLATE`).
+SmolLM2's own template has no place for tools: with it (``--jinja`` alone) this llama.cpp
+renders a request's 40 tools into nothing (55 prompt tokens for a BFCL request, measured). The
+template here is the Hermes / Qwen2.5 convention in SmolLM2's own ChatML tokens: the tools' JSON
+schemas in the system prompt, calls answered as ``<tool_call>{"name", "arguments"}</tool_call>``,
+results given back as ``<tool_response>``; llama.cpp recognises the ``<tool_call>`` form and
+parses such answers into OpenAI ``tool_calls``. The model was not trained on it: whether it
+calls at all is part of what is measured. The prompt cache is on (both tiers alike): an
+episode's requests share their growing prefix.
 
 ``--tasks`` tasks per category are played by both tiers through the project's client and agent
 loop and scored as BFCL scores them. Nothing is built here: the script uses the llama.cpp build
@@ -59,6 +60,42 @@ COLUMNS = (
 )
 HEADER = "| " + " | ".join(COLUMNS) + " |\n|" + " --- |" * len(COLUMNS)
 TIERS = {"smollm2-f16": "smollm2-f16", "smollm2-q4": "smollm2-q4_0"}  # target -> model
+TEMPLATE = """{%- if tools %}<|im_start|>system
+{% if messages[0]['role'] == 'system' %}{{ messages[0]['content'] }}
+
+{% endif %}You may call one or more functions to assist with the user query.
+
+You are provided with function signatures within <tools></tools> XML tags:
+<tools>
+{% for tool in tools %}{{ tool | tojson }}
+{% endfor %}</tools>
+
+For each function call, return a json object with function name and arguments within \
+<tool_call></tool_call> XML tags:
+<tool_call>
+{"name": <function-name>, "arguments": <args-json-object>}
+</tool_call><|im_end|>
+{% endif %}
+{%- for message in messages %}
+{%- if message.role == 'user' or (message.role == 'system' and not tools) %}\
+<|im_start|>{{ message.role }}
+{{ message.content }}<|im_end|>
+{% elif message.role == 'assistant' %}<|im_start|>assistant
+{% if message.content %}{{ message.content }}{% endif %}
+{%- for tc in message.tool_calls or [] %}
+<tool_call>
+{"name": "{{ tc.function.name }}", "arguments": {{ tc.function.arguments \
+if tc.function.arguments is string else tc.function.arguments | tojson }}}
+</tool_call>
+{%- endfor %}<|im_end|>
+{% elif message.role == 'tool' %}<|im_start|>user
+<tool_response>
+{{ message.content }}
+</tool_response><|im_end|>
+{% endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}<|im_start|>assistant
+{% endif %}"""
 
 
 def summary(tier: str, played: list[tuple[Episode, TaskScore]]) -> str:
@@ -111,6 +148,8 @@ def main() -> None:
     wall = time.perf_counter()
     servers = []
     with tempfile.TemporaryDirectory() as logs:
+        template = Path(logs) / "tools-chatml.jinja"
+        template.write_text(TEMPLATE)
         try:
             urls = {}
             for name, model in TIERS.items():
@@ -120,7 +159,7 @@ def main() -> None:
                     free_port(),
                     alias=name,
                     ctx=args.ctx,
-                    args=("--jinja",),
+                    args=("--jinja", "--chat-template-file", str(template)),
                     cache_ram_mib=256,
                 )
                 server = start(binaries.server, spec, log=Path(logs) / f"{name}.log")
@@ -140,8 +179,9 @@ thread per server. Command: `nice -n 15 .venv/bin/python benchmarks/agent_engine
 {args.tasks} --ctx {args.ctx} --steps {args.steps} --requests {args.requests} --write-docs`
 ({wall:.0f} s wall). The first {args.tasks} task(s) of each BFCL v4 multi-turn category
 ({len(tasks)} tasks) on SmolLM2-135M-Instruct, F16 (base) and Q4_0 (fast), served with
-`--jinja` (llama.cpp's generic tool format: the tools' schemas in the system prompt, the answer
-grammar-constrained to a call or a text), context {args.ctx}, at most {args.steps} steps with
+`--jinja` and the script's tool-aware ChatML template (the tools' schemas in the system prompt,
+`<tool_call>` answers; SmolLM2's own template drops the tools), context {args.ctx}, at most
+{args.steps} steps with
 calls per turn (BFCL allows 20; fewer here to bound the time) and {args.requests} requests per
 episode, 256 output tokens per request.
 

@@ -146,8 +146,10 @@ class TaskScore:
     ``passed`` is BFCL's verdict: every turn played (no force-quit), a call in every turn that
     expects one, and at each such turn the state and the responses match. ``failure`` names
     the first reason in BFCL's words (``force_terminated``, ``empty_turn_model_response``,
-    ``instance_state_mismatch``, ``execution_response_mismatch``) or tierwatch's own
-    (``environment_error``: the sandbox failed, scored as not passed on either tier).
+    ``instance_state_mismatch``, ``execution_response_mismatch``) or the episode's own stop
+    when it was not the model's doing (``error``: a vendor request failed; ``timeout``: the
+    episode's request limit or wall clock; ``environment_error``: the sandbox), kept apart so
+    the product can leave them out of a comparison like any failed sample.
     """
 
     task_key: str
