@@ -601,6 +601,9 @@ def _run_deleted(sender: type[Run], instance: Run, **kwargs: object) -> None:
     bump_generation([instance.pair_id])
 
 
+AGENT_SCENARIO = "agent"  # the speed scenario of an agent episode's requests (Sample.scenario)
+
+
 class Sample(models.Model):
     """One request's full record: timings, token counts, text, errors, provenance."""
 
@@ -679,6 +682,13 @@ class Sample(models.Model):
 
     def __str__(self) -> str:
         return f"sample {self.pk} {self.tier} {self.case.key}"
+
+    @property
+    def scenario(self) -> str:
+        """The speed scenario the sample counts in: its case's, but an agent episode's requests
+        make one of their own (``AGENT_SCENARIO``): their prompts grow turn by turn, the shape
+        of no other scenario."""
+        return AGENT_SCENARIO if self.turn is not None else self.case.scenario
 
 
 class Beacon(models.Model):

@@ -110,8 +110,8 @@ def summarise_samples(samples: Sequence[Any], *, min_n: int | None = None) -> di
     min_n = settings.TIERWATCH_MIN_N if min_n is None else min_n
     by_tier = {t: [s for s in samples if s.tier == t] for t in ("fast", "base")}
     by_scenario: dict[str, dict[str, Any]] = {}
-    for scenario in sorted({s.case.scenario for s in samples}):
-        group = {t: [s for s in by_tier[t] if s.case.scenario == scenario] for t in by_tier}
+    for scenario in sorted({s.scenario for s in samples}):
+        group = {t: [s for s in by_tier[t] if s.scenario == scenario] for t in by_tier}
         by_scenario[scenario] = {
             **{t: timing_block(group[t], min_n) for t in group},
             "speedup": speedup_block(group["fast"], group["base"]),

@@ -47,7 +47,7 @@ def paired_samples(samples: Iterable[Sample]) -> dict[str, list[dict[str, Sample
         if s.batch == 0:
             key = (s.run_id, s.case_id, s.repetition, s.turn, s.step)
             slots[key][s.tier] = s
-            scenario_of[key] = s.case.scenario
+            scenario_of[key] = s.scenario
     out: dict[str, list[dict[str, Sample]]] = defaultdict(list)
     for key, pair in slots.items():
         if "fast" in pair and "base" in pair:

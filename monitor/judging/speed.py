@@ -272,8 +272,8 @@ def speed_report(*, pair: Pair, runs: Sequence[Run] | None = None) -> dict[str, 
     now = timezone.now()
     by = defaultdict(list)
     for s in samples:
-        by[(s.case.scenario, s.tier)].append(s)
-    scenarios = scenario_order(s.case.scenario for s in samples)
+        by[(s.scenario, s.tier)].append(s)
+    scenarios = scenario_order(s.scenario for s in samples)
     pairs = paired_samples(samples)
     table, claims = speedups(pairs, factor if claim and claim.metric != "output_tps" else None)
     if claim and claim.form == "factor":  # a status only in the claim's own metric

@@ -104,6 +104,9 @@ def test_a_scheduled_probe_plays_scores_and_shows_agent_tasks(admin_client, benc
     assert f'href="/runs/{lost[0].run_id}/episodes/{lost[0].key}/"' in html
     spent = report.agent_spent["agent/base"]["base"]
     assert spent[0] == 1 and spent[1] == agent_cases["bfcl/multi_turn_base_0"]["r"]
+    # an episode's requests are a speed scenario of their own, not pooled into another one
+    assert set(run.summary["by_scenario"]) == {"agent"}
+    assert admin_client.get(f"/pairs/{pair.name}/speed/").status_code == 200
     # progress counts requests, an episode at its expected requests until it is played
     assert run.planned >= run.completed == samples.count()
     html = admin_client.get(f"/runs/{run.id}/").content.decode()
