@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import random
 import threading
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -120,6 +120,9 @@ STREAMS = StreamBudget()  # this process's
 
 OnRecord = Callable[[PlannedRequest, TimingRecord], Awaitable[None]]
 BuildRequest = Callable[[PlannedRequest], ChatRequest]
+# plays one planned item as a multi-turn agent episode (``evals.agent.loop.run_episode``): it
+# sends the episode's requests itself, one after another, and hands each record over itself
+PlayEpisode = Callable[[PlannedRequest, httpx.AsyncClient, EndpointSpec], Awaitable[None]]
 
 
 async def execute_plan(
@@ -131,6 +134,7 @@ async def execute_plan(
     on_record: OnRecord,
     client: httpx.AsyncClient | None = None,
     gate: Callable[[str], AbstractAsyncContextManager[Any]] | None = None,
+    episodes: Mapping[str, PlayEpisode] | None = None,
 ) -> int:
     """Send every planned request, at most ``concurrency[tier]`` at once per endpoint.
 
@@ -140,6 +144,11 @@ async def execute_plan(
     Returns the number of records handed to ``on_record``. ``gate(tier)``, when given, is
     entered around each request as well: a limit shared with other processes (the product's
     Redis per-vendor limit).
+
+    ``episodes`` maps the case keys played as agent episodes to their player: such an item
+    holds one of its tier's slots (and one ``gate``) for the whole episode, whose requests are
+    sequential anyway, so the episodes of both tiers interleave in plan order like single
+    requests do. It counts as one item handed over.
     """
     limits = {tier: asyncio.Semaphore(max(1, concurrency.get(tier, 1))) for tier in endpoints}
     own_client = client is None
@@ -148,7 +157,12 @@ async def execute_plan(
 
     async def one(item: PlannedRequest) -> None:
         nonlocal done
+        play = (episodes or {}).get(item.case_key)
         async with limits[item.tier], gate(item.tier) if gate else nullcontext():
+            if play is not None:
+                await play(item, http, endpoints[item.tier])
+                done += 1
+                return
             record = await stream_chat(http, endpoints[item.tier], build_request(item))
         await on_record(item, record)
         done += 1

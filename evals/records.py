@@ -137,9 +137,11 @@ class EndpointSpec:
 
 @dataclass(frozen=True)
 class ChatRequest:
-    """One request of a case: the same object is sent to both tiers."""
+    """One request of a case: the same object is sent to both tiers. ``messages`` are in the
+    endpoint's protocol's shape (an agent episode's tool calls and results included:
+    :func:`evals.toolcalls.conversation_messages`)."""
 
-    messages: list[dict[str, str]]
+    messages: list[dict[str, Any]]
     max_tokens: int = 256
     temperature: float = 0.0
     seed: int | None = None
@@ -228,6 +230,11 @@ class CaseSpec:
     tools: list[dict[str, Any]] = field(default_factory=list)
     tool_answers: list[dict[str, dict[str, list[Any]]]] | None = None
     response_format: dict[str, Any] | None = None  # structured-output cases
+    # multi-turn agent tasks (evals.benchmarks.bfcl_multi_turn): where the task is read from,
+    # {"source": "bfcl", "id": "multi_turn_base_0", "category": "multi_turn_base",
+    #  "involved_classes": [...], "turns": n}; the whole task is
+    # evals.benchmarks.bfcl_multi_turn.task_for(case)
+    agent: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -141,7 +141,9 @@ def bwrap_path() -> str:
     return os.environ.get("TIERWATCH_BWRAP") or shutil.which("bwrap") or "/usr/bin/bwrap"
 
 
-def _bwrap_args(host_dir: Path, runner_args: list[str]) -> list[str]:
+def _bwrap_args(
+    host_dir: Path, runner_args: list[str], files: tuple[str, ...] = FILES
+) -> list[str]:
     """bwrap command line: what the sandbox sees, nothing more (see the module docstring)."""
     if os.geteuid() == 0:
         ns = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts"]
@@ -172,7 +174,7 @@ def _bwrap_args(host_dir: Path, runner_args: list[str]) -> list[str]:
     for scratch in ("/dev/shm", "/tmp"):
         args += ["--perms", "01777", "--size", str(SCRATCH_BYTES), "--tmpfs", scratch]
     args += ["--perms", "01777", "--size", str(WORKDIR_BYTES), "--tmpfs", WORKDIR]
-    for name in FILES:
+    for name in files:
         args += ["--ro-bind", str(host_dir / name), f"{WORKDIR}/{name}"]
     args += ["--remount-ro", "/dev", "--remount-ro", "/"]  # not what is mounted on them
     return [*args, "--chdir", WORKDIR, *runner_args]
@@ -256,22 +258,35 @@ class _Capture(threading.Thread):
         return (bytes(self.head) + gap + bytes(self.tail)).decode("utf-8", "replace")
 
 
+def command(
+    mode: str, host_dir: Path, files: tuple[str, ...], script: str
+) -> tuple[list[str], str]:
+    """``python -I <script>`` isolated by ``mode`` (bwrap or unsafe-subprocess), seeing only
+    ``files`` (names of files or directories in ``host_dir``): the command line and its working
+    dir. The unit-test judge and an agent task's environment (:mod:`evals.agent.environment`)
+    start this way, so both get the same isolation."""
+    runner = [_interpreter(), "-I", script]
+    if mode == BWRAP:
+        return _bwrap_args(host_dir, runner, files), str(host_dir)
+    work = host_dir / "work"
+    work.mkdir()
+    work.chmod(0o1777)  # the child, as its own uid, may write scratch files here
+    for name in files:
+        source = host_dir / name
+        if source.is_dir():
+            shutil.copytree(source, work / name)
+        else:
+            shutil.copy(source, work / name)
+    return runner, str(work)
+
+
 def _spawn(
     mode: str, host_dir: Path, stdin: bytes, timeout_s: float, watch: Watch
 ) -> tuple[int | None, bool, str, str]:
     """Start the judge under ``mode``, bounded as a whole by ``watch`` (which kills every
     process of the evaluation when it ends, those that left its session too); return
     (returncode, timed_out, verdict, output)."""
-    runner = [_interpreter(), "-I", "sandbox_judge.py"]
-    if mode == BWRAP:
-        args, cwd = _bwrap_args(host_dir, runner), str(host_dir)
-    else:
-        work = host_dir / "work"
-        work.mkdir()
-        work.chmod(0o1777)  # the child, as its own uid, may write scratch files here
-        for name in FILES:
-            shutil.copy(host_dir / name, work / name)
-        args, cwd = runner, str(work)
+    args, cwd = command(mode, host_dir, FILES, "sandbox_judge.py")
     proc = subprocess.Popen(
         args,
         cwd=cwd,

@@ -94,3 +94,113 @@ class ToolCallAssembler:
                 args = json.dumps(self.inputs[index])
             out.append({"name": entry["name"], "arguments_json": args})
         return out
+
+
+def conversation_messages(
+    protocol: str, conversation: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """A multi-turn conversation in each protocol's own message shapes.
+
+    ``conversation`` is neutral: ``{"role": "user" | "system", "content"}``, an assistant turn
+    ``{"role": "assistant", "content", "tool_calls": [{"id", "name", "arguments_json"}]}`` and
+    a tool result ``{"role": "tool", "tool_call_id", "name", "content"}``. OpenAI's Chat
+    Completions takes the assistant's ``tool_calls`` (``type: function``, arguments as a JSON
+    string) and ``role: tool`` messages with their ``tool_call_id``; Anthropic's Messages API
+    takes ``tool_use`` blocks (``input`` an object) in the assistant message and the results
+    as ``tool_result`` blocks in the next user message, which also holds the next user text
+    (roles alternate; an assistant text may not be empty); OpenAI's Responses API takes
+    ``function_call`` and ``function_call_output`` input items.
+    """
+    if protocol == "anthropic":
+        return _anthropic_messages(conversation)
+    if protocol == "responses":
+        return _responses_items(conversation)
+    out: list[dict[str, Any]] = []
+    for m in conversation:
+        if m["role"] == "assistant" and m.get("tool_calls"):
+            calls = [
+                {
+                    "id": c["id"],
+                    "type": "function",
+                    "function": {"name": c["name"], "arguments": c["arguments_json"] or "{}"},
+                }
+                for c in m["tool_calls"]
+            ]
+            out.append(
+                {"role": "assistant", "content": m.get("content") or None, "tool_calls": calls}
+            )
+        elif m["role"] == "tool":
+            out.append({"role": "tool", "tool_call_id": m["tool_call_id"], "content": m["content"]})
+        else:
+            out.append({"role": m["role"], "content": m.get("content") or ""})
+    return out
+
+
+def _arguments(arguments_json: str) -> dict[str, Any]:
+    """A call's arguments as an object; a model's invalid JSON becomes ``{}`` on the wire (the
+    call itself was already answered with the error)."""
+    try:
+        value = json.loads(arguments_json or "{}")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _anthropic_messages(conversation: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for m in conversation:
+        if m["role"] == "system":  # the client lifts it into ``system``
+            out.append({"role": "system", "content": m["content"]})
+            continue
+        if m["role"] == "assistant":
+            blocks: list[dict[str, Any]] = []
+            if m.get("content"):
+                blocks.append({"type": "text", "text": m["content"]})
+            for c in m.get("tool_calls") or []:
+                arguments = _arguments(c["arguments_json"])
+                blocks.append(
+                    {"type": "tool_use", "id": c["id"], "name": c["name"], "input": arguments}
+                )
+            out.append({"role": "assistant", "content": blocks or [{"type": "text", "text": "-"}]})
+            continue
+        if m["role"] == "tool":
+            block = {
+                "type": "tool_result",
+                "tool_use_id": m["tool_call_id"],
+                "content": m["content"],
+            }
+        else:
+            block = {"type": "text", "text": m["content"]}
+        if out and out[-1]["role"] == "user":
+            out[-1]["content"].append(block)
+        else:
+            out.append({"role": "user", "content": [block]})
+    return out
+
+
+def _responses_items(conversation: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for m in conversation:
+        if m["role"] == "assistant":
+            if m.get("content"):
+                out.append({"role": "assistant", "content": m["content"]})
+            for c in m.get("tool_calls") or []:
+                out.append(
+                    {
+                        "type": "function_call",
+                        "call_id": c["id"],
+                        "name": c["name"],
+                        "arguments": c["arguments_json"] or "{}",
+                    }
+                )
+        elif m["role"] == "tool":
+            out.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": m["tool_call_id"],
+                    "output": m["content"],
+                }
+            )
+        else:
+            out.append({"role": m["role"], "content": m["content"]})
+    return out

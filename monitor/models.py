@@ -324,6 +324,9 @@ class Case(models.Model):
     tools = models.JSONField(default=list, blank=True)
     tool_answers = models.JSONField(null=True, blank=True)
     response_format = models.JSONField(null=True, blank=True)
+    # a multi-turn agent task (``evals.records.CaseSpec.agent``: where it is read from): played
+    # as an episode of several requests, not sent as one
+    agent = models.JSONField(null=True, blank=True)
 
     class Meta:
         unique_together = [("suite", "key")]
@@ -598,6 +601,9 @@ def _run_deleted(sender: type[Run], instance: Run, **kwargs: object) -> None:
     bump_generation([instance.pair_id])
 
 
+AGENT_SCENARIO = "agent"  # the speed scenario of an agent episode's requests (Sample.scenario)
+
+
 class Sample(models.Model):
     """One request's full record: timings, token counts, text, errors, provenance."""
 
@@ -614,6 +620,15 @@ class Sample(models.Model):
     batch = models.PositiveSmallIntegerField(default=0, help_text="independent batch (A-vs-A)")
     repetition = models.PositiveSmallIntegerField(default=0)
     seq = models.PositiveIntegerField(default=0, help_text="position in the interleaved plan")
+    # An agent task's episode is several requests of one (case, tier, batch, repetition): each
+    # is a sample, placed by its turn and its step in the turn (docs/measures.md, "Multi-turn
+    # agent tasks"); a one-request case has turn None and step 0. ``calls`` are the tool calls
+    # the request made with what the task's environment answered, scrubbed like any vendor
+    # text. The episode's score is on its last sample (``tests_passed``), so every capability
+    # read counts one outcome per episode.
+    turn = models.PositiveSmallIntegerField(null=True, blank=True)
+    step = models.PositiveSmallIntegerField(default=0)
+    calls = models.JSONField(null=True, blank=True)
     started_at = models.DateTimeField(db_index=True)
     ok = models.BooleanField()
     error_class = models.CharField(max_length=32, blank=True, db_index=True)
@@ -667,6 +682,13 @@ class Sample(models.Model):
 
     def __str__(self) -> str:
         return f"sample {self.pk} {self.tier} {self.case.key}"
+
+    @property
+    def scenario(self) -> str:
+        """The speed scenario the sample counts in: its case's, but an agent episode's requests
+        make one of their own (``AGENT_SCENARIO``): their prompts grow turn by turn, the shape
+        of no other scenario."""
+        return AGENT_SCENARIO if self.turn is not None else self.case.scenario
 
 
 class Beacon(models.Model):

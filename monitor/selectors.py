@@ -16,6 +16,7 @@ from typing import Any
 
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.db.models.fields.json import KT
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 
 from monitor.models import (
@@ -59,6 +60,7 @@ SAMPLE_HEAVY_FIELDS = (
     "server_timings",
     "tests_detail",
     "error_message",
+    "calls",
 )
 
 
@@ -524,3 +526,27 @@ def run_sketches(run_ids: Iterable[int]) -> dict[tuple[int, str], dict[str, dict
         (run_id, tier): {"ttft_ms": ttft or {}, "e2e_ms": e2e or {}}
         for run_id, tier, ttft, e2e in rows
     }
+
+
+def episode_samples(run: Run, case_key: str, repetition: int = 0) -> list[Sample]:
+    """An agent task's episodes in a run, both tiers (batch 0), each in its order of turns and
+    steps (404 when the run played no such task)."""
+    rows = list(
+        run.samples.filter(case__key=case_key, repetition=repetition, batch=0)
+        .select_related("case", "endpoint")
+        .order_by("tier", "turn", "step")
+    )
+    if not rows:
+        raise Http404(f"run {run.pk} played no episode of {case_key!r}")
+    return rows
+
+
+def run_episodes(run: Run) -> list[Sample]:
+    """The last sample of each agent episode of a run (it carries the episode and its score),
+    by case, repetition and tier."""
+    return list(
+        run.samples.filter(tests_detail__kind="agent")
+        .select_related("case")
+        .defer("text", "reasoning_text", "chunk_gaps_ms", "chunk_tokens", "logprobs", "headers")
+        .order_by("case__key", "repetition", "tier")
+    )

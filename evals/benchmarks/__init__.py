@@ -7,6 +7,7 @@ category label, and checks an answer (a :class:`~evals.records.TimingRecord`) ag
                      never installed and never copied into the repository).
 - ``humaneval``    — the 164 HumanEval problems; answers run in :mod:`evals.sandbox`.
 - ``bfcl``         — BFCL v4 tool-calling cases and their possible answers.
+- ``bfcl_multi_turn`` — BFCL v4 multi-turn agent tasks (played by :mod:`evals.agent`).
 - ``toolcheck``    — the tool-call checker: correctness, error classes, schema accuracy, and
                      tool-call decision F1 between two tiers.
 - ``instructions`` — tierwatch's own verifiable-instruction prompts, strict and loose.

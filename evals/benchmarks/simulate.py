@@ -147,3 +147,109 @@ def _wrong(value: Any) -> Any:
     if isinstance(value, list):
         return value[:-1] if value else ["x"]
     return None
+
+
+# Multi-turn agent tasks (evals.benchmarks.bfcl_multi_turn). The SIMULATED base tier answers
+# each turn with BFCL's ground-truth calls, then a short text once their results are back; it
+# fails AGENT_BASE_FAIL of the tasks (always the same ones: one call of the last turn dropped).
+# The distilled tier does the same but, from the second turn on, drops or mangles one call of a
+# turn with the probability of its category: it loses on later turns, where the state it
+# changed must be right for the next step.
+AGENT_BASE_FAIL = 0.10
+AGENT_TURN_LOSS = {
+    "agent/base": 0.15,
+    "agent/miss_func": 0.20,
+    "agent/miss_param": 0.20,
+    "agent/long_context": 0.30,
+}
+
+
+@functools.lru_cache(maxsize=1)
+def _agent_index() -> dict[str, list[Any]]:
+    """Agent tasks by their first user message, when the wheel is already on this machine."""
+    from evals.benchmarks import bfcl_multi_turn
+    from evals.benchmarks.fetch import cached_wheel
+
+    index: dict[str, list[Any]] = {}
+    if cached_wheel("bfcl-eval"):
+        for task in bfcl_multi_turn.load_tasks():
+            index.setdefault(task.turns[0][0]["content"], []).append(task)
+    return index
+
+
+def _user_texts(messages: list[dict[str, Any]]) -> list[str]:
+    """The user's own messages in order (OpenAI ``user`` messages; Anthropic ``text`` blocks of
+    user messages, which also carry the tool results)."""
+    texts = []
+    for m in messages:
+        if m.get("role") != "user":
+            continue
+        content = m.get("content")
+        if isinstance(content, list):
+            texts += [str(b.get("text", "")) for b in content if b.get("type") == "text"]
+        else:
+            texts.append(str(content))
+    return texts
+
+
+def _answered_with_calls(messages: list[dict[str, Any]]) -> bool:
+    """Whether the last thing in the conversation is a tool result (the turn is under way)."""
+    last = messages[-1] if messages else {}
+    content = last.get("content")
+    if last.get("role") == "tool":
+        return True
+    return isinstance(content, list) and bool(content) and content[-1].get("type") == "tool_result"
+
+
+def _turn(task: Any, texts: list[str], names: set[str]) -> int | None:
+    """The turn of ``task`` a request is in: the user's messages so far are those of its turns
+    up to it, and the tools offered are those of that turn; None if the request is not from
+    this task. A base task and its long-context twin ask the same (only their environments
+    differ): the first in file order, the base task, answers for both."""
+    said: list[str] = []
+    offered = {t["name"] for t in task.tools}
+    for turn, messages in enumerate(task.turns):
+        said += [m["content"] for m in messages]
+        offered |= {t["name"] for t in task.added_tools.get(turn, [])}
+        if said == texts:
+            return turn if offered == names else None
+    return None
+
+
+def agent_reply(
+    messages: list[dict[str, Any]], tools: list[dict[str, Any]], family: str
+) -> tuple[list[dict[str, str]], str] | None:
+    """The family's (tool calls, text) for a request of an agent episode, None if it is not one."""
+    from evals.benchmarks.bfcl_multi_turn import truth_calls
+
+    texts = _user_texts(messages)
+    names = {str((t.get("function") or t).get("name")) for t in tools}
+    found = [
+        (task, turn)
+        for task in (_agent_index().get(texts[0], []) if texts else [])
+        if (turn := _turn(task, texts, names)) is not None
+    ]
+    if not found:
+        return None
+    task, turn = found[0]
+    if _answered_with_calls(messages):
+        return [], "Done."
+    calls = truth_calls(task, turn)
+    if not calls:
+        return [], "I cannot do that with the functions I have; please tell me more."
+    last = len(task.turns) - 1
+    if turn == last and _unit("agent-base", task.key) < AGENT_BASE_FAIL:
+        return calls[:-1], "" if len(calls) > 1 else "Done."
+    rate = AGENT_TURN_LOSS.get(task.category, 0.0)
+    if family == "distilled" and turn >= 1 and _unit("agent-loss", task.key, turn) < rate:
+        k = int(_unit("agent-call", task.key, turn) * len(calls))
+        if _unit("agent-mode", task.key, turn) < 0.5 or not json.loads(calls[k]["arguments_json"]):
+            calls = calls[:k] + calls[k + 1 :]  # a step forgotten
+        else:
+            args = json.loads(calls[k]["arguments_json"])
+            first = next(iter(args))
+            args[first] = _wrong(args[first])  # a plausible but wrong value
+            calls[k] = {**calls[k], "arguments_json": json.dumps(args)}
+        if not calls:
+            return [], "Done."
+    return calls, ""

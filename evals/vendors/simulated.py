@@ -16,6 +16,9 @@ says "simulated". Three tiers play the story tierwatch is built to tell apart:
   cases of difficulty "hard" it answers the case's ``weak_solution`` (fails the unit tests);
   on benchmark cases (HumanEval, BFCL tool calls, tierwatch's data files) it loses at the
   rates of :mod:`evals.benchmarks.simulate`, and tool calls are streamed as tool-call deltas.
+  Multi-turn agent tasks (BFCL's, with tool results sent back) are answered turn by turn with
+  the ground truth's calls by the base family, and lost on later turns by the distilled one
+  (:func:`evals.benchmarks.simulate.agent_reply`).
 
 Text: a toy language model whose "logits" are hashes of (weights family, prompt, step). At
 temperature 0 it takes the argmax, so text is deterministic per (model, prompt); above 0 it
@@ -404,8 +407,12 @@ class Vendor:
         else:
             sampler = random.Random(self.rng.getrandbits(64))
         calls: list[dict[str, str]] = []
-        bench = _benchmark_case(messages, tools) if tools else None
-        if bench is not None:  # a tool case: calls (streamed as deltas after the text)
+        agent = _simulate().agent_reply(messages, tools, tier.family) if tools else None
+        bench = _benchmark_case(messages, tools) if tools and agent is None else None
+        if agent is not None:  # a step of an agent episode: the turn's calls, or its end
+            calls, text = agent
+            pieces = token_pieces(text)
+        elif bench is not None:  # a tool case: calls (streamed as deltas after the text)
             calls, text = _simulate().tool_calls(bench, tier.family)
             pieces = token_pieces(text)
         else:

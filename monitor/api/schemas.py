@@ -94,6 +94,8 @@ class SampleOut(Schema):
     scenario: str
     repetition: int
     batch: int
+    turn: int | None  # an agent episode's turn and step (None and 0 for a one-request case)
+    step: int
     started_at: datetime
     ok: bool
     error_class: str

@@ -1,7 +1,7 @@
 """Retention of raw sample payloads: text, reasoning, chunk gaps, tokens per chunk, logprobs,
-headers and server timings are emptied once older than ``TIERWATCH_RETENTION_DAYS`` (default
-30); the timing columns, the error class, the test outcome and everything in runs, summaries,
-rollups and provenance events stay for good.
+headers, server timings and an agent request's tool calls and results are emptied once older
+than ``TIERWATCH_RETENTION_DAYS`` (default 30); the timing columns, the error class, the test
+outcome and everything in runs, summaries, rollups and provenance events stay for good.
 
 Exempt: the samples of each pair's newest ``TIERWATCH_RETENTION_KEEP_AUDITS`` audit runs
 (default 4): the verdict page's diff viewer and a re-computed verdict read their texts.
@@ -27,7 +27,7 @@ from monitor.models import Pair, Run, RunKind, Sample
 # Each payload column and its emptied value (the column's own default: no NULL in a list field).
 EMPTY: dict[str, object] = {
     "text": "", "reasoning_text": "", "chunk_gaps_ms": [], "chunk_tokens": [], "headers": {},
-    "logprobs": None, "server_timings": None, "tests_detail": None,
+    "logprobs": None, "server_timings": None, "tests_detail": None, "calls": None,
 }  # fmt: skip
 
 

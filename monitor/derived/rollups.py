@@ -17,7 +17,11 @@ and the budget read; short keys because a capability run has a thousand cases):
   checked, ``p`` passed, ``e`` error classes counted, ``f`` the class of a failed answer
   (``failed_class``: "tests_failed"/"constraint_broken"/"check_failed" when the check named
   none), and for tool-call cases ``t``: per answer
-  ``[repetition, correct, called, n_calls, n_schema_valid, error]``.
+  ``[repetition, correct, called, n_calls, n_schema_valid, error]``; for an agent task
+  (``monitor.runs.episodes``: its outcome is on its episode's last sample) ``r``, the most
+  requests one of its episodes took (the budget's estimate for the next runs), and ``a``:
+  ``[episodes, requests, prompt tokens, output tokens, model ms]`` summed over its scored
+  episodes, checked or not (the cost and time per task on the "Is it worse?" page).
 """
 
 from __future__ import annotations
@@ -172,9 +176,15 @@ def case_outcomes(rows: Iterable[Any]) -> dict[str, dict[str, Any]]:
             if value is not None:
                 entry[name] = max(entry.get(name, 0), value)
         passed = _get(r, "tests_passed")
+        detail = _get(r, "tests_detail") or {}
+        if detail.get("kind") == "agent" and "requests" in detail and not _get(r, "batch"):
+            entry["r"] = max(entry.get("r", 0), detail["requests"])
+            spent = entry.setdefault("a", [0, 0, 0, 0, 0.0])
+            for i, name in enumerate(("requests", "prompt_tokens", "output_tokens", "model_ms")):
+                spent[i + 1] += detail.get(name) or 0
+            spent[0] += 1
         if passed is None or _get(r, "batch"):
             continue
-        detail = _get(r, "tests_detail") or {}
         kind, error = detail.get("kind"), detail.get("error_class")
         entry["k"] = kind
         entry["n"] = entry.get("n", 0) + 1

@@ -67,8 +67,11 @@ def tier_block(samples: Sequence[Any], min_n: int, gated: Sequence[Any]) -> dict
 
 def text_pairs(samples: Sequence[Any]) -> dict[str, list[tuple[str, str]]]:
     """The texts of comparable answers (``evals.comparable``: same case and repetition, no
-    per-request nonce), fast vs base and base vs base."""
-    pairs = comparable_pairs(samples, group=lambda s: s.case_id, messages=lambda s: s.case.messages)
+    per-request nonce; in an agent episode the same turn and step), fast vs base and base vs
+    base."""
+    pairs = comparable_pairs(
+        samples, group=lambda s: (s.case_id, s.turn, s.step), messages=lambda s: s.case.messages
+    )
     return {name: [(a.text, b.text) for a, b in p] for name, p in pairs.items()}
 
 
@@ -121,7 +124,7 @@ def gate(
         for s in samples
         if counts_for_tier(
             getattr(s, "served_tier", ""),
-            expected.get(getattr(s, "endpoint_id", None), ""),
+            expected.get(getattr(s, "endpoint_id", 0), ""),
             include_downgraded=include_downgraded,
         )
     ]
@@ -140,8 +143,8 @@ def summarise_samples(
     kept = gate(samples, expected or {}, include_downgraded=include_downgraded)
     by_tier = {t: [s for s in samples if s.tier == t] for t in ("fast", "base")}
     by_scenario: dict[str, dict[str, Any]] = {}
-    for scenario in sorted({s.case.scenario for s in samples}):
-        group = {t: [s for s in by_tier[t] if s.case.scenario == scenario] for t in by_tier}
+    for scenario in sorted({s.scenario for s in samples}):
+        group = {t: [s for s in by_tier[t] if s.scenario == scenario] for t in by_tier}
         by_scenario[scenario] = {
             **{t: timing_block(group[t], min_n) for t in group},
             "speedup": speedup_block(group["fast"], group["base"]),

@@ -56,6 +56,7 @@ def spec_of(case: Case) -> CaseSpec:
         tools=list(case.tools or []),
         tool_answers=case.tool_answers,
         response_format=case.response_format,
+        agent=case.agent,
     )
 
 
@@ -151,13 +152,17 @@ class WindowReport:
     errors: dict[str, Counter]  # tier -> error class counts
     losing: list[LosingCase] = field(default_factory=list)
     detectors: dict[str, LossState] = field(default_factory=dict)  # the controlled decision
+    # agent category -> tier -> [episodes, requests, prompt tokens, output tokens, model ms]
+    agent_spent: dict[str, dict[str, list[float]]] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
         return not self.rates
 
 
-def _outcomes(runs: list[Run]) -> list[tuple[int, str, str, dict[str, Any]]]:
+def _outcomes(
+    runs: list[Run], scored_only: bool = True
+) -> list[tuple[int, str, str, dict[str, Any]]]:
     """``(run id, tier, case key, outcome)`` of every checked case of these runs, from the
     runs' rollups (``monitor.derived.rollups``: written when a run is summarised, backfilled by
     migration 0012), never from samples: a 30-run window holds tens of thousands of them."""
@@ -170,13 +175,14 @@ def _outcomes(runs: list[Run]) -> list[tuple[int, str, str, dict[str, Any]]]:
         (run_id, tier, key, c)
         for run_id, tier, cases in rows
         for key, c in cases.items()
-        if c.get("n")
+        if c.get("n") or not scored_only
     ]
 
 
 def window_report(pair: Pair, limit: int = WINDOW_RUNS) -> WindowReport:
     runs = window_runs(pair, limit, "id")
-    rows = _outcomes(runs)
+    everything = _outcomes(runs, scored_only=False)  # agent tasks' cost counts unchecked too
+    rows = [row for row in everything if row[3].get("n")]
     counts: dict[str, CaseCounts] = {}
     for _, tier, key, c in rows:
         into = counts.setdefault(key, CaseCounts(c["c"]))
@@ -195,6 +201,12 @@ def window_report(pair: Pair, limit: int = WINDOW_RUNS) -> WindowReport:
     verdicts: dict[str, dict[str, ToolVerdict]] = {"fast": {}, "base": {}}
     by_case_run: dict[str, dict[int, dict[str, bool]]] = defaultdict(lambda: defaultdict(dict))
     err_of: dict[tuple[str, int], str] = {}
+    spent: dict[str, dict[str, list[float]]] = defaultdict(dict)
+    for _, tier, _, c in everything:
+        if "a" in c:
+            sums = spent[c["c"]].setdefault(tier, [0, 0, 0, 0, 0.0])
+            for i, value in enumerate(c["a"]):
+                sums[i] += value
     for run_id, tier, key, c in rows:
         cat = c["c"]
         for table, name in ((totals, cat), (bench, cat.split("/")[0])):
@@ -260,4 +272,5 @@ def window_report(pair: Pair, limit: int = WINDOW_RUNS) -> WindowReport:
         schema_valid={t: rate(*schema[t]) for t in tiers},
         errors=errors,
         losing=losing,
+        agent_spent=dict(spent),
     )

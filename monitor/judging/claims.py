@@ -239,6 +239,8 @@ _FIELDS = (
     "tier",
     "batch",
     "repetition",
+    "turn",
+    "step",
     "ok",
     "served_tier",
     "ttft_ms",

@@ -37,14 +37,17 @@ def fmt_ci(ci: RatioCI | dict[str, Any]) -> str:
 
 
 def paired_samples(samples: Iterable[Sample]) -> dict[str, list[dict[str, Sample]]]:
-    """Per scenario, {"fast": s, "base": s} of the same run, case and repetition (batch 0)."""
-    slots: dict[tuple[int, int, int], dict[str, Sample]] = defaultdict(dict)
-    scenario_of: dict[tuple[int, int, int], str] = {}
+    """Per scenario, {"fast": s, "base": s} of the same run, case and repetition (batch 0),
+    and in an agent episode the same turn and step: the k-th request of a turn has the same
+    conversation before it on both tiers until they diverge."""
+    Slot = tuple[int, int, int, int | None, int]
+    slots: dict[Slot, dict[str, Sample]] = defaultdict(dict)
+    scenario_of: dict[Slot, str] = {}
     for s in samples:
         if s.batch == 0:
-            key = (s.run_id, s.case_id, s.repetition)
+            key = (s.run_id, s.case_id, s.repetition, s.turn, s.step)
             slots[key][s.tier] = s
-            scenario_of[key] = s.case.scenario
+            scenario_of[key] = s.scenario
     out: dict[str, list[dict[str, Sample]]] = defaultdict(list)
     for key, pair in slots.items():
         if "fast" in pair and "base" in pair:

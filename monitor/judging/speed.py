@@ -78,6 +78,8 @@ SAMPLE_FIELDS = (
     "tier",
     "batch",
     "repetition",
+    "turn",
+    "step",
     "ok",
     "connect_ms",
     "headers_ms",
@@ -270,8 +272,8 @@ def speed_report(*, pair: Pair, runs: Sequence[Run] | None = None) -> dict[str, 
     now = timezone.now()
     by = defaultdict(list)
     for s in samples:
-        by[(s.case.scenario, s.tier)].append(s)
-    scenarios = scenario_order(s.case.scenario for s in samples)
+        by[(s.scenario, s.tier)].append(s)
+    scenarios = scenario_order(s.scenario for s in samples)
     pairs = paired_samples(samples)
     table, claims = speedups(pairs, factor if claim and claim.metric != "output_tps" else None)
     if claim and claim.form == "factor":  # a status only in the claim's own metric
@@ -343,7 +345,9 @@ def _comparable(samples: Sequence[Sample]) -> dict[str, list[tuple[Sample, Sampl
         Case.objects.filter(id__in={s.case_id for s in samples}).values_list("id", "messages")
     )
     return comparable_pairs(
-        samples, group=lambda s: (s.run_id, s.case_id), messages=lambda s: messages[s.case_id]
+        samples,
+        group=lambda s: (s.run_id, s.case_id, s.turn, s.step),
+        messages=lambda s: messages[s.case_id],
     )
 
 

@@ -25,6 +25,8 @@ SAMPLE_COLUMNS = (
     "scenario",
     "repetition",
     "batch",
+    "turn",  # an agent episode's turn and step (empty and 0 for a one-request case)
+    "step",
     "started_at",
     "ok",
     "error_class",

@@ -13,6 +13,13 @@ the pair's recent runs, else 1.25 × our estimate — plus its expected reply at
 price). The expected reply is the P90 of the output tokens the case drew from that tier in the
 pair's last ``ROTATION_RUNS`` runs (their rollups), capped at ``max_tokens``; a case never
 answered counts at ``max_tokens``. (``max_tokens`` for all was ~6× pessimistic on HumanEval.)
+A multi-turn agent task is several requests: it counts at its expected requests per tier ×
+(its largest prompt + its expected reply). Expected requests: the P90 of the requests its
+episodes took on that tier in the pair's recent runs (their rollups' ``r``); for a task never
+played, the benchmark's own answer read as requests — per turn its ground-truth calls, one
+request each at worst, plus the answer that ends the turn — capped at the episode's request
+limit; its prompt, before it was ever sent, is the estimate over every turn's user messages
+and the tools (the whole conversation the last request carries, less the tool results).
 Replies longer than their P90 can carry a run past the budget: then :func:`settle` says so in
 the run's summary ("over budget: …") and the log — never silently. Cases rotate (the least
 answered in the pair's recent runs of the same kind first) and are taken round-robin across
@@ -28,14 +35,17 @@ import logging
 import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, time
 from typing import Any
 
 import numpy as np
 
+from evals.agent.loop import Limits
+from evals.benchmarks import bfcl_multi_turn
 from evals.suites import prompt_estimate
 from monitor.derived.run_summary import Budget
+from monitor.judging.capability import spec_of
 from monitor.models import Case, Endpoint, Pair, Run, RunKind, RunRollup, Sample
 
 PROMPT_MARGIN = 1.25  # over our prompt estimate, for a case never sent before
@@ -143,34 +153,64 @@ class Seen:
 
     prompt: dict[tuple[str, str], int]
     output: dict[tuple[str, str], int]
+    requests: dict[tuple[str, str], int] = field(default_factory=dict)  # agent tasks
 
 
 def seen_tokens(pair: Pair, runs: int = ROTATION_RUNS) -> Seen:
     recent = Run.objects.filter(pair=pair, kind__in=SPENDING).order_by("-created_at")[:runs]
     prompt: dict[tuple[str, str], int] = {}
     outputs: dict[tuple[str, str], list[int]] = defaultdict(list)
+    requests: dict[tuple[str, str], list[int]] = defaultdict(list)
     for tier, cases in RunRollup.objects.filter(run__in=recent).values_list("tier", "cases"):
         for key, c in cases.items():
+            if "r" in c:
+                requests[(key, tier)].append(c["r"])
             if "in" in c:
                 prompt[(key, tier)] = max(prompt.get((key, tier), 0), c["in"])
             if "out" in c:
                 outputs[(key, tier)].append(c["out"])
     return Seen(
-        prompt, {k: math.ceil(np.percentile(v, OUTPUT_QUANTILE)) for k, v in outputs.items()}
+        prompt,
+        {k: math.ceil(np.percentile(v, OUTPUT_QUANTILE)) for k, v in outputs.items()},
+        {k: math.ceil(np.percentile(v, OUTPUT_QUANTILE)) for k, v in requests.items()},
     )
+
+
+def agent_requests(case: Case) -> int:
+    """A never-played agent task's expected requests (module docstring)."""
+    task = bfcl_multi_turn.task_for(spec_of(case))
+    return min(Limits().requests, sum(len(calls) + 1 for calls in task.ground_truth))
+
+
+def agent_prompt(case: Case) -> int:
+    """A never-sent agent task's prompt estimate: every turn's user messages and the tools."""
+    task = bfcl_multi_turn.task_for(spec_of(case))
+    messages = [m for turn in task.turns for m in turn]
+    tools = len(json.dumps([*task.tools, *(t for ts in task.added_tools.values() for t in ts)]))
+    return math.ceil(PROMPT_MARGIN * (prompt_estimate(messages) + tools / 3))
 
 
 def case_estimate(case: Case, pair: Pair, repeat: int, seen: Seen) -> float:
     """What one case is expected to cost at most in one run (module docstring)."""
     total = 0.0
     for tier, endpoint in (("fast", pair.fast), ("base", pair.base)):
-        prompt = seen.prompt.get((case.key, tier)) or math.ceil(
-            PROMPT_MARGIN * (prompt_estimate(case.messages) + len(json.dumps(case.tools or [])) / 3)
+        prompt = seen.prompt.get((case.key, tier)) or (
+            agent_prompt(case)
+            if case.agent
+            else math.ceil(
+                PROMPT_MARGIN
+                * (prompt_estimate(case.messages) + len(json.dumps(case.tools or [])) / 3)
+            )
         )
         output = min(case.max_tokens, seen.output.get((case.key, tier), case.max_tokens))
+        requests = (
+            (seen.requests.get((case.key, tier)) or agent_requests(case)) if case.agent else 1
+        )
         total += (
-            prompt * endpoint.price_input_per_mtok + output * endpoint.price_output_per_mtok
-        ) / 1e6
+            requests
+            * (prompt * endpoint.price_input_per_mtok + output * endpoint.price_output_per_mtok)
+            / 1e6
+        )
     return total * repeat
 
 

@@ -13,7 +13,7 @@ import queue
 import random
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import fields, replace
 from datetime import UTC, datetime
 from functools import partial
@@ -21,6 +21,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, transaction
+from django.db.models.functions import Greatest
 
 from evals.constraints import check_all
 from evals.plan import AUDIT_TIERS, STREAMS, PlannedRequest, execute_plan, plan_run
@@ -33,7 +34,7 @@ from monitor.derived.run_summary import RunSummary
 from monitor.derived.summary import summarise_samples
 from monitor.judging import capability
 from monitor.models import Case, Endpoint, Pair, Run, RunKind, RunStatus, RunTrigger, Sample
-from monitor.runs import budget, heartbeat
+from monitor.runs import budget, episodes, heartbeat
 from monitor.runs.ratelimit import RunGate
 from monitor.setup.suites import audit_suite
 
@@ -108,11 +109,16 @@ def split_by_context(
     cases: Iterable[Case], endpoints: Sequence[Endpoint]
 ) -> tuple[list[Case], list[dict[str, str]]]:
     """Cases that fit every endpoint's context window (``evals.suites.context_needed``), and
-    the others with a reason. An endpoint without a window runs all."""
+    the others with a reason. An endpoint without a window runs all. An agent task's last
+    request carries every turn's messages and the tools (``budget.agent_prompt``; its tool
+    results come on top, so this is the least it needs)."""
     kept, skipped = [], []
     for case in cases:
         need = context_needed(case.messages, case.max_tokens, case.scenario)
         prompt = prompt_estimate(case.messages)
+        if case.agent:
+            prompt = budget.agent_prompt(case)
+            need = max(need, prompt + case.max_tokens)
         small = [ep for ep in endpoints if ep.context_window and need > ep.context_window]
         if not small:
             kept.append(case)
@@ -159,10 +165,21 @@ def claim_run(run_id: int) -> int | None:
     return heartbeat.claim(run_id)
 
 
-def not_yet_stored(run: Run, plan: list[PlannedRequest]) -> list[PlannedRequest]:
+def not_yet_stored(
+    run: Run, plan: list[PlannedRequest], agent_keys: set[str] | None = None
+) -> list[PlannedRequest]:
     """A taken-over run resumes: requests already stored, keyed by (case, tier, batch,
-    repetition), are not sent again, so no sample is duplicated."""
-    stored = set(run.samples.values_list("case__key", "tier", "batch", "repetition"))
+    repetition), are not sent again, so no sample is duplicated. An agent episode counts as
+    stored once closed; one its lost worker left open is dropped and played again
+    (``monitor.runs.episodes``)."""
+    agent_keys = agent_keys or set()
+    if agent_keys:
+        episodes.drop_unclosed(run, agent_keys)
+    stored = set(
+        run.samples.exclude(case__key__in=agent_keys).values_list(
+            "case__key", "tier", "batch", "repetition"
+        )
+    ) | (episodes.closed(run) if agent_keys else set())
     return [p for p in plan if (p.case_key, p.tier, p.batch, p.repetition) not in stored]
 
 
@@ -174,7 +191,10 @@ def measure(*, run_id: int, cases_limit: int | None = None) -> None:
     cases = select_cases(run, cases_limit or run.pair.cases_per_run)
     plan = plan_run([c.key for c in cases], repeat=run.repeat, seed=run.seed, tiers=run_tiers(run))
     mine = Run.objects.filter(id=run.id, attempt=run.attempt)  # writes only while it is ours
-    mine.update(planned=len(plan))
+    # requests: an agent task's episode counts at its expected requests (``budget``)
+    by_key = {c.key: c for c in cases}
+    expected = {k: budget.agent_requests(c) for k, c in by_key.items() if c.agent}
+    mine.update(planned=sum(expected.get(p.case_key, 1) for p in plan))
     fast, base = run.pair.fast.max_concurrency, run.pair.base.max_concurrency
     with STREAMS.reserve(
         fast + base,
@@ -182,8 +202,9 @@ def measure(*, run_id: int, cases_limit: int | None = None) -> None:
         on_wait=partial(heartbeat.beat, run),
         what=f" (max_concurrency: fast {fast} + base {base})",
     ):
-        _execute(run, {c.key: c for c in cases}, not_yet_stored(run, plan))
-    mine.update(completed=run.samples.count())  # exact even after a save was retried
+        _execute(run, by_key, not_yet_stored(run, plan, set(expected)))
+    completed = run.samples.count()  # exact even after a save was retried
+    mine.update(completed=completed, planned=Greatest("planned", completed))
 
 
 def _mine(run_id: int, attempt: int | None):
@@ -252,6 +273,8 @@ def _execute(run: Run, cases: dict[str, Case], plan: list[PlannedRequest]) -> No
     specs = {tier: ep.spec() for tier, ep in tier_endpoint.items()}
     concurrency = {t: ep.max_concurrency for t, ep in tier_endpoint.items()}
     records: queue.Queue = queue.Queue()
+    # agent cases are played as episodes; each of their requests comes through ``records`` too
+    tasks = episodes.tasks_of(cases)
 
     def build_request(item: PlannedRequest) -> ChatRequest:
         case = cases[item.case_key]
@@ -291,6 +314,9 @@ def _execute(run: Run, cases: dict[str, Case], plan: list[PlannedRequest]) -> No
                     concurrency=concurrency,
                     on_record=on_gated_record,
                     gate=gate.gate if gate else None,
+                    episodes=episodes.players(
+                        tasks, cases, records.put, after=gate.after if gate else None
+                    ),
                 )
         finally:
             if gate:
@@ -310,7 +336,7 @@ def _execute(run: Run, cases: dict[str, Case], plan: list[PlannedRequest]) -> No
         while (message := _next(records, run)) is not _DONE:
             if isinstance(message, BaseException):
                 raise message
-            spool.add(*message)
+            spool.add(message)
             heartbeat.beat(run)
         spool.flush(final=True)
     finally:
@@ -336,31 +362,55 @@ class Spool:
 
     def __init__(self, run: Run, cases: dict[str, Case], endpoints: dict[str, Endpoint]) -> None:
         self.run, self.cases, self.endpoints = run, cases, endpoints
-        self.waiting: list[tuple[PlannedRequest, TimingRecord]] = []
+        # each a save and a look for what an interrupted save may have stored
+        self.waiting: list[tuple[Callable[[], Any], Callable[[], Any]]] = []
         self.down_since: float | None = None  # time.monotonic() of the first loss
         self.lost_once = False
 
-    def add(self, item: PlannedRequest, record: TimingRecord) -> None:
-        self.waiting.append((item, record))
-        self.flush(final=False)
-
-    def flush(self, *, final: bool) -> None:
-        while self.waiting:
-            item, record = self.waiting[0]
+    def add(self, message: Any) -> None:
+        """A measured request ``(item, record)``, or an agent episode's step or end."""
+        run = self.run
+        if isinstance(message, episodes.EpisodeDone):
+            item = message.item
+            save = partial(
+                episodes.close, run=run, item=item, episode=message.episode, **self._of(item)
+            )
+            self.waiting.append((save, lambda: None))  # updates only: safe to repeat
+        elif isinstance(message, episodes.StepDone):
+            item, step = message.item, message.step
             save = partial(
                 save_sample,
-                run=self.run,
-                case=self.cases[item.case_key],
-                endpoint=self.endpoints[item.tier],
+                run=run,
+                item=item,
+                record=message.record,
+                turn=step.turn,
+                step=step.step,
+                calls=episodes.step_calls(step, self.endpoints[item.tier]),
+                **self._of(item),
+            )
+            self.waiting.append((save, partial(episodes.stored_step, run, item, step)))
+        else:
+            item, record = message
+            save = partial(
+                save_sample,
+                run=run,
                 item=item,
                 record=record,
                 defer_sandbox=True,
+                **self._of(item),
             )
+            self.waiting.append((save, partial(stored_sample, run, item)))
+        self.flush(final=False)
+
+    def _of(self, item: PlannedRequest) -> dict[str, Any]:
+        return {"case": self.cases[item.case_key], "endpoint": self.endpoints[item.tier]}
+
+    def flush(self, *, final: bool) -> None:
+        while self.waiting:
+            save, stored = self.waiting[0]
             retry_s = 0.0 if self.down_since is not None else None
             try:
-                heartbeat.store_once(
-                    save, partial(stored_sample, self.run, item), retry_s, self.lost_once
-                )
+                heartbeat.store_once(save, stored, retry_s, self.lost_once)
             except heartbeat.DB_LOST:
                 self.lost_once = True
                 if self.down_since is None:
@@ -445,7 +495,7 @@ def task_check(*, case: Case, record: TimingRecord) -> tuple[bool | None, dict |
     }
 
 
-PENDING = "sandbox_pending"  # key of ``tests_detail`` while a sample's code waits for the sandbox
+PENDING = episodes.PENDING  # key of ``tests_detail`` while a sample waits for the sandbox
 
 
 def needs_sandbox(case: Case, record: TimingRecord) -> bool:
@@ -468,13 +518,17 @@ def evaluate(*, run_id: int, attempt: int | None = None) -> int:
     pending = Sample.objects.filter(run_id=run_id, tests_detail__has_key=PENDING)
     done = 0
     for sample in pending.select_related("case", "endpoint").order_by("seq"):
-        record = TimingRecord(
-            ok=sample.ok,
-            error_class=sample.error_class or None,
-            text=sample.text,
-            tool_calls=sample.tests_detail.get("tool_calls") or [],
-        )
-        passed, detail = task_check(case=sample.case, record=record)
+        detail: dict[str, Any] | None
+        if sample.tests_detail.get("kind") == episodes.KIND:  # an episode: its ground truth
+            passed, detail = episodes.score(sample)
+        else:
+            record = TimingRecord(
+                ok=sample.ok,
+                error_class=sample.error_class or None,
+                text=sample.text,
+                tool_calls=sample.tests_detail.get("tool_calls") or [],
+            )
+            passed, detail = task_check(case=sample.case, record=record)
         detail = scrub_value(detail, sample.endpoint.api_key())  # the sandbox's output too
         Sample.objects.filter(id=sample.id, tests_detail__has_key=PENDING).update(
             tests_passed=passed, tests_detail=storable(detail)
@@ -496,9 +550,14 @@ def save_sample(
     item: PlannedRequest,
     record: TimingRecord,
     defer_sandbox: bool = False,
+    turn: int | None = None,
+    step: int = 0,
+    calls: list[dict[str, Any]] | None = None,
 ) -> Sample:
     """One row per request, failed or not; its task check runs here, except generated code
-    with ``defer_sandbox`` (``measure`` sets it): that is marked pending for ``evaluate``.
+    with ``defer_sandbox`` (``measure`` sets it): that is marked pending for ``evaluate``. A
+    request of an agent episode (``turn`` set) is not checked alone: its episode is, once it
+    ends (``monitor.runs.episodes``).
 
     Every text and JSON value is made storable first (``evals.records.storable``). Should the
     row still not save, the sample is kept as a failed one of class ``store_error`` (its
@@ -507,7 +566,9 @@ def save_sample(
     tests_passed, tests_detail = None, None
     # storable before the sandbox too: code with a lone surrogate cannot even be written out
     record = replace(record, text=storable(record.text))
-    if run.kind == RunKind.PROBE and defer_sandbox and needs_sandbox(case, record):
+    if case.agent:
+        pass  # scored as an episode
+    elif run.kind == RunKind.PROBE and defer_sandbox and needs_sandbox(case, record):
         tests_detail = {PENDING: True, "tool_calls": record.tool_calls}
     elif run.kind == RunKind.PROBE:
         tests_passed, tests_detail = task_check(case=case, record=record)
@@ -522,6 +583,8 @@ def save_sample(
         batch=item.batch,
         repetition=item.repetition,
         seq=item.seq,
+        turn=turn,
+        step=step,
         started_at=datetime.fromtimestamp(record.started_at or datetime.now().timestamp(), tz=UTC),
     )
     try:
@@ -529,6 +592,7 @@ def save_sample(
             sample = Sample.objects.create(
                 **row,
                 **storable(measured),
+                calls=calls,  # apart from ``row``: a row that fails to store keeps none of it
                 error_class=record.error_class or "",
                 finish_reason=storable(record.finish_reason or ""),
                 tests_passed=tests_passed,

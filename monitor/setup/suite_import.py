@@ -18,7 +18,15 @@ from pathlib import Path
 
 from django.db import transaction
 
-from evals.benchmarks import bfcl, humaneval, importer, instructions, longtail, structured
+from evals.benchmarks import (
+    bfcl,
+    bfcl_multi_turn,
+    humaneval,
+    importer,
+    instructions,
+    longtail,
+    structured,
+)
 from evals.records import CaseSpec
 from monitor.models import Case, Suite
 from monitor.setup.suites import case_fields, sync_builtin_suite
@@ -31,6 +39,8 @@ class SuiteImportError(ValueError):
 def _bfcl(*categories: str) -> Callable[[], list[CaseSpec]]:
     return lambda: bfcl.load_cases(list(categories))
 
+
+AGENT_TASKS_PER_CATEGORY = 5
 
 # Capability suites selectable by name in the config (``suite: humaneval``); the wheels' data
 # is read from the sha256-pinned cache (downloaded once by ``evals.benchmarks.fetch``).
@@ -46,12 +56,19 @@ BENCHMARK_SUITES: dict[str, tuple[str, Callable[[], list[CaseSpec]]]] = {
     "instructions": ("tierwatch's verifiable-instruction prompts", instructions.load_cases),
     "structured": ("JSON mode / JSON-schema outputs", structured.load_cases),
     "long_tail_bench": ("the four long-tail categories, checkable", longtail.load_cases),
+    # multi-turn agent tasks: an episode of many requests each, so few, and not in "capability"
+    "bfcl_agent": (
+        "BFCL v4 multi-turn agent tasks: 5 per category (base, missing function, missing "
+        "parameter, long context), played in the sandboxed environments",
+        lambda: bfcl_multi_turn.load_cases(limit=AGENT_TASKS_PER_CATEGORY),
+    ),
     "capability": (
-        "all of the above in one suite (a daily budget takes a stratified share)",
+        "all of the above but the agent tasks in one suite (a daily budget takes a stratified "
+        "share)",
         lambda: [
             c
             for name, (_, load) in BENCHMARK_SUITES.items()
-            if name != "capability"
+            if name not in ("capability", "bfcl_agent")
             for c in load()
         ],
     ),

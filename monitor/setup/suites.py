@@ -23,6 +23,7 @@ def case_fields(spec: CaseSpec) -> dict:
         "tools": spec.tools,
         "tool_answers": spec.tool_answers,
         "response_format": spec.response_format,
+        "agent": spec.agent,
     }
 
 

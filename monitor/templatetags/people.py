@@ -38,6 +38,11 @@ GLOSSARY: dict[str, tuple[str, str]] = {
     "goodput": ("goodput", "share of requests meeting every SLO, errors counted"),
     "routing": ("routing advice", "which tier a team should send a category of work to"),
     "p-value": ("p", "how often chance alone gives a difference this large"),
+    "episode": ("episode", "one tier's play of a multi-turn agent task, request by request"),
+    "task-success": (
+        "task success",
+        "the environment's state and the calls' results after every turn match the benchmark's",
+    ),
 }
 
 

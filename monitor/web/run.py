@@ -16,6 +16,7 @@ from monitor.derived.run_summary import RunSummary, Similarity, TierStats
 from monitor.runs import budget
 from monitor.web.access import VIEW_RUN, VIEW_SAMPLE, requires
 from monitor.web.cells import NO_DATA, Cell, fraction, number, percentile, similarity, speedup
+from monitor.web.episode import run_agent_rows
 from monitor.web.htmx import render_page
 from monitor.web.worse import usd
 
@@ -141,6 +142,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "polling": run.active,
         "tiers": TIERS,
         "cost": {k: usd(v) for k, v in budget.run_cost(run).items()},
+        "agent_rows": run_agent_rows(run),
         "budget": summary.budget,
     }
     return render_page(request, "monitor/run.html", "live", context)

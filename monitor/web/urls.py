@@ -9,6 +9,7 @@ from django.urls import include, path
 from monitor.web import (
     audit,
     cost,
+    episode,
     exports,
     maintenance,
     metrics,
@@ -44,6 +45,8 @@ pages = [
     path("audit/", audit.audit_log, name="audit"),
     path("runs/<int:run_id>/", run.run_detail, name="run"),
     path("samples/<int:sample_id>/", run.sample_detail, name="sample"),
+    # an agent task's key holds "/" (bfcl/multi_turn_base_0): a path, not a slug
+    path("runs/<int:run_id>/episodes/<path:case_key>/", episode.episode_page, name="episode"),
     path("metrics/", metrics.metrics, name="metrics"),
     path("docs/benchmarks/", metrics.benchmarks_doc, name="benchmarks"),
     path("runs/<int:run_id>/samples.<slug:fmt>", exports.run_samples, name="export_samples"),

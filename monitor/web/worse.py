@@ -16,6 +16,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
+from evals.records import TIERS
 from evals.stats.capability_loss import LossState
 from monitor import selectors
 from monitor.derived import loss_detectors
@@ -57,24 +58,39 @@ def across_words(state: LossState, limit: float) -> str:
     return f"none yet: detector {shown} of {limit:,.0f} ({state.runs} runs)"
 
 
+AGENT = "agent/"  # the categories of multi-turn agent tasks (``evals.benchmarks.bfcl_multi_turn``)
+
+
+def work_words(category: str) -> str:
+    """What a category's work is called in the advice: an agent category's is multi-step
+    agent work, which a lead routes as a whole (one agent loop, not one request)."""
+    return "multi-step agent work" if category.startswith(AGENT) else "this work"
+
+
 def advice_for_a_lead(kind: str, r: Any, tolerance: float) -> str:
     """The routing advice in one sentence a team lead acts on; the statistician's sentence
     (``routing_advice``) stays beside it. Why: "undecided" at −50 points and p = 0.00025 read
     as a shrug, when it means "looks worse, keep it on base until the runs confirm it"."""
     diff = r.diff_points or 0.0
-    if kind == "keep":
+    work = work_words(r.category)
+    if kind == "keep" and work == "this work":
         return "Send this work to base: the fast tier fails these checks more often, across runs."
+    if kind == "keep":
+        return (
+            f"Keep {work} on base: {diff:+.0f} points, the fast tier fails these tasks more "
+            "often, across runs."
+        )
     if kind == "route":
         return (
-            f"Safe to send this work to the fast tier: it passes as often as base, "
+            f"Safe to send {work} to the fast tier: it passes as often as base, "
             f"within {tolerance:.0f} points."
         )
     if r.p_adjusted is not None and r.p_adjusted < r.alpha and diff < 0:
         return (
-            f"Keep this work on base for now: the fast tier looks worse here ({diff:+.0f} "
+            f"Keep {work} on base for now: the fast tier looks worse here ({diff:+.0f} "
             "points), and tierwatch reports a loss once the next runs confirm it."
         )
-    return "Keep this work on base for now: too little evidence yet that the fast tier is as good."
+    return f"Keep {work} on base for now: too little evidence yet that the fast tier is as good."
 
 
 def advice_kind(sentence: str) -> str:
@@ -103,6 +119,32 @@ def _budget_context(pair, runs) -> dict[str, Any]:
             None,
         ),
     }
+
+
+def agent_rows(pair, report: capability.WindowReport) -> list[dict[str, Any]]:
+    """Per agent category and tier, what one task took on average over the window: requests,
+    tokens, model time (its requests' E2E summed) and cost at the endpoint's prices."""
+    endpoints = {"fast": pair.fast, "base": pair.base}
+    rows = []
+    for category, tiers in sorted(report.agent_spent.items()):
+        for tier in TIERS:
+            if tier not in tiers or not tiers[tier][0]:
+                continue
+            episodes, requests, prompt, output, model_ms = tiers[tier]
+            cost = budget.sample_cost(endpoints[tier], int(prompt), int(output))
+            rows.append(
+                {
+                    "category": category,
+                    "tier": tier,
+                    "episodes": int(episodes),
+                    "requests": f"{requests / episodes:.1f}",
+                    "prompt": f"{prompt / episodes:,.0f}",
+                    "output": f"{output / episodes:,.0f}",
+                    "seconds": f"{model_ms / episodes / 1000:.1f}",
+                    "cost": usd(None if cost is None else cost / episodes),
+                }
+            )
+    return rows
 
 
 def _costs(pair, runs) -> list[tuple[Any, dict[str, str]]]:
@@ -167,6 +209,7 @@ def worse_context(pair) -> dict[str, Any]:
         "losing_more": max(0, len(report.losing) - MAX_LOSING_SHOWN),
         "charts": worse_charts(report),
         "costs": _costs(pair, runs[:COSTS_SHOWN]),
+        "agent_rows": agent_rows(pair, report),
         "budget": _budget_context(pair, runs),
         "window": capability.WINDOW_RUNS,
         "loss_budget": loss_detectors.budget_words(pair),

@@ -118,11 +118,17 @@ def test_undecided_at_a_large_loss_reads_as_keep_on_base_for_now():
 
     from monitor.web.worse import advice_for_a_lead
 
-    losing = SimpleNamespace(diff_points=-50.0, p_adjusted=0.00025, alpha=0.05)
+    losing = SimpleNamespace(
+        category="code/humaneval", diff_points=-50.0, p_adjusted=0.00025, alpha=0.05
+    )
     words = advice_for_a_lead("undecided", losing, 10.0)
     assert words.startswith("Keep this work on base for now: the fast tier looks worse here")
     assert "(-50 points)" in words
-    thin = SimpleNamespace(diff_points=-2.0, p_adjusted=0.6, alpha=0.05)
+    thin = SimpleNamespace(category="code/humaneval", diff_points=-2.0, p_adjusted=0.6, alpha=0.05)
     assert "too little evidence" in advice_for_a_lead("undecided", thin, 10.0)
     assert advice_for_a_lead("route", thin, 10.0).startswith("Safe to send this work to the fast")
     assert advice_for_a_lead("keep", losing, 10.0).startswith("Send this work to base")
+    agent = SimpleNamespace(category="agent/base", diff_points=-35.0, p_adjusted=0.001, alpha=0.05)
+    assert advice_for_a_lead("keep", agent, 10.0).startswith(
+        "Keep multi-step agent work on base: -35 points"
+    )
