@@ -146,7 +146,9 @@ def trial(url: str, method: str, change: str, seed: int, null_hours: int, max_ho
     for hour in range(null_hours):
         state, d = eprocess.update(
             state,
-            eprocess.AuditEvidence(p_value=p_of("demo-fast", hour), run_id=hour),
+            eprocess.AuditEvidence(
+                p_value=p_of("demo-fast", hour), run_id=hour, calibrator=eprocess.TRIPWIRE
+            ),
             threshold=limit,
         )
         false_alarms += d.new_alarm
@@ -156,7 +158,9 @@ def trial(url: str, method: str, change: str, seed: int, null_hours: int, max_ho
         switch(url, "quantized")
     try:
         for hour in range(1, max_hours + 1):
-            ev = eprocess.AuditEvidence(p_value=p_of(model, null_hours + hour), run_id=hour)
+            ev = eprocess.AuditEvidence(
+                p_value=p_of(model, null_hours + hour), run_id=hour, calibrator=eprocess.TRIPWIRE
+            )
             state, d = eprocess.update(state, ev, threshold=limit)
             if d.new_alarm:
                 return {"hours": hour, "false_alarms": false_alarms}
