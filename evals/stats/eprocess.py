@@ -58,8 +58,9 @@ and ignore the other. The audits already measure the test's null on this vendor:
 tier's batch against its batch in an audit a day earlier (``base_stability``), one model
 compared with itself across time windows. The pair keeps the newest ``CALIBRATION_WINDOW`` of
 those p-values and checks them for an excess of small ones (a binomial test at 0.01 and 0.05,
-:func:`null_miscalibrated`). While they look uniform the audit's own p is folded. When they do
-not (and during a new pair's first day of them), the p folded is the larger of the test's p
+:func:`null_miscalibrated`). While they look uniform (and before a pair has any: its first day
+of audits, whose tests then stand alone) the audit's own p is folded. When they do not (and
+during a pair's first day of them), the p folded is the larger of the test's p
 and its *conformal* p among them (:func:`calibrated_p`: the rank of p among the base tier's
 own p-values; Vovk, Gammerman & Shafer, "Algorithmic Learning in a Random World", 2005,
 ch. 2). If the test is valid, the first is; if the test is miscalibrated alike on both
@@ -278,12 +279,12 @@ def _tail(count: int, n: int, q: float) -> float:
 def calibrated_p(p: float, null_ps: Sequence[float]) -> float:
     """The audit's p checked against the pair's own null (module docstring, "The calibration
     guard"): the test's own p while the base tier's p-values look uniform
-    (:func:`null_miscalibrated`), else — and while there are fewer than ``MIN_CALIBRATION``
-    of them — max(p, (1 + #{q ∈ null_ps : q ≤ p}) / (|null_ps| + 1)), the larger of the
-    test's p and its conformal p among them. Either way valid when the test's p is; the
-    second also when the tiers' p and the base tier's are exchangeable (a test miscalibrated
-    alike on both), because the maximum of two p-values is valid when either is."""
-    if len(null_ps) >= MIN_CALIBRATION and not null_miscalibrated(null_ps):
+    (:func:`null_miscalibrated`) or before there is any, else — and while there are fewer
+    than ``MIN_CALIBRATION`` of them — max(p, (1 + #{q ∈ null_ps : q ≤ p}) / (|null_ps| + 1)),
+    the larger of the test's p and its conformal p among them. Either way valid when the
+    test's p is; the second also when the tiers' p and the base tier's are exchangeable (a
+    test miscalibrated alike on both): the maximum of two p-values is valid when either is."""
+    if not null_ps or (len(null_ps) >= MIN_CALIBRATION and not null_miscalibrated(null_ps)):
         return p
     rank = sum(1 for q in null_ps if q <= p)
     return max(p, (1 + rank) / (len(null_ps) + 1))
