@@ -422,11 +422,13 @@ def main() -> None:
     ap.add_argument("--only", action="append", help="scenario names to run")
     ap.add_argument("--no-guard", action="store_true", help="without the calibration guard")
     ap.add_argument("--no-detection", action="store_true")
+    ap.add_argument("--no-null", action="store_true", help="detection times only")
     args = ap.parse_args()
     guard = not args.no_guard
     t0, c0 = time.monotonic(), time.process_time()
     print(f"months: {args.months}; guard: {guard}", flush=True)
     picked = [s for s in SCENARIOS if not args.only or s.name in args.only]
+    picked = [] if args.no_null else picked
     rows = run(args.months, picked, guard)
     det = [] if args.no_detection else detection(args.detect_months or args.months, guard)
     print(f"months: {args.months}; guard {guard}; wall {time.monotonic() - t0:.0f} s, CPU "
