@@ -50,28 +50,28 @@ choice of δ (the cost: log(len(GRID)) of evidence). An audit may also bring its
 e-values of one audit are averaged (an average of e-values is an e-value, whatever their
 dependence). A per-run p-value therefore stays as evidence, but never alarms on its own.
 
-**The calibration guard.** A calibrator is valid only if the audit's p is super-uniform when
-the tiers do not differ. When the vendor's serving makes the audit's test itself
-anti-conservative (10 % of honest audits with p < 0.01 reject at 0.05 in 14.5 % of audits,
-more than a real change that rejects in 10 %), no calibrator of the p alone can catch the one
-and ignore the other. The audits already measure the test's null on this vendor: the base
-tier's batch against its batch in an audit a day earlier (``base_stability``), one model
-compared with itself across time windows. The pair keeps the newest ``CALIBRATION_WINDOW`` of
-those p-values and checks them for an excess of small ones (a binomial test at 0.01 and 0.05,
-:func:`null_miscalibrated`). While they look uniform (and before a pair has any: its first day
-of audits, whose tests then stand alone) the audit's own p is folded. When they do not (and
-during a pair's first day of them), the p folded is the larger of the test's p
-and its *conformal* p among them (:func:`calibrated_p`: the rank of p among the base tier's
-own p-values; Vovk, Gammerman & Shafer, "Algorithmic Learning in a Random World", 2005,
-ch. 2). If the test is valid, the first is; if the test is miscalibrated alike on both
-comparisons, the second is (the fast-vs-base p is then exchangeable with the base-vs-base
-ones); the maximum of two p-values is valid when either is, so the guard never makes a valid
-p invalid, whichever way the check goes. The conformal p always, instead of only after the
-check, would cost half the evidence a 10 % change brings per audit (the window's own noise
-at 168 p-values), hence the check. What it cannot do: a miscalibration of the fast-vs-base
-comparison alone is, to any test, a difference of the fast tier. The window is shared by
-consecutive audits (like the tripwires' frozen reference), so the p-values it gives are each
-valid but not independent: measured by ``benchmarks/month_replay.py``.
+**The calibration guard.** A calibrator is valid only if the audit's p is super-uniform when the
+tiers do not differ. When the vendor's serving makes the audit's test itself anti-conservative
+(10 % of honest audits with p < 0.01 reject at 0.05 in 14.5 % of audits, more than a real change
+that rejects in 10 %), no calibrator of the p alone can catch the one and ignore the other. The
+audits already measure the test's null on this vendor: the base tier's batch against its batch
+in an audit a day earlier (``base_stability``), one model compared with itself across time
+windows. The pair keeps the newest ``CALIBRATION_WINDOW`` of those p-values and checks them for
+an excess of small ones (a binomial test at 0.01 and 0.05, :func:`null_miscalibrated`). While
+they look uniform (and before a pair has any: its first day of audits, whose tests then stand
+alone) the audit's own p is folded. When they do not, and while there are fewer than
+``MIN_CALIBRATION`` of them to check, the p folded is the larger of the test's p and its
+*conformal* p among them (:func:`calibrated_p`: the rank of p among the base tier's own
+p-values; Vovk, Gammerman & Shafer, "Algorithmic Learning in a Random World", 2005, ch. 2). If
+the test is valid, the first is; if the test is miscalibrated alike on both comparisons, the
+second is (the fast-vs-base p is then exchangeable with the base-vs-base ones); the maximum of
+two p-values is valid when either is, so the guard never makes a valid p invalid, whichever way
+the check goes. The conformal p always, instead of only after the check, would cost half the
+evidence a 10 % change brings per audit (the window's own noise at 168 p-values), hence the
+check. What it cannot do: a miscalibration of the fast-vs-base comparison alone is, to any test,
+a difference of the fast tier. The window is shared by consecutive audits (like the tripwires'
+frozen reference), so the p-values it gives are each valid but not independent: measured by
+``benchmarks/month_replay.py``.
 
 The state is a frozen dataclass with ``to_json``/``from_json``: store it with the pair, call
 :func:`update` once per finished audit, and :func:`acknowledge` when a person accepts a change
@@ -93,9 +93,9 @@ from scipy.stats import binom, norm
 AUDITS_PER_QUARTER_HOURLY = 24 * 90
 DEFAULT_BUDGET = 0.5  # expected false alarms per pair per period
 CALIBRATION_WINDOW = 168  # base-vs-earlier-base p-values kept as the pair's null (a week)
-MIN_CALIBRATION = 24  # fewer: only the conformal p (a new pair's first day of them)
+MIN_CALIBRATION = 72  # fewer: only the conformal p (too few to check: a pair's first days)
 CHECK_LEVELS = (0.01, 0.05)  # where the base tier's p-values are checked for an excess
-CHECK_ALPHA = 0.001
+CHECK_ALPHA = 0.01  # a false check costs little: the conformal p, near the test's own
 GRID = (0.25, 0.5, 1.0, 2.0)  # shifts δ of the normal score the mixture detector bets on
 P_FLOOR = 0.01  # a p below this counts as this, above 1 − this as that (bounds e both ways)
 TRIPWIRE_P_FLOOR = 1 / 10_000  # the tripwires' permutation resolution (9,999 permutations)

@@ -130,7 +130,7 @@ def test_the_audit_s_own_p_is_folded_while_the_base_tier_s_p_values_look_uniform
     assert not null_miscalibrated(uniform)
     assert calibrated_p(0.003, uniform) == 0.003
     assert calibrated_p(0.003, []) == 0.003  # no base-vs-base p yet: the test stands alone
-    # a pair's first day of them: the conformal p, never below 1/(n + 1)
+    # too few to check (a pair's first days of them): the conformal p, never below 1/(n + 1)
     assert calibrated_p(0.003, uniform[:10]) == pytest.approx(1 / 11)
 
 
