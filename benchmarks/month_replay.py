@@ -423,15 +423,22 @@ def main() -> None:
     ap.add_argument("--no-guard", action="store_true", help="without the calibration guard")
     ap.add_argument("--no-detection", action="store_true")
     ap.add_argument("--no-null", action="store_true", help="detection times only")
+    ap.add_argument(
+        "--reference-runs", type=int, help="tripwire reference runs (default: the product's)"
+    )
     args = ap.parse_args()
     guard = not args.no_guard
+    if args.reference_runs:  # the frozen reference's size (its share of every run's variance)
+        global REFERENCE_RUNS, REFERENCE_SHARE
+        REFERENCE_RUNS = args.reference_runs
+        REFERENCE_SHARE = (1 / REFERENCE_RUNS) / (1 + 1 / REFERENCE_RUNS)
     t0, c0 = time.monotonic(), time.process_time()
     print(f"months: {args.months}; guard: {guard}", flush=True)
     picked = [s for s in SCENARIOS if not args.only or s.name in args.only]
     picked = [] if args.no_null else picked
     rows = run(args.months, picked, guard)
     det = [] if args.no_detection else detection(args.detect_months or args.months, guard)
-    print(f"months: {args.months}; guard {guard}; wall {time.monotonic() - t0:.0f} s, CPU "
+    print(f"months: {args.months}; guard {guard}; tripwire reference {REFERENCE_RUNS} runs; wall {time.monotonic() - t0:.0f} s, CPU "
           f"{time.process_time() - c0:.0f} s, load {os.getloadavg()[0]:.1f}; Python "
           f"{platform.python_version()}, numpy {np.__version__}")  # fmt: skip
     print(
