@@ -438,7 +438,8 @@ def main() -> None:
     picked = [] if args.no_null else picked
     rows = run(args.months, picked, guard)
     det = [] if args.no_detection else detection(args.detect_months or args.months, guard)
-    print(f"months: {args.months}; guard {guard}; tripwire reference {REFERENCE_RUNS} runs; wall {time.monotonic() - t0:.0f} s, CPU "
+    print(f"months: {args.months}; guard {guard}; tripwire reference {REFERENCE_RUNS} runs; "
+          f"wall {time.monotonic() - t0:.0f} s, CPU "
           f"{time.process_time() - c0:.0f} s, load {os.getloadavg()[0]:.1f}; Python "
           f"{platform.python_version()}, numpy {np.__version__}")  # fmt: skip
     print(
