@@ -48,9 +48,9 @@ CONTEXT_SERIES = (  # each tier's own TTFT: names a vendor incident, never a dri
 SHARES = {"tripwires": 0.2, "verdict": 0.15, "drift": 0.1, "capability": 0.05}
 # Runs frozen as a tier's tripwire reference. Every later run is tested against the same
 # reference, so its own error is in every run's p (valid one by one, not independent): with 4
-# runs (a fifth of a run's variance) a tier raised 0.75 false alarms a quarter against its
+# runs (a fifth of a run's variance) a tier raised ~0.8 false alarms a quarter against its
 # 0.1; a day of hourly runs brings that part to 1/25 and the tier within its share
-# (benchmarks/month_replay.py).
+# (benchmarks/month_replay.py --reference-runs).
 TRIPWIRE_REFERENCE_RUNS = 24
 # The verdict's share split between its tests across audits (fractions of the share).
 VERDICT_TESTS = {"mmd": 2 / 3, "failed requests": 1 / 6, "empty answers": 1 / 6}
