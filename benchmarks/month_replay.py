@@ -8,9 +8,9 @@ detection times, under the noise a real vendor has, against the pair's one budge
 - drift: a probe → ``error_budget.freeze`` (calibrating until it can; newest
   ``MIN_BASELINE_RUNS`` runs) then ``cusum.update``;
 - the audit verdict: ``eprocess.update`` at ``error_budget.audit_threshold`` (an inconclusive
-  audit is not folded; its failure-rate test into a detector of its own), with the
-  calibration guard (``eprocess.calibrated_p`` against the newest base-vs-earlier-base
-  p-values; ``--no-guard`` turns it off);
+  audit with tier-specific failures is not folded: ``error_budget.foldable``; its failure-rate
+  test into a detector of its own), with the calibration guard (``eprocess.calibrated_p``
+  against the newest base-vs-earlier-base p-values; ``--no-guard`` turns it off);
 - capability loss: each probe's paired cases per category → ``capability_loss.update``;
 - tripwires, one per tier, hourly: ``REFERENCE_RUNS`` runs frozen as the tier's reference,
   then each run's p → ``eprocess.update`` with the tripwires' calibrator
@@ -288,7 +288,7 @@ class Pair:
         self, label: str, p: float, failed: tuple[int, int], stability: float | None = None
     ) -> tuple[bool, bool]:
         """(verdict alarm, failure-rate alarm) after one audit, as ``evidence._fold_audit``."""
-        folded = p if label != "inconclusive" else None
+        folded = p if error_budget.foldable(label, p, [fisher_p(failed)]) else None
         if folded is not None and self.guard:
             folded = eprocess.calibrated_p(folded, self.null_ps)
         if stability is not None:

@@ -88,6 +88,22 @@ def audit_threshold(every_s: float, test: str = "mmd") -> float:
     return eprocess.threshold_for(runs_per_quarter(every_s), share("verdict") * VERDICT_TESTS[test])
 
 
+TIER_SPECIFIC_ALPHA = 0.05  # a rate test below this: the audit's losses are tier-specific
+
+
+def foldable(label: str, p_value: float | None, rate_ps: Sequence[float | None]) -> bool:
+    """Whether an audit's MMD p is evidence across audits. An audit that is not inconclusive:
+    yes. An inconclusive one only when its losses are not tier-specific: every rate test
+    (failed requests, empty answers) has p ≥ ``TIER_SPECIFIC_ALPHA`` (e.g. too few prompts
+    or texts, lost alike on both tiers: the permutation p of what is left is valid, only
+    weak). Failures that cut one tier's long answers make identical models reject at 46 %;
+    Fisher's test sees them, and such a p is not folded. No rate test: not folded."""
+    if label != "inconclusive":
+        return True
+    tested = [p for p in rate_ps if p is not None]
+    return p_value is not None and bool(tested) and min(tested) >= TIER_SPECIFIC_ALPHA
+
+
 def probe_arl(every_s: float) -> float:
     """The pair's drift in-control run length (probes) at one probe every ``every_s`` s."""
     return runs_per_quarter(every_s) / share("drift")

@@ -7,8 +7,10 @@ stored state (``PairMonitorState``) exactly once, and never recomputed from hist
 older than the last one folded, finishing late, is left out rather than folded out of order):
 
 - **audits** → ``evals.stats.eprocess.update`` with the audit's MMD p-value, unless the audit
-  is *inconclusive* (tier-specific failures that cut long answers make identical models reject
-  at 46 %: such a p is not valid evidence and is not folded). The p is first checked against
+  is *inconclusive* with tier-specific losses (failures that cut one tier's long answers make
+  identical models reject at 46 %: such a p is not valid evidence and is not folded; an audit
+  inconclusive only for a small n, with rates alike on both tiers, is:
+  ``error_budget.foldable``). The p is first checked against
   the pair's own null, the newest base-vs-earlier-base p-values of its audits
   (``eprocess["null_ps"]``, kept across acknowledgements: ``eprocess.calibrated_p``), so a
   test that is anti-conservative on this vendor does not spend the budget. The audit's rate
@@ -51,6 +53,7 @@ from evals.stats.error_budget import (
     MIN_BASELINE_RUNS,
     VERDICT_TESTS,
     audit_threshold,
+    foldable,
     freeze,
     refusal,
     share,
@@ -158,7 +161,8 @@ def _fold_audit(row: PairMonitorState, run: Run) -> None:
     if row.since and run.created_at < row.since:
         return  # measured before the acknowledgement: belongs to the old state
     state = eprocess_state(row)
-    valid = verdict.label != "inconclusive"  # its p is not evidence (module docstring)
+    rate_ps = [r.get("p_value") for r in verdict.data.get("rates") or []]
+    valid = foldable(verdict.label, verdict.p_value, rate_ps)  # module docstring
     null_ps = [float(p) for p in (row.eprocess or {}).get("null_ps") or []]
     p = verdict.p_value if valid else None
     folded = eprocess.calibrated_p(p, null_ps) if p is not None else None
@@ -183,7 +187,8 @@ def _fold_audit(row: PairMonitorState, run: Run) -> None:
         "calibration": guard,
     }  # fmt: skip
     if not valid:
-        block["skipped"] = "inconclusive audit: its p is not folded into the evidence"
+        block["skipped"] = ("inconclusive audit with tier-specific losses: its p is not folded "
+                            "into the evidence")  # fmt: skip
     Run.objects.merge_summary(run.id, verdict={**verdict.data, "monitor": block})
 
 
