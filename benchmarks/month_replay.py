@@ -404,10 +404,12 @@ DETECTIONS = (
 )  # fmt: skip
 
 
-def detection(months: int, guard: bool) -> list[str]:
+def detection(months: int, guard: bool, only: list[str] | None = None) -> list[str]:
     ar1 = SCENARIOS[0]
     rows, cache = [], {}
     for switch, key in DETECTIONS:
+        if only and switch not in only:
+            continue
         if switch not in cache:
             cache[switch] = [one_month(ar1, 77_000 + m, switch, guard) for m in range(months)]
         rows.append(f"| {switch} ({key}) | {delays(cache[switch], key)} |")
@@ -423,6 +425,7 @@ def main() -> None:
     ap.add_argument("--no-guard", action="store_true", help="without the calibration guard")
     ap.add_argument("--no-detection", action="store_true")
     ap.add_argument("--no-null", action="store_true", help="detection times only")
+    ap.add_argument("--switch", action="append", help="switches to time (default: all)")
     ap.add_argument(
         "--reference-runs", type=int, help="tripwire reference runs (default: the product's)"
     )
@@ -437,7 +440,11 @@ def main() -> None:
     picked = [s for s in SCENARIOS if not args.only or s.name in args.only]
     picked = [] if args.no_null else picked
     rows = run(args.months, picked, guard)
-    det = [] if args.no_detection else detection(args.detect_months or args.months, guard)
+    det = (
+        []
+        if args.no_detection
+        else detection(args.detect_months or args.months, guard, args.switch)
+    )
     print(f"months: {args.months}; guard {guard}; tripwire reference {REFERENCE_RUNS} runs; "
           f"wall {time.monotonic() - t0:.0f} s, CPU "
           f"{time.process_time() - c0:.0f} s, load {os.getloadavg()[0]:.1f}; Python "
