@@ -58,9 +58,13 @@ NOTES = [
     "Reading it:",
     "",
     "- The honest hours are too few to show the tripwires' budget (0.1 false alarms per tier "
-    "per quarter, 2,160 hourly runs); that rests on the e-detector's threshold and the "
-    "frozen-reference caveat in docs/measures.md. The real-engine null pools of issue 20 are "
-    "not run here (`benchmarks/tripwire_engines.py` needs the llama.cpp build).",
+    'per quarter, 2,160 hourly runs): the month replay measures it ("Month replay" below; '
+    "a reference of a day of runs keeps it, one of 4 runs did not). The real-engine null "
+    "pools of issue 20 are not run here (`benchmarks/tripwire_engines.py` needs the llama.cpp "
+    "build).",
+    "- Each tier's reference is its first day of hourly runs (24), and a run's p becomes "
+    "evidence by the tripwires' own calibrator (floored at the permutation test's 1/10,000): "
+    "a switched tier whose runs sit at that floor fires at the third run after the switch.",
     "- Border inputs catch the simulated quantization later than logprobs (median 5 h): it "
     "moves each near tie by one logit, seen through 10 one-token answers per input per run.",
     "- At hourly runs a border tripwire sends two thirds as many *requests* as hourly audits "
@@ -146,7 +150,9 @@ def trial(url: str, method: str, change: str, seed: int, null_hours: int, max_ho
     for hour in range(null_hours):
         state, d = eprocess.update(
             state,
-            eprocess.AuditEvidence(p_value=p_of("demo-fast", hour), run_id=hour),
+            eprocess.AuditEvidence(
+                p_value=p_of("demo-fast", hour), run_id=hour, calibrator=eprocess.TRIPWIRE
+            ),
             threshold=limit,
         )
         false_alarms += d.new_alarm
@@ -156,7 +162,9 @@ def trial(url: str, method: str, change: str, seed: int, null_hours: int, max_ho
         switch(url, "quantized")
     try:
         for hour in range(1, max_hours + 1):
-            ev = eprocess.AuditEvidence(p_value=p_of(model, null_hours + hour), run_id=hour)
+            ev = eprocess.AuditEvidence(
+                p_value=p_of(model, null_hours + hour), run_id=hour, calibrator=eprocess.TRIPWIRE
+            )
             state, d = eprocess.update(state, ev, threshold=limit)
             if d.new_alarm:
                 return {"hours": hour, "false_alarms": false_alarms}

@@ -36,6 +36,12 @@ was capped at e(1/1001) ≈ 20.8 and needed 23 h (median) for 30 % and mostly mi
 within 15 days. p is clipped to [0.01, 0.99]: the floor bounds one audit's e-value (a
 permutation p is at best 1/(B + 1)), so no single audit and no spike of tiny p-values buys an
 alarm alone; the ceiling keeps a p of 1 from multiplying the e-process by 0 for good.
+**One calibrator per monitor** (:class:`Calibrator`): the floor is where a monitor's p stops
+being trusted. Audits: 0.01 (``VERDICT``): far above the audit's permutation resolution
+(1/1001), so a spike of tiny p-values buys no more than a p of 0.01. Tripwires: 1/(9,999 + 1)
+(``TRIPWIRE``), their permutation test's own resolution: a switched model drives every run's p
+to that floor, each run then brings e ≈ 66 and three runs reach the tripwires' threshold (with
+the audits' floor a run brought ≈ 7 and it took four).
 **The detector is a mixture** over ``GRID`` (Shin, Ramdas & Rinaldo 2023, §3.2): one e-CUSUM
 M_t^δ per δ, alarm when their average reaches c. The average of e-Shiryaev–Roberts processes
 has E_∞ = t too, so ARL ≥ c holds for the mixture (their Thm 3.3), and the grid spares the
@@ -44,6 +50,29 @@ choice of δ (the cost: log(len(GRID)) of evidence). An audit may also bring its
 e-values of one audit are averaged (an average of e-values is an e-value, whatever their
 dependence). A per-run p-value therefore stays as evidence, but never alarms on its own.
 
+**The calibration guard.** A calibrator is valid only if the audit's p is super-uniform when the
+tiers do not differ. When the vendor's serving makes the audit's test itself anti-conservative
+(10 % of honest audits with p < 0.01 reject at 0.05 in 14.5 % of audits, more than a real change
+that rejects in 10 %), no calibrator of the p alone can catch the one and ignore the other. The
+audits already measure the test's null on this vendor: the base tier's batch against its batch
+in an audit a day earlier (``base_stability``), one model compared with itself across time
+windows. The pair keeps the newest ``CALIBRATION_WINDOW`` of those p-values and checks them for
+an excess of small ones (a binomial test at 0.01 and 0.05, :func:`null_miscalibrated`). While
+they look uniform (and before a pair has any: its first day of audits, whose tests then stand
+alone) the audit's own p is folded. When they do not, and while there are fewer than
+``MIN_CALIBRATION`` of them to check, the p folded is the larger of the test's p and its
+*conformal* p among them (:func:`calibrated_p`: the rank of p among the base tier's own
+p-values; Vovk, Gammerman & Shafer, "Algorithmic Learning in a Random World", 2005, ch. 2). If
+the test is valid, the first is; if the test is miscalibrated alike on both comparisons, the
+second is (the fast-vs-base p is then exchangeable with the base-vs-base ones); the maximum of
+two p-values is valid when either is, so the guard never makes a valid p invalid, whichever way
+the check goes. The conformal p always, instead of only after the check, would cost half the
+evidence a 10 % change brings per audit (the window's own noise at 168 p-values), hence the
+check. What it cannot do: a miscalibration of the fast-vs-base comparison alone is, to any test,
+a difference of the fast tier. The window is shared by consecutive audits (like the tripwires'
+frozen reference), so the p-values it gives are each valid but not independent: measured by
+``benchmarks/month_replay.py``.
+
 The state is a frozen dataclass with ``to_json``/``from_json``: store it with the pair, call
 :func:`update` once per finished audit, and :func:`acknowledge` when a person accepts a change
 and re-baselines.
@@ -51,6 +80,7 @@ and re-baselines.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Sequence
@@ -58,37 +88,54 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 from scipy.special import ndtri
-from scipy.stats import norm
+from scipy.stats import binom, norm
 
 AUDITS_PER_QUARTER_HOURLY = 24 * 90
 DEFAULT_BUDGET = 0.5  # expected false alarms per pair per period
+CALIBRATION_WINDOW = 168  # base-vs-earlier-base p-values kept as the pair's null (a week)
+MIN_CALIBRATION = 72  # fewer: only the conformal p (too few to check: a pair's first days)
+CHECK_LEVELS = (0.01, 0.05)  # where the base tier's p-values are checked for an excess
+CHECK_ALPHA = 0.01  # a false check costs little: the conformal p, near the test's own
 GRID = (0.25, 0.5, 1.0, 2.0)  # shifts δ of the normal score the mixture detector bets on
 P_FLOOR = 0.01  # a p below this counts as this, above 1 − this as that (bounds e both ways)
-_Z_CAP = float(norm.isf(P_FLOOR))
+TRIPWIRE_P_FLOOR = 1 / 10_000  # the tripwires' permutation resolution (9,999 permutations)
 
 
-def _log_norm(delta: float) -> float:
+@functools.lru_cache(maxsize=64)
+def _log_norm(delta: float, p_floor: float = P_FLOOR) -> float:
     """A(δ) = log E exp(δ clip(Z, ±z_cap)), Z ~ N(0, 1): e^{−δ c} Φ(−c) + e^{δ²/2}
-    (Φ(c − δ) − Φ(−c − δ)) + e^{δ c} (1 − Φ(c)), c = z_cap (the normal's moment generating
-    function, clipped at both ends)."""
-    c = _Z_CAP
+    (Φ(c − δ) − Φ(−c − δ)) + e^{δ c} (1 − Φ(c)), c = z_cap = Φ⁻¹(1 − p_floor) (the normal's
+    moment generating function, clipped at both ends)."""
+    c = float(norm.isf(p_floor))
     inside = float(norm.cdf(c - delta) - norm.cdf(-c - delta))
     return math.log(math.exp(-delta * c) * float(norm.cdf(-c))
                     + math.exp(delta * delta / 2) * inside
                     + math.exp(delta * c) * float(norm.sf(c)))  # fmt: skip
 
 
-_A = {d: _log_norm(d) for d in GRID}
-
-
-def shift_e(p: float, delta: float) -> float:
+def shift_e(p: float, delta: float, p_floor: float = P_FLOOR) -> float:
     """The shift calibrator e_δ(p) = exp(δ clip(Φ⁻¹(1 − p), ±z_cap) − A(δ)) (module docstring):
     E e_δ(U) = 1 for a uniform p, ≤ 1 for a super-uniform one."""
     if not 0.0 < p <= 1.0:
         raise ValueError(f"p-value must be in (0, 1], got {p}")
-    z = -float(ndtri(min(max(p, P_FLOOR), 1 - P_FLOOR)))  # Φ⁻¹(1 − p), clipped
-    a = _A[delta] if delta in _A else _log_norm(delta)
-    return math.exp(delta * z - a)
+    z = -float(ndtri(min(max(p, p_floor), 1 - p_floor)))  # Φ⁻¹(1 − p), clipped
+    return math.exp(delta * z - _log_norm(delta, p_floor))
+
+
+@dataclass(frozen=True)
+class Calibrator:
+    """How one monitor turns a p into e-values: one shift calibrator per δ of ``grid``, p
+    clipped to [p_floor, 1 − p_floor] (module docstring, "One calibrator per monitor")."""
+
+    p_floor: float = P_FLOOR
+    grid: tuple[float, ...] = GRID
+
+    def components(self, p: float) -> tuple[float, ...]:
+        return tuple(shift_e(p, d, self.p_floor) for d in self.grid)
+
+
+VERDICT = Calibrator()
+TRIPWIRE = Calibrator(TRIPWIRE_P_FLOOR)
 
 
 def p_to_e(p: float) -> float:
@@ -117,6 +164,7 @@ class AuditEvidence:
     p_value: float | None
     e_value: float | None = None
     run_id: int | None = None
+    calibrator: Calibrator = VERDICT
 
     def components(self) -> tuple[float, ...] | None:
         """One e-value per δ of ``GRID``: e_δ(p), averaged with the audit's own e-value when
@@ -125,8 +173,8 @@ class AuditEvidence:
         if own is not None and (own < 0 or not math.isfinite(own)):
             raise ValueError(f"e-value must be finite and ≥ 0, got {own}")
         if self.p_value is None:
-            return None if own is None else (own,) * len(GRID)
-        parts = tuple(shift_e(self.p_value, d) for d in GRID)
+            return None if own is None else (own,) * len(self.calibrator.grid)
+        parts = self.calibrator.components(self.p_value)
         return parts if own is None else tuple((e + own) / 2 for e in parts)
 
     def e(self) -> float | None:
@@ -212,6 +260,34 @@ def update(
 def acknowledge(state: EProcessState) -> EProcessState:
     """A person accepted the change (and re-baselined): evidence starts again from 1."""
     return EProcessState(last_run_id=state.last_run_id)
+
+
+def null_miscalibrated(null_ps: Sequence[float]) -> bool:
+    """Whether the base tier's own p-values reject too often to be uniform: at q in
+    ``CHECK_LEVELS``, #{p ≤ q} is improbable for n uniform p-values, P(Bin(n, q) ≥ count)
+    < ``CHECK_ALPHA`` (a one-sided binomial test)."""
+    n = len(null_ps)
+    return any(_tail(sum(1 for p in null_ps if p <= q), n, q) < CHECK_ALPHA for q in CHECK_LEVELS)
+
+
+@functools.lru_cache(maxsize=4096)
+def _tail(count: int, n: int, q: float) -> float:
+    """P(Bin(n, q) ≥ count)."""
+    return float(binom.sf(count - 1, n, q))
+
+
+def calibrated_p(p: float, null_ps: Sequence[float]) -> float:
+    """The audit's p checked against the pair's own null (module docstring, "The calibration
+    guard"): the test's own p while the base tier's p-values look uniform
+    (:func:`null_miscalibrated`) or before there is any, else — and while there are fewer
+    than ``MIN_CALIBRATION`` of them — max(p, (1 + #{q ∈ null_ps : q ≤ p}) / (|null_ps| + 1)),
+    the larger of the test's p and its conformal p among them. Either way valid when the
+    test's p is; the second also when the tiers' p and the base tier's are exchangeable (a
+    test miscalibrated alike on both): the maximum of two p-values is valid when either is."""
+    if not null_ps or (len(null_ps) >= MIN_CALIBRATION and not null_miscalibrated(null_ps)):
+        return p
+    rank = sum(1 for q in null_ps if q <= p)
+    return max(p, (1 + rank) / (len(null_ps) + 1))
 
 
 def e_bh(e_values: Sequence[float], alpha: float = 0.05) -> list[bool]:

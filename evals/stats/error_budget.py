@@ -46,6 +46,12 @@ CONTEXT_SERIES = (  # each tier's own TTFT: names a vendor incident, never a dri
 # The pair's budget split between its monitors (expected false alarms per quarter; the sum
 # is BUDGET_PER_QUARTER). The tripwires' share covers both tiers (half each).
 SHARES = {"tripwires": 0.2, "verdict": 0.15, "drift": 0.1, "capability": 0.05}
+# Runs frozen as a tier's tripwire reference. Every later run is tested against the same
+# reference, so its own error is in every run's p (valid one by one, not independent): with 4
+# runs (a fifth of a run's variance) a tier raised ~0.8 false alarms a quarter against its
+# 0.1; a day of hourly runs brings that part to 1/25 and the tier within its share
+# (benchmarks/month_replay.py --reference-runs).
+TRIPWIRE_REFERENCE_RUNS = 24
 # The verdict's share split between its tests across audits (fractions of the share).
 VERDICT_TESTS = {"mmd": 2 / 3, "failed requests": 1 / 6, "empty answers": 1 / 6}
 MONITOR_WORDS = {"tripwires": "tripwires", "verdict": "audit verdict", "drift": "drift",
@@ -80,6 +86,22 @@ def audit_threshold(every_s: float, test: str = "mmd") -> float:
     """The e-detector's alarm level for one of the verdict's tests across audits
     (:data:`VERDICT_TESTS`) at one audit every ``every_s`` seconds."""
     return eprocess.threshold_for(runs_per_quarter(every_s), share("verdict") * VERDICT_TESTS[test])
+
+
+TIER_SPECIFIC_ALPHA = 0.05  # a rate test below this: the audit's losses are tier-specific
+
+
+def foldable(label: str, p_value: float | None, rate_ps: Sequence[float | None]) -> bool:
+    """Whether an audit's MMD p is evidence across audits. An audit that is not inconclusive:
+    yes. An inconclusive one only when its losses are not tier-specific: every rate test
+    (failed requests, empty answers) has p ≥ ``TIER_SPECIFIC_ALPHA`` (e.g. too few prompts
+    or texts, lost alike on both tiers: the permutation p of what is left is valid, only
+    weak). Failures that cut one tier's long answers make identical models reject at 46 %;
+    Fisher's test sees them, and such a p is not folded. No rate test: not folded."""
+    if label != "inconclusive":
+        return True
+    tested = [p for p in rate_ps if p is not None]
+    return p_value is not None and bool(tested) and min(tested) >= TIER_SPECIFIC_ALPHA
 
 
 def probe_arl(every_s: float) -> float:

@@ -4,7 +4,8 @@ docs/measures.md "Border-input tripwires").
 The tier's block in ``TripwireState.tiers`` gets ``mode: "border"`` and a ``border`` block: the
 kept inputs and their reference distributions from discovery. Every later run's answer
 distributions are tested against that reference and the run's p becomes an e-value in the
-tier's *one* tripwire e-detector, the same detector and threshold as the logprob tripwire, so
+tier's *one* tripwire e-detector, the same detector, calibrator and threshold as the logprob
+tripwire, so
 a tier has one tripwire budget whichever kind of evidence its endpoint allows.
 """
 
@@ -35,7 +36,7 @@ def tier_after(
     state = eprocess.EProcessState(**block["eprocess"]) if block.get("eprocess") else None
     state, decision = eprocess.update(
         state or eprocess.EProcessState(),
-        eprocess.AuditEvidence(p_value=test.p_value, run_id=run_id),
+        eprocess.AuditEvidence(p_value=test.p_value, run_id=run_id, calibrator=eprocess.TRIPWIRE),
         threshold=threshold,
     )
     block["eprocess"] = json.loads(state.to_json())

@@ -7,12 +7,17 @@ stored state (``PairMonitorState``) exactly once, and never recomputed from hist
 older than the last one folded, finishing late, is left out rather than folded out of order):
 
 - **audits** → ``evals.stats.eprocess.update`` with the audit's MMD p-value, unless the audit
-  is *inconclusive* (tier-specific failures that cut long answers make identical models reject
-  at 46 %: such a p is not valid evidence and is not folded). The audit's rate tests (failed
-  requests, empty answers: Fisher's p of ``evals.stats.labels.rate_test``) are folded into
-  detectors of their own (``eprocess["rates"]``), so failures and refusals reach the evidence
-  across audits as what they are. Each detector alarms at c = audits per quarter / its part of
-  the verdict's share of the pair's budget (``evals.stats.error_budget``).
+  is *inconclusive* with tier-specific losses (failures that cut one tier's long answers make
+  identical models reject at 46 %: such a p is not valid evidence and is not folded; an audit
+  inconclusive only for a small n, with rates alike on both tiers, is:
+  ``error_budget.foldable``). The p is first checked against
+  the pair's own null, the newest base-vs-earlier-base p-values of its audits
+  (``eprocess["null_ps"]``, kept across acknowledgements: ``eprocess.calibrated_p``), so a
+  test that is anti-conservative on this vendor does not spend the budget. The audit's rate
+  tests (failed requests, empty answers: Fisher's p of ``evals.stats.labels.rate_test``) are
+  folded into detectors of their own (``eprocess["rates"]``), so failures and refusals reach
+  the evidence across audits as what they are. Each detector alarms at c = audits per
+  quarter / its part of the verdict's share of the pair's budget (``evals.stats.error_budget``).
 - **probes** → ``evals.stats.cusum.update`` against the pair's active ``Baseline``. The
   baseline is frozen from the newest ``MIN_BASELINE_RUNS`` probe runs after the pair started
   (or after the last acknowledgement) once they can make one (a few values may be missing; no
@@ -48,6 +53,7 @@ from evals.stats.error_budget import (
     MIN_BASELINE_RUNS,
     VERDICT_TESTS,
     audit_threshold,
+    foldable,
     freeze,
     refusal,
     share,
@@ -155,11 +161,20 @@ def _fold_audit(row: PairMonitorState, run: Run) -> None:
     if row.since and run.created_at < row.since:
         return  # measured before the acknowledgement: belongs to the old state
     state = eprocess_state(row)
-    valid = verdict.label != "inconclusive"  # its p is not evidence (module docstring)
-    evidence = eprocess.AuditEvidence(p_value=verdict.p_value if valid else None, run_id=run.id)
+    rate_ps = [r.get("p_value") for r in verdict.data.get("rates") or []]
+    valid = foldable(verdict.label, verdict.p_value, rate_ps)  # module docstring
+    null_ps = [float(p) for p in (row.eprocess or {}).get("null_ps") or []]
+    p = verdict.p_value if valid else None
+    folded = eprocess.calibrated_p(p, null_ps) if p is not None else None
+    evidence = eprocess.AuditEvidence(p_value=folded, run_id=run.id)
     state, decision = eprocess.update(state, evidence, threshold=eprocess_threshold(row.pair))
     rates = _fold_rates(row, verdict.data.get("rates") or [], run.id)
-    row.eprocess, row.last_audit = {**asdict(state), "rates": rates}, run
+    guard = {"p_folded": folded, "null_n": len(null_ps),
+             "miscalibrated": eprocess.null_miscalibrated(null_ps)}  # fmt: skip
+    stability = (verdict.data.get("base_stability") or {}).get("p_value")
+    if stability is not None:
+        null_ps = (null_ps + [float(stability)])[-eprocess.CALIBRATION_WINDOW :]
+    row.eprocess, row.last_audit = {**asdict(state), "rates": rates, "null_ps": null_ps}, run
     row.save(update_fields=["eprocess", "last_audit", "updated_at"])
     block = {
         **asdict(decision),
@@ -169,9 +184,11 @@ def _fold_audit(row: PairMonitorState, run: Run) -> None:
         "rates": {what: {k: r[k] for k in ("detector", "alarmed", "alarm_audit", "audits")}
                   | {"threshold": eprocess_threshold(row.pair, what)}
                   for what, r in rates.items()},
+        "calibration": guard,
     }  # fmt: skip
     if not valid:
-        block["skipped"] = "inconclusive audit: its p is not folded into the evidence"
+        block["skipped"] = ("inconclusive audit with tier-specific losses: its p is not folded "
+                            "into the evidence")  # fmt: skip
     Run.objects.merge_summary(run.id, verdict={**verdict.data, "monitor": block})
 
 
@@ -333,8 +350,9 @@ def acknowledge(*, pair: Pair, user: str) -> PairMonitorState:
         verdict = eprocess_state(row).alarmed or any(r.get("alarmed") for r in rates.values())
         if not drift and not verdict:
             drift = verdict = True
-        if verdict:
-            row.eprocess = asdict(eprocess.acknowledge(eprocess_state(row)))
+        if verdict:  # the base tier's own null stays: it is the vendor's, not the change's
+            null_ps = (row.eprocess or {}).get("null_ps") or []
+            row.eprocess = {**asdict(eprocess.acknowledge(eprocess_state(row))), "null_ps": null_ps}
             row.capability = {}  # the capability loss detectors restart too
         if drift:
             row.cusum = {}

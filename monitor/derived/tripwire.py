@@ -3,7 +3,9 @@
 
 Per tier the question is "did this one change?": its first ``REFERENCE_RUNS`` tripwire runs
 are frozen as its reference window, every later run is tested against it, and the run's p
-becomes an e-value in that tier's e-detector. The detector's threshold gives the tripwires
+becomes an e-value in that tier's e-detector, by the tripwires' own calibrator
+(``eprocess.TRIPWIRE``: floored at the permutation test's resolution, so a switched model
+fires at the third hourly run). The detector's threshold gives the tripwires
 their own share of the pair's false-alarm budget (``TRIPWIRE_BUDGET`` per quarter at hourly
 runs). Fast against base ("are they the same?") is a distance on the same prompts with its
 noise floor, the same distance between the two reference windows: shown, never alarmed on,
@@ -32,7 +34,7 @@ from monitor.models import Alert, Pair, Run, TripwireState
 
 log = logging.getLogger(__name__)
 
-REFERENCE_RUNS = stats.DEFAULT_REFERENCE_RUNS
+REFERENCE_RUNS = error_budget.TRIPWIRE_REFERENCE_RUNS  # a day of hourly runs: why, there
 # expected false alarms per tier per quarter at hourly tripwire runs: half the tripwires' share
 # of the pair's one budget (``evals.stats.error_budget``)
 TRIPWIRE_BUDGET = error_budget.tripwire_share_per_tier()
@@ -59,7 +61,7 @@ def _tier_after(block: dict[str, Any], window: Window, run_id: int, seed: int) -
     state = eprocess.EProcessState(**block["eprocess"]) if block.get("eprocess") else None
     state, decision = eprocess.update(
         state or eprocess.EProcessState(),
-        eprocess.AuditEvidence(p_value=test.p_value, run_id=run_id),
+        eprocess.AuditEvidence(p_value=test.p_value, run_id=run_id, calibrator=eprocess.TRIPWIRE),
         threshold=threshold(),
     )
     block["eprocess"] = json.loads(state.to_json())

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from django.contrib.auth import get_user_model
 
-from monitor.models import AlertRule, Channel, Endpoint, Pair
+from monitor.models import AlertRule, Channel, Endpoint, Pair, Suite, TripwireState
 from monitor.setup.schedules import (
     ensure_probe_schedule,
     ensure_retention_schedule,
@@ -106,6 +106,7 @@ def ensure_demo(
     )
     ensure_probe_schedule(pair_name=capability.name, every_s=max(60, probe_every_s))
     pairs.append(capability)
+    ensure_blackbox_pair(vendor_url=vendor_url, suite=suite, every_s=max(60, probe_every_s))
     ensure_weekly_report_schedule()
     ensure_retention_schedule()
     channel, _ = Channel.objects.update_or_create(
@@ -133,3 +134,32 @@ def ensure_demo_user() -> None:
     user_model = get_user_model()
     if not user_model.objects.filter(username=DEMO_USER).exists():
         user_model.objects.create_superuser(DEMO_USER, "demo@example.invalid", DEMO_PASSWORD)
+
+
+BLACKBOX_PAIR = "demo-fast-vs-base-no-logprobs"
+
+
+def ensure_blackbox_pair(*, vendor_url: str, suite: Suite, every_s: int) -> Pair:
+    """A demo pair whose endpoints return no logprobs (the same models over the Anthropic
+    protocol), so the demo shows the border-input tripwires (docs/measures.md): tripwires
+    only, no probes or audits of its own (the pairs above measure the same models), and its
+    discovery accepted here (the demo's vendor is local: no bill)."""
+    ends = {}
+    for model in ("demo-fast", "demo-base"):
+        ends[model], _ = Endpoint.objects.update_or_create(
+            name=f"{model}-no-logprobs",
+            defaults={"protocol": "anthropic", "base_url": vendor_url, "model": model,
+                      "api_key_env": "", "simulated": True, "local": True,
+                      "max_concurrency": 4, "timeout_s": 60, "context_window": 32768,
+                      "notes": "Simulated by tierwatch's demo vendor over the Anthropic "
+                               "protocol (no logprobs): not a real model."},
+        )  # fmt: skip
+    pair, _ = Pair.objects.update_or_create(
+        name=BLACKBOX_PAIR,
+        defaults={"fast": ends["demo-fast"], "base": ends["demo-base"], "suite": suite,
+                  "claim_value": 4.0, "repeat": 2, "slo_ttft_ms": 1500, "slo_e2e_ms": 8000,
+                  "active": True},
+    )  # fmt: skip
+    TripwireState.objects.update_or_create(pair=pair, defaults={"border_allowed": True})
+    ensure_tripwire_schedule(pair_name=pair.name, every_s=every_s)
+    return pair

@@ -38,10 +38,13 @@ def dead() -> object:
 @pytest.mark.django_db
 def test_the_replay_s_pair_ends_where_the_database_path_ends():
     """The same 72 simulated hours (48 baseline probes, then 24 hours with audits, 10 % of
-    them cut by tier-specific failures) folded by the replay and by ``evidence.after_run``
-    through stored summaries: the same CUSUM sums and the same detectors."""
+    them cut by tier-specific failures, each with a base-vs-earlier-base p for the calibration
+    guard) folded by the replay and by ``evidence.after_run`` through stored summaries: the
+    same CUSUM sums, the same detectors and the same base-tier null."""
     hours = mr.hours_of(scenario("cut answers"), np.random.default_rng(0), None)[:72]
-    assert sum(h["audit"][0] == "inconclusive" for h in hours[mr.PRE :]) == 4
+    cut = sum(h["audit"][0] == "inconclusive" for h in hours[mr.PRE :])
+    assert cut == 2
+    stability = list(np.random.default_rng(1).random(len(hours)) ** 3)  # some small ones
     pair = factories.pair()
     for t, h in enumerate(hours):
         v = h["probe"]
@@ -58,7 +61,8 @@ def test_the_replay_s_pair_ends_where_the_database_path_ends():
             continue
         label, p, failed = h["audit"]
         rates = [{"what": "failed requests", "p_value": mr.fisher_p(failed)}]
-        verdict = {"label": label, "p_value": p, "sentence": label, "rates": rates}
+        verdict = {"label": label, "p_value": p, "sentence": label, "rates": rates,
+                   "base_stability": {"p_value": stability[t]}}  # fmt: skip
         run = factories.run(pair, kind="audit", minutes_ago=60 * (80 - t) - 30,
                             summary=factories.summary(verdict=verdict))  # fmt: skip
         evidence.after_run(run_id=run.id)
@@ -66,10 +70,18 @@ def test_the_replay_s_pair_ends_where_the_database_path_ends():
     for t, h in enumerate(hours):
         replay.probe(h["probe"], h["hour"], t)
         if t >= mr.PRE:
-            replay.audit(*h["audit"])
+            replay.audit(*h["audit"], stability[t])
     row = PairMonitorState.objects.get(pair=pair)
     assert row.cusum["sums"] == pytest.approx(list(replay.state.sums))
     assert row.eprocess["detector"] == pytest.approx(replay.evidence.detector)
-    assert row.eprocess["audits"] == replay.evidence.audits == 24 - 4  # inconclusive: not folded
+    assert row.eprocess["audits"] == replay.evidence.audits == 24 - cut  # inconclusive: not folded
+    assert row.eprocess["null_ps"] == pytest.approx(replay.null_ps) and len(replay.null_ps) == 24
     failures = row.eprocess["rates"]["failed requests"]
     assert failures["detector"] == pytest.approx(replay.failures.detector)
+
+
+def test_all_four_monitors_fold_in_a_month_and_a_q8_like_switch_fires_a_tripwire_within_3_h():
+    months = [mr.one_month(scenario("ar1"), seed=s, switch="Q8_0-like") for s in range(2)]
+    for m in months:
+        assert set(mr.MONITORS) <= set(m)
+        assert next(i for i in m["tripwires"] if i >= mr.SWITCH) - mr.SWITCH + 1 <= 3

@@ -37,7 +37,7 @@ def probe(pair: Pair, hours_ago: float, rng, *, fast=200.0, base=300.0, both=1.0
 
 
 def audit(pair: Pair, hours_ago: float, p: float, *, label="no_detectable_difference",
-          failed=(0, 0)) -> Run:  # fmt: skip
+          failed=(0, 0), stability: float | None = None) -> Run:  # fmt: skip
     from evals.stats.labels import rate_test
 
     rates = [rate_test("failed requests", (failed[0], 250), (failed[1], 250)),
@@ -46,6 +46,8 @@ def audit(pair: Pair, hours_ago: float, p: float, *, label="no_detectable_differ
                "rates": [{"what": r.what, "fast": list(r.fast), "base": list(r.base),
                           "p_value": r.p_value} for r in rates],
                "mmd": {"fast_vs_base": {"n_per_tier": [250, 250]}}}  # fmt: skip
+    if stability is not None:  # base now against base in an audit a day earlier
+        verdict["base_stability"] = {"p_value": stability}
     run = factories.run(pair, kind="audit", minutes_ago=60 * hours_ago,
                         summary=factories.summary(verdict=verdict))  # fmt: skip
     evidence.after_run(run_id=run.id)
@@ -122,3 +124,20 @@ def test_acknowledging_drift_keeps_the_verdicts_evidence():
     row.refresh_from_db()
     assert row.cusum == {} and not Baseline.objects.filter(pair=pair, active=True).exists()
     assert row.eprocess == before and row.eprocess["audits"] == 5  # the verdict's evidence stays
+
+
+def test_an_audit_test_that_rejects_base_against_itself_is_folded_at_its_conformal_p():
+    """The base tier against its earlier self rejects at p ≤ 0.005 in 30 of 40 audits (the
+    test, not the fast tier, is anti-conservative on this vendor): a fast-vs-base p of 0.002
+    is folded as its rank among them, and the base tier's p-values outlive an
+    acknowledgement."""
+    pair = factories.pair()
+    for h in range(40):
+        audit(pair, 100 - h, 0.5, stability=(0.001, 0.005, 0.005, 0.6)[h % 4])
+    run = audit(pair, 50, 0.002)
+    guard = run.summary["verdict"]["monitor"]["calibration"]
+    assert guard["miscalibrated"] and guard["null_n"] == 40
+    assert guard["p_folded"] == pytest.approx((1 + 10) / 41)  # 10 of 40 at 0.001 ≤ 0.002
+    evidence.acknowledge(pair=pair, user="alice")
+    row = PairMonitorState.objects.get(pair=pair)
+    assert row.eprocess["audits"] == 0 and len(row.eprocess["null_ps"]) == 40

@@ -121,3 +121,20 @@ def test_too_few_border_inputs_is_said_once_and_not_paid_for_again(vendor):
     state.refresh_from_db()  # no second discovery: the reason stands until acknowledged
     assert "at least 5 needed" in state.tiers["fast"]["skipped"]
     assert state.tiers["fast"]["border"]["run"] == run.id
+
+
+def test_the_demo_s_pair_without_logprobs_discovers_its_border_inputs_at_once(vendor):
+    """The demo shows the black-box path: its no-logprobs pair (the demo's models over the
+    Anthropic protocol) has a tripwire schedule and its discovery accepted, so its first
+    scheduled run finds border inputs on both tiers."""
+    from monitor.setup.demo import BLACKBOX_PAIR, ensure_demo
+
+    pairs = ensure_demo(vendor_url=vendor)
+    assert BLACKBOX_PAIR not in [p.name for p in pairs]  # no probes or audits of its own
+    pair = Pair.objects.get(name=BLACKBOX_PAIR)
+    assert {pair.fast.protocol, pair.base.protocol} == {"anthropic"}
+    run = Run.objects.get(id=probe_pair_task.run(pair.name, "tripwire"))
+    execute_run_task.run(run.id, kind="tripwire")
+    state = TripwireState.objects.get(pair=pair)
+    for tier in ("fast", "base"):
+        assert state.tiers[tier]["mode"] == "border" and state.tiers[tier]["border"]["inputs"]
