@@ -31,6 +31,28 @@ def pytest_configure(config) -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items) -> None:
+    """``--dist loadgroup`` sends the tests of one ``xdist_group`` to one worker by reading the
+    group from the test's id (``…::test@serial``). pytest-xdist writes that suffix to
+    ``item._nodeid``, which pytest 9 no longer reads (the id lives in ``item._id``), so every
+    group was silently split across workers: fault tests restarted servers beside each other
+    and a group's module fixtures ran once per worker. Write the suffix where pytest reads it,
+    once (a pytest-xdist that does it itself finds it there)."""
+    if not getattr(config.option, "loadgroup", False):
+        return
+    from _pytest.nodeid import NodeId
+
+    for item in items:
+        names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                        for m in item.iter_markers("xdist_group")})  # fmt: skip
+        if not names:
+            continue
+        suffix = "@" + "_".join(names)
+        if not item.nodeid.endswith(suffix):
+            item._id = NodeId.parse(item.nodeid + suffix)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _empty_page_cache(django_db_blocker) -> None:
     """The figure cache (Redis with REDIS_URL) outlives a test session while the test
