@@ -51,34 +51,32 @@ and re-baselines.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
-from scipy.special import ndtri
-from scipy.stats import norm
 
 AUDITS_PER_QUARTER_HOURLY = 24 * 90
 DEFAULT_BUDGET = 0.5  # expected false alarms per pair per period
 GRID = (0.25, 0.5, 1.0, 2.0)  # shifts δ of the normal score the mixture detector bets on
 P_FLOOR = 0.01  # a p below this counts as this, above 1 − this as that (bounds e both ways)
-_Z_CAP = float(norm.isf(P_FLOOR))
 
 
+@functools.cache
 def _log_norm(delta: float) -> float:
     """A(δ) = log E exp(δ clip(Z, ±z_cap)), Z ~ N(0, 1): e^{−δ c} Φ(−c) + e^{δ²/2}
     (Φ(c − δ) − Φ(−c − δ)) + e^{δ c} (1 − Φ(c)), c = z_cap (the normal's moment generating
-    function, clipped at both ends)."""
-    c = _Z_CAP
+    function, clipped at both ends). Cached: the grid's δ are few and fixed."""
+    from scipy.stats import norm
+
+    c = float(norm.isf(P_FLOOR))  # z_cap
     inside = float(norm.cdf(c - delta) - norm.cdf(-c - delta))
     return math.log(math.exp(-delta * c) * float(norm.cdf(-c))
                     + math.exp(delta * delta / 2) * inside
                     + math.exp(delta * c) * float(norm.sf(c)))  # fmt: skip
-
-
-_A = {d: _log_norm(d) for d in GRID}
 
 
 def shift_e(p: float, delta: float) -> float:
@@ -86,8 +84,10 @@ def shift_e(p: float, delta: float) -> float:
     E e_δ(U) = 1 for a uniform p, ≤ 1 for a super-uniform one."""
     if not 0.0 < p <= 1.0:
         raise ValueError(f"p-value must be in (0, 1], got {p}")
+    from scipy.special import ndtri
+
     z = -float(ndtri(min(max(p, P_FLOOR), 1 - P_FLOOR)))  # Φ⁻¹(1 − p), clipped
-    a = _A[delta] if delta in _A else _log_norm(delta)
+    a = _log_norm(delta)
     return math.exp(delta * z - a)
 
 
