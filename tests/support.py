@@ -20,10 +20,12 @@ from datetime import UTC, datetime
 from email import message_from_bytes
 from email.policy import default as default_policy
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from json import dumps
 
 import httpx
 import pytest
 from django.conf import settings
+from django.test import Client
 
 from evals.vendors.llamacpp import build
 from monitor.celery import worker_argv
@@ -191,6 +193,25 @@ def key_decoded_hits(text: str, key: str = CANARY, piece: int = 8) -> list[str]:
         if any(p in d for p in pieces):
             found.append(where)
     return found
+
+
+class Api:
+    """Django's test client under ``/api`` with a Bearer token, called as httpx is (``params=``,
+    ``json=``, ``content=``): the API's JSON and permissions read inside the test's transaction,
+    with no live server, no flush and no role resync per test."""
+
+    def __init__(self, token: str) -> None:
+        self.client = Client(headers={"Authorization": f"Bearer {token}"})
+
+    def get(self, path: str, params: dict | None = None):
+        return self.client.get(f"/api{path}", params or {})
+
+    def post(self, path: str, json: object = None, content: str | None = None):
+        body = content if content is not None else dumps(json if json is not None else {})
+        return self.client.post(f"/api{path}", body, content_type="application/json")
+
+    def request(self, method: str, path: str, json: object = None):
+        return self.post(path, json) if method == "POST" else self.get(path)
 
 
 WEBHOOK_ENV = "TIERWATCH_TEST_SLACK_WEBHOOK"
