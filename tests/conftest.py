@@ -19,7 +19,7 @@ from evals.benchmarks.fetch import WHEELS, wheel
 from evals.vendors.llamacpp import EngineError
 from evals.vendors.simulated import serve_in_thread
 from tests.factories import free_port
-from tests.support import WEBHOOK_ENV, Inbox, Receiver, start_process
+from tests.support import WEBHOOK_ENV, Inbox, Receiver, group_ids, start_process
 
 
 def pytest_configure(config) -> None:
@@ -33,24 +33,9 @@ def pytest_configure(config) -> None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items) -> None:
-    """``--dist loadgroup`` sends the tests of one ``xdist_group`` to one worker by reading the
-    group from the test's id (``…::test@serial``). pytest-xdist writes that suffix to
-    ``item._nodeid``, which pytest 9 no longer reads (the id lives in ``item._id``), so every
-    group was silently split across workers: fault tests restarted servers beside each other
-    and a group's module fixtures ran once per worker. Write the suffix where pytest reads it,
-    once (a pytest-xdist that does it itself finds it there)."""
-    if not getattr(config.option, "loadgroup", False):
-        return
-    from _pytest.nodeid import NodeId
-
-    for item in items:
-        names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
-                        for m in item.iter_markers("xdist_group")})  # fmt: skip
-        if not names:
-            continue
-        suffix = "@" + "_".join(names)
-        if not item.nodeid.endswith(suffix):
-            item._id = NodeId.parse(item.nodeid + suffix)
+    """``--dist loadgroup``: each ``xdist_group`` on one worker (``tests.support.group_ids``)."""
+    if getattr(config.option, "loadgroup", False):
+        group_ids(items)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -60,6 +60,23 @@ def start_process(
     raise RuntimeError(f"{args} did not become healthy at {health_url}")
 
 
+def group_ids(items: list[pytest.Item]) -> None:
+    """Give each test of an ``xdist_group`` the ``@<group>`` suffix ``--dist loadgroup`` reads
+    from its id to send the group to one worker. pytest-xdist writes that suffix to
+    ``item._nodeid``, which pytest 9 no longer reads (the id lives in ``item._id``), so every
+    group was silently split across workers: fault tests restarted servers beside each other
+    and a group's module fixtures ran once per worker. Written once: a pytest-xdist that does
+    it itself finds it there."""
+    from _pytest.nodeid import NodeId
+
+    for item in items:
+        names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                        for m in item.iter_markers("xdist_group")})  # fmt: skip
+        suffix = "@" + "_".join(names)
+        if names and not item.nodeid.endswith(suffix):
+            item._id = NodeId.parse(item.nodeid + suffix)  # type: ignore[attr-defined]
+
+
 def real_services() -> bool:
     return bool(os.environ.get("DATABASE_URL")) and bool(os.environ.get("REDIS_URL"))
 
