@@ -1,7 +1,8 @@
 """Plain helpers the test folders share (no fixtures: those live in the conftests): the repo
 root, starting a process and waiting for its health URL, the SMTP inbox and Slack-like receiver
 behind the ``smtp``/``slack`` fixtures, the worker's database URL, starting, waiting for and
-stopping Celery workers, and the canary API key."""
+stopping Celery workers, the canary API key, the API's Bearer client (``Api``) and the xdist
+group ids (``group_ids``)."""
 
 from __future__ import annotations
 
