@@ -19,7 +19,7 @@ from evals.benchmarks.fetch import WHEELS, wheel
 from evals.vendors.llamacpp import EngineError
 from evals.vendors.simulated import serve_in_thread
 from tests.factories import free_port
-from tests.support import WEBHOOK_ENV, Inbox, Receiver, start_process
+from tests.support import WEBHOOK_ENV, Inbox, Receiver, group_ids, start_process
 
 
 def pytest_configure(config) -> None:
@@ -29,6 +29,13 @@ def pytest_configure(config) -> None:
     from django.conf import settings
 
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items) -> None:
+    """``--dist loadgroup``: each ``xdist_group`` on one worker (``tests.support.group_ids``)."""
+    if getattr(config.option, "loadgroup", False):
+        group_ids(items)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -1,7 +1,8 @@
 """Plain helpers the test folders share (no fixtures: those live in the conftests): the repo
 root, starting a process and waiting for its health URL, the SMTP inbox and Slack-like receiver
 behind the ``smtp``/``slack`` fixtures, the worker's database URL, starting, waiting for and
-stopping Celery workers, and the canary API key."""
+stopping Celery workers, the canary API key, the API's Bearer client (``Api``) and the xdist
+group ids (``group_ids``)."""
 
 from __future__ import annotations
 
@@ -20,10 +21,12 @@ from datetime import UTC, datetime
 from email import message_from_bytes
 from email.policy import default as default_policy
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from json import dumps
 
 import httpx
 import pytest
 from django.conf import settings
+from django.test import Client
 
 from evals.vendors.llamacpp import build
 from monitor.celery import worker_argv
@@ -56,6 +59,23 @@ def start_process(
             time.sleep(0.1)
     proc.kill()
     raise RuntimeError(f"{args} did not become healthy at {health_url}")
+
+
+def group_ids(items: list[pytest.Item]) -> None:
+    """Give each test of an ``xdist_group`` the ``@<group>`` suffix ``--dist loadgroup`` reads
+    from its id to send the group to one worker. pytest-xdist writes that suffix to
+    ``item._nodeid``, which pytest 9 no longer reads (the id lives in ``item._id``), so every
+    group was silently split across workers: fault tests restarted servers beside each other
+    and a group's module fixtures ran once per worker. Written once: a pytest-xdist that does
+    it itself finds it there."""
+    from _pytest.nodeid import NodeId
+
+    for item in items:
+        names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                        for m in item.iter_markers("xdist_group")})  # fmt: skip
+        suffix = "@" + "_".join(names)
+        if names and not item.nodeid.endswith(suffix):
+            item._id = NodeId.parse(item.nodeid + suffix)  # type: ignore[attr-defined]
 
 
 def real_services() -> bool:
@@ -191,6 +211,25 @@ def key_decoded_hits(text: str, key: str = CANARY, piece: int = 8) -> list[str]:
         if any(p in d for p in pieces):
             found.append(where)
     return found
+
+
+class Api:
+    """Django's test client under ``/api`` with a Bearer token, called as httpx is (``params=``,
+    ``json=``, ``content=``): the API's JSON and permissions read inside the test's transaction,
+    with no live server, no flush and no role resync per test."""
+
+    def __init__(self, token: str) -> None:
+        self.client = Client(headers={"Authorization": f"Bearer {token}"})
+
+    def get(self, path: str, params: dict | None = None):
+        return self.client.get(f"/api{path}", params or {})
+
+    def post(self, path: str, json: object = None, content: str | None = None):
+        body = content if content is not None else dumps(json if json is not None else {})
+        return self.client.post(f"/api{path}", body, content_type="application/json")
+
+    def request(self, method: str, path: str, json: object = None):
+        return self.post(path, json) if method == "POST" else self.get(path)
 
 
 WEBHOOK_ENV = "TIERWATCH_TEST_SLACK_WEBHOOK"

@@ -21,5 +21,8 @@
 - ``stability`` — base now against base in an earlier run (the A-vs-A that can fail).
 
 Pure functions over plain data (numpy arrays, dicts, dataclasses); each formula is written
-once, with its source in the docstring.
+once, with its source in the docstring. ``scipy`` is imported inside the functions that call
+it: importing ``scipy.stats`` costs more than the rest of a Django start, and every
+``manage.py`` command and Celery worker imports these modules through the URLs and tasks,
+most of them without computing a statistic.
 """

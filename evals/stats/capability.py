@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.stats import binomtest
 
 
 def mcnemar_exact(b: int, c: int) -> float:
@@ -25,6 +24,8 @@ def mcnemar_exact(b: int, c: int) -> float:
         raise ValueError("counts must be non-negative")
     if b + c == 0:
         return 1.0
+    from scipy.stats import binomtest
+
     return float(binomtest(b, b + c, 0.5, alternative="two-sided").pvalue)
 
 

@@ -43,7 +43,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import norm
 
 from evals.stats.multiple import holm
 
@@ -128,6 +127,8 @@ def min_detectable_drop(
     m = len(nf)
     if m == 0 or base_rate <= 0:
         return None
+    from scipy.stats import norm
+
     z = norm.ppf(1 - alpha / 2) + norm.ppf(power)
     p = base_rate
 
@@ -161,6 +162,8 @@ def cases_needed(
     if not len(nf) or q < 0:
         return None
     v = float(np.mean(p * (1 - p) / nb + q * (1 - q) / nf))
+    from scipy.stats import norm
+
     z = norm.ppf(1 - alpha / 2) + norm.ppf(power)
     return max(MIN_CASES, math.ceil(float(z * z * v / tolerance**2)))
 

@@ -59,8 +59,6 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
-from scipy.optimize import brentq
-from scipy.stats import median_abs_deviation, norm
 
 K = 0.5
 SIEGMUND = 1.166
@@ -84,7 +82,16 @@ def _log(x: float) -> float:
 def _normal_score(p: float) -> float:
     if not 0 <= p <= 1:
         raise ValueError(f"p-value must be in [0, 1], got {p}")
+    from scipy.stats import norm
+
     return float(norm.isf(min(max(p, 1e-12), 1.0 - 1e-12)))
+
+
+def _mad(resid: np.ndarray) -> float:
+    """The robust sd: the median absolute deviation scaled to a normal's sd."""
+    from scipy.stats import median_abs_deviation
+
+    return float(median_abs_deviation(resid, scale="normal"))
 
 
 TRANSFORMS = {"log": _log, "p_normal": _normal_score, "identity": float}
@@ -159,6 +166,8 @@ def h_for_arl(arl: float, k: float = K, n_baseline: int | None = None, phi: floa
 
     def gap(h: float) -> float:
         return math.log(float(np.mean(1.0 / np.maximum(siegmund_arl(h, k, shift, sd), 1.0))))
+
+    from scipy.optimize import brentq
 
     return float(brentq(lambda h: gap(h) + math.log(arl), 0.0, 200.0))
 
@@ -262,7 +271,7 @@ class Baseline:
                 np.array([offsets[h] for _, h in pts if h is not None]) if offsets else 0.0
             )
             center = float(np.median(resid))
-            s0 = max(float(median_abs_deviation(resid, scale="normal")), min_scale)
+            s0 = max(_mad(resid), min_scale)
             u = np.clip((resid - center) / s0, -Z_CLIP, Z_CLIP)
             return SeriesBaseline(spec.name, spec.transform, spec.direction, center, s0,
                                   _lag1(u), len(y), offsets, long_run_variance(u),
@@ -308,7 +317,7 @@ def refusal(specs: Sequence[SeriesSpec], runs: Sequence[Mapping[str, float | Non
         half = len(y) // 2
         a, b = float(np.median(y[:half])), float(np.median(y[half:]))
         resid = y - np.where(np.arange(len(y)) < half, a, b)  # the shift itself is no noise
-        s0 = max(float(median_abs_deviation(resid, scale="normal")), 1e-6)
+        s0 = max(_mad(resid), 1e-6)
         u = np.clip(resid / s0, -Z_CLIP, Z_CLIP)
         gap = abs(b - a) / s0
         sd = math.sqrt(long_run_variance(u) * math.pi / 2 * 4 / len(y))

@@ -20,7 +20,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import bootstrap, norm
 
 from evals.stats.mmd import MMDResult
 
@@ -45,6 +44,8 @@ def effect_size(
     seed: int = 0,
 ) -> EffectSize | None:
     """Interval and 80%-power effect of a run's MMD² (None when there is no statistic)."""
+    from scipy.stats import bootstrap, norm
+
     if result.statistic is None:
         return None
     per = np.asarray(result.per_prompt, dtype=float)

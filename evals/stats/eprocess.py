@@ -87,8 +87,6 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
-from scipy.special import ndtri
-from scipy.stats import binom, norm
 
 AUDITS_PER_QUARTER_HOURLY = 24 * 90
 DEFAULT_BUDGET = 0.5  # expected false alarms per pair per period
@@ -106,6 +104,8 @@ def _log_norm(delta: float, p_floor: float = P_FLOOR) -> float:
     """A(δ) = log E exp(δ clip(Z, ±z_cap)), Z ~ N(0, 1): e^{−δ c} Φ(−c) + e^{δ²/2}
     (Φ(c − δ) − Φ(−c − δ)) + e^{δ c} (1 − Φ(c)), c = z_cap = Φ⁻¹(1 − p_floor) (the normal's
     moment generating function, clipped at both ends)."""
+    from scipy.stats import norm  # at use: evals/stats/__init__.py says why
+
     c = float(norm.isf(p_floor))
     inside = float(norm.cdf(c - delta) - norm.cdf(-c - delta))
     return math.log(math.exp(-delta * c) * float(norm.cdf(-c))
@@ -118,6 +118,8 @@ def shift_e(p: float, delta: float, p_floor: float = P_FLOOR) -> float:
     E e_δ(U) = 1 for a uniform p, ≤ 1 for a super-uniform one."""
     if not 0.0 < p <= 1.0:
         raise ValueError(f"p-value must be in (0, 1], got {p}")
+    from scipy.special import ndtri
+
     z = -float(ndtri(min(max(p, p_floor), 1 - p_floor)))  # Φ⁻¹(1 − p), clipped
     return math.exp(delta * z - _log_norm(delta, p_floor))
 
@@ -273,6 +275,8 @@ def null_miscalibrated(null_ps: Sequence[float]) -> bool:
 @functools.lru_cache(maxsize=4096)
 def _tail(count: int, n: int, q: float) -> float:
     """P(Bin(n, q) ≥ count)."""
+    from scipy.stats import binom
+
     return float(binom.sf(count - 1, n, q))
 
 

@@ -35,8 +35,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
-from scipy.stats import fisher_exact
-
 from evals.stats.capability import PairedTable
 from evals.stats.effect import EffectSize, effect_size
 from evals.stats.ladder import REFERENCE_LADDER
@@ -115,6 +113,8 @@ def rate_test(what: str, fast: tuple[int, int], base: tuple[int, int]) -> RateTe
     (fk, fn), (bk, bn) = fast, base
     if fn <= 0 or bn <= 0:
         return RateTest(what, fast, base, 1.0)
+    from scipy.stats import fisher_exact
+
     p = fisher_exact([[fk, fn - fk], [bk, bn - bk]]).pvalue
     return RateTest(what, fast, base, float(p))
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.stats import false_discovery_control
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
@@ -34,4 +33,6 @@ def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
     p = np.asarray(p_values, dtype=float)
     if p.size == 0:
         return []
+    from scipy.stats import false_discovery_control
+
     return [float(x) for x in np.asarray(false_discovery_control(p, method="bh"))]

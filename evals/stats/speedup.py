@@ -25,7 +25,6 @@ from enum import StrEnum
 from typing import Literal
 
 import numpy as np
-from scipy.stats import bootstrap
 
 from evals.latency import MIN_N
 
@@ -92,6 +91,8 @@ def paired_ratio_ci(
         return RatioCI(estimate, None, None, n, "none", confidence, note)
 
     def run(how: str) -> tuple[float, float]:
+        from scipy.stats import bootstrap
+
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # degenerate BCa warns; we detect it by NaN
             res = bootstrap(

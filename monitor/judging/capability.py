@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-from scipy.stats import binomtest
 
 from evals.benchmarks import score as scoring
 from evals.benchmarks.toolcheck import ToolMetrics, ToolVerdict, tool_metrics
@@ -126,6 +125,8 @@ class Rate:
 def rate(passed: int, n: int) -> Rate:
     if not n:
         return Rate(0, 0, None, None)
+    from scipy.stats import binomtest
+
     ci = binomtest(passed, n).proportion_ci(confidence_level=0.95, method="wilson")
     return Rate(passed, n, ci.low, ci.high)
 

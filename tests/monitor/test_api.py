@@ -7,12 +7,10 @@ needs no server, no flush and no role resync per test."""
 from __future__ import annotations
 
 from datetime import timedelta
-from json import dumps
 
 import httpx
 import pytest
 from django.core.management import call_command
-from django.test import Client
 from django.utils import timezone
 from openapi_spec_validator import validate
 
@@ -22,6 +20,7 @@ from monitor.models import Alert, AlertRule, ApiToken, Run, RunKind
 from monitor.setup import roles
 from monitor.setup.api_tokens import create_token, digest
 from tests import factories
+from tests.support import Api
 
 pytestmark = pytest.mark.django_db
 over_http = pytest.mark.django_db(transaction=True)  # live_server: the server sees the rows
@@ -32,21 +31,6 @@ TIMEOUT = 30  # the first request imports the API; the machine is shared
 def resolve(alert: Alert) -> None:
     """Through the lifecycle (it keeps the state)."""
     lifecycle.resolve(alert_id=alert.id, note="cleared")
-
-
-class Api:
-    """Django's test client under ``/api`` with a Bearer token, called as httpx is (``params=``,
-    ``json=``)."""
-
-    def __init__(self, token: str) -> None:
-        self.client = Client(headers={"Authorization": f"Bearer {token}"})
-
-    def get(self, path: str, params: dict | None = None):
-        return self.client.get(f"/api{path}", params or {})
-
-    def post(self, path: str, json: dict | None = None):
-        body = dumps(json if json is not None else {})
-        return self.client.post(f"/api{path}", body, content_type="application/json")
 
 
 def client_for(role: str | None) -> Api:

@@ -1,4 +1,5 @@
-"""What the API refuses, over real HTTP (Django's live server and httpx): a body that is not
+"""What the API refuses (Django's test client inside the test's transaction; the token tests of
+tests/monitor/test_api.py go over real HTTP): a body that is not
 the schema's object (422 naming the body), a second queued run of the same pair and kind (409,
 also for the buttons, the schedules and ``manage.py probe``: one service rule), runs past the
 token's rate (429 with Retry-After), pages past the schema's bounds (422, never a 500), and a
@@ -8,7 +9,6 @@ from __future__ import annotations
 
 import re
 
-import httpx
 import pytest
 from django.core.management import CommandError, call_command
 
@@ -18,21 +18,17 @@ from monitor.setup import roles
 from monitor.setup.api_tokens import create_token
 from monitor.tasks import probe_pair_task
 from tests import factories
+from tests.support import Api
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
-TIMEOUT = 30
 LISTS = ("/pairs", "/alerts", "/runs", "/verdicts")
 
 
 @pytest.fixture
-def operator(live_server):
+def operator() -> Api:
     _, token = create_token(user=factories.user("api-operator", roles.OPERATOR))
-    return httpx.Client(
-        base_url=f"{live_server.url}/api",
-        headers={"Authorization": f"Bearer {token}"},
-        timeout=TIMEOUT,
-    )
+    return Api(token)
 
 
 @pytest.fixture
@@ -42,10 +38,8 @@ def pair():
 
 @pytest.mark.parametrize("body", ["[]", '"x"', "null", '{"kind": "x"}', '{"knd": "audit"}'])
 def test_a_run_body_that_is_not_the_schemas_object_is_a_422_naming_it(operator, pair, body):
-    response = operator.post(
-        "/pairs/demo/runs", content=body, headers={"Content-Type": "application/json"}
-    )
-    assert response.status_code == 422, response.text
+    response = operator.post("/pairs/demo/runs", content=body)
+    assert response.status_code == 422, response.content
     assert all(error["loc"][0] == "body" for error in response.json()["detail"])
     assert not Run.objects.exists()
 
@@ -62,9 +56,7 @@ def test_a_second_queued_run_of_the_pair_and_kind_is_refused_with_409(operator, 
     assert Run.objects.count() == 3
 
 
-def test_runs_past_the_tokens_rate_are_refused_with_429_and_retry_after(
-    operator, live_server, settings, pair
-):
+def test_runs_past_the_tokens_rate_are_refused_with_429_and_retry_after(operator, settings, pair):
     settings.TIERWATCH_API_RUN_RATE = "2/min"
     factories.pair("other", fast="o-fast", base="o-base", suite_row=pair.suite)
     assert operator.post("/pairs/demo/runs", json={}).status_code == 201
@@ -74,12 +66,7 @@ def test_runs_past_the_tokens_rate_are_refused_with_429_and_retry_after(
     assert 0 < int(third.headers["Retry-After"]) <= 60
     assert Run.objects.count() == 2
     _, token = create_token(user=factories.user("api-other", roles.OPERATOR))
-    other = httpx.post(
-        f"{live_server.url}/api/pairs/demo/runs",
-        json={"kind": "audit"},
-        headers={"Authorization": f"Bearer {token}"},
-        timeout=TIMEOUT,
-    )
+    other = Api(token).post("/pairs/demo/runs", json={"kind": "audit"})
     assert other.status_code == 201  # per token, not for everyone
 
 
@@ -88,14 +75,14 @@ def test_a_page_past_the_bounds_is_422_and_past_the_end_empty(operator, pair, pa
     path = path.format(run=factories.run(pair).pk)
     for params in ({"page": 2**62}, {"page": 0}, {"page_size": 501}, {"page_size": 0}):
         response = operator.get(path, params=params)
-        assert response.status_code == 422, (params, response.text)
+        assert response.status_code == 422, (params, response.content)
         assert response.json()["detail"][0]["loc"][-1] in params
     last = operator.get(path, params={"page": 1_000_000, "page_size": 500})
     assert last.status_code == 200 and last.json()["items"] == []
 
 
-def test_the_schema_lists_every_status_and_the_alert_states(live_server):
-    schema = httpx.get(f"{live_server.url}/api/openapi.json", timeout=TIMEOUT).json()
+def test_the_schema_lists_every_status_and_the_alert_states(client):
+    schema = client.get("/api/openapi.json").json()
     for path, operations in schema["paths"].items():
         for method, op in operations.items():
             assert {"401", "403", "422"} <= set(op["responses"]), (method, path)
@@ -140,15 +127,15 @@ def test_a_pair_name_with_nul_is_a_422_not_a_postgresql_500(operator, pair, meth
     """The input schemathesis' stateful phase found on PostgreSQL: ``GET /api/runs?pair=%00``
     was a 500 there ("text fields cannot contain NUL"), an empty page on SQLite."""
     response = operator.request(method, path, json={} if method == "POST" else None)
-    assert response.status_code == 422, response.text
-    assert "text without NUL characters" in response.text
+    assert response.status_code == 422, response.content
+    assert "text without NUL characters" in response.content.decode()
     assert not Run.objects.exists()
 
 
-def test_the_schema_states_what_the_validators_refuse(live_server):
+def test_the_schema_states_what_the_validators_refuse(client):
     """schemathesis' stateful phase on PostgreSQL sent a note with NUL and an offset of +21:06,
     schema-valid then refused: the schema now carries both limits as patterns."""
-    schema = httpx.get(f"{live_server.url}/api/openapi.json", timeout=TIMEOUT).json()
+    schema = client.get("/api/openapi.json").json()
     silence = schema["components"]["schemas"]["SilenceIn"]["properties"]
     assert silence["note"]["pattern"] == "^[^\x00]*$"
     offset = re.compile(silence["until"]["pattern"])

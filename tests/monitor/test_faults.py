@@ -192,14 +192,8 @@ class Cluster:
         return f"postgres://postgres@127.0.0.1:{self.port}/postgres"
 
 
-@pytest.fixture
-def own_postgres() -> Iterator[Cluster]:
-    """A PostgreSQL 15 cluster of the test's own in a temporary directory, on a free port
-    (as the postgres user when the test runs as root: initdb refuses root)."""
-    if not os.path.exists(f"{PG_BIN}/initdb"):
-        pytest.skip(f"PostgreSQL 15 binaries not installed in {PG_BIN}")
+def _initdb(as_user: list[str]) -> str:
     data = tempfile.mkdtemp(prefix="tierwatch-pg-")
-    as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
     if as_user:
         shutil.chown(data, "postgres")
     subprocess.run(
@@ -220,6 +214,46 @@ def own_postgres() -> Iterator[Cluster]:
         capture_output=True,
         timeout=60,
     )
+    return data
+
+
+@pytest.fixture(scope="module")
+def migrated_data() -> Iterator[tuple[str, list[str]]]:
+    """A stopped PostgreSQL 15 cluster with tierwatch's tables, made once per module (initdb,
+    then ``manage.py migrate``): each test starts from a copy, so none pays the migrations
+    again (as the postgres user when the test runs as root: initdb refuses root)."""
+    if not os.path.exists(f"{PG_BIN}/initdb"):
+        pytest.skip(f"PostgreSQL 15 binaries not installed in {PG_BIN}")
+    as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    cluster = Cluster(_initdb(as_user), free_port(), as_user)
+    cluster.start()
+    try:
+        env = {
+            **os.environ,
+            "DATABASE_URL": cluster.url,
+            "DJANGO_SETTINGS_MODULE": "monitor.settings",
+        }
+        subprocess.run(
+            [sys.executable, "manage.py", "migrate", "--noinput"],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            capture_output=True,
+        )
+    finally:
+        cluster.ctl("-m", "fast", "stop")
+    yield cluster.data, as_user
+    shutil.rmtree(cluster.data, ignore_errors=True)
+
+
+@pytest.fixture
+def own_postgres(migrated_data) -> Iterator[Cluster]:
+    """A migrated PostgreSQL 15 cluster of the test's own: a copy of ``migrated_data`` in a
+    temporary directory, started on a free port."""
+    template, as_user = migrated_data
+    data = tempfile.mkdtemp(prefix="tierwatch-pg-")
+    os.rmdir(data)  # cp -a makes it, with the template's owner and mode
+    subprocess.run([*as_user, "cp", "-a", template, data], check=True, timeout=60)
     cluster = Cluster(data, free_port(), as_user)
     cluster.start()
     yield cluster
@@ -248,8 +282,9 @@ def test_a_postgresql_restart_mid_run_loses_and_duplicates_nothing(
     manage = [sys.executable, "manage.py"]
     config = tmp_path / "faulty.yaml"
     config.write_text(PG_CONFIG.format(url=slow_vendor_url))
-    for command in (["migrate", "--noinput"], ["apply_config", str(config)]):
-        subprocess.run([*manage, *command], cwd=ROOT, env=env, check=True, capture_output=True)
+    subprocess.run(  # the cluster is migrated (``migrated_data``)
+        [*manage, "apply_config", str(config)], cwd=ROOT, env=env, check=True, capture_output=True
+    )
     probe = subprocess.Popen(
         [*manage, "probe", "faulty", "--cases", "5", "--json"],
         cwd=ROOT,
@@ -433,8 +468,9 @@ def _probe_against(cluster: Cluster, vendor_url: str, tmp_path, **env_extra: str
     manage = [sys.executable, "manage.py"]
     config = tmp_path / "faulty.yaml"
     config.write_text(PG_CONFIG.format(url=vendor_url))
-    for command in (["migrate", "--noinput"], ["apply_config", str(config)]):
-        subprocess.run([*manage, *command], cwd=ROOT, env=env, check=True, capture_output=True)
+    subprocess.run(  # the cluster is migrated (``migrated_data``)
+        [*manage, "apply_config", str(config)], cwd=ROOT, env=env, check=True, capture_output=True
+    )
     probe = subprocess.Popen(
         [*manage, "probe", "faulty", "--cases", "5", "--json"],
         cwd=ROOT,
@@ -457,7 +493,7 @@ def _count(cluster: Cluster, sql: str) -> int:
         return 0
 
 
-@pytest.mark.timeout(300)  # migrate, then a run of ~10 s held up by the outage
+@pytest.mark.timeout(300)  # a run of ~10 s held up by the outage
 def test_a_postgresql_outage_past_the_retry_keeps_the_samples_and_stores_them_after(
     own_postgres, slow_vendor_url, tmp_path
 ):
@@ -493,7 +529,7 @@ def test_a_postgresql_outage_past_the_retry_keeps_the_samples_and_stores_them_af
     assert stored == distinct == completed == planned == 2 * 5  # none lost, none twice
 
 
-@pytest.mark.timeout(300)  # migrate, then a run of ~10 s held up by the outage
+@pytest.mark.timeout(300)  # a run of ~10 s held up by the outage
 def test_a_postgresql_outage_past_its_limit_fails_the_run_as_database_unavailable(
     own_postgres, slow_vendor_url, tmp_path
 ):

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Iterator
 
 import pytest
+from django.db import transaction
 from django.utils import timezone
 
 from monitor.models import Pair, Run
@@ -17,7 +19,8 @@ from monitor.reporting.pdf import render_pdf
 from monitor.reporting.sla import build_sla_report, render_html, render_text
 from tests.factories import measured_pair
 
-pytestmark = pytest.mark.django_db
+# one worker for the module: its tests read one measured pair, made once (``measured``)
+pytestmark = [pytest.mark.django_db, pytest.mark.xdist_group("sla_answers")]
 needs_poppler = pytest.mark.skipif(
     not (shutil.which("pdftoppm") and shutil.which("pdftotext")), reason="poppler-utils missing"
 )
@@ -28,9 +31,14 @@ def this_week() -> str:
     return f"{year}-W{week:02d}"
 
 
-@pytest.fixture
-def measured(demo_vendor_url) -> Pair:
-    return measured_pair(demo_vendor_url, suite="smoke", probe_cases=3)
+@pytest.fixture(scope="module")
+def measured(django_db_setup, django_db_blocker, demo_vendor_url) -> Iterator[Pair]:
+    """The measured pair, made once for the module's tests, which only read it: inside a
+    transaction each test's own nests in and that is rolled back after the last one (Django's
+    ``setUpTestData``)."""
+    with django_db_blocker.unblock(), transaction.atomic():
+        yield measured_pair(demo_vendor_url, suite="smoke", probe_cases=3)
+        transaction.set_rollback(True)
 
 
 def test_the_report_answers_same_model_and_speed_against_the_claim_per_pair(measured):
