@@ -32,11 +32,12 @@ from typing import Any
 
 import django
 import numpy as np
-from scipy.stats import chi2
+from scipy.stats import chi2, norm
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "monitor.settings")
 django.setup()
 
+from evals.stats import eprocess  # noqa: E402
 from evals.stats import tripwire as stats  # noqa: E402
 from monitor.derived import tripwire as derived  # noqa: E402
 
@@ -85,15 +86,20 @@ def windows_of(pools: Mapping[str, Any], names: list[str]) -> list[Window]:
     return [w for n in names for life in pools[n]["lifetimes"] for w in life]
 
 
-def month_script(scenario: str, month: int, n_null: int) -> dict[str, Any]:
-    """The draws of one month: per tier a null window index per hour, and the switch hour."""
+def month_script(
+    scenario: str, month: int, n_null: int, switch_at: int | None = None
+) -> dict[str, Any]:
+    """The draws of one month: per tier a null window index per hour, and the switch hour
+    (random unless given: the database check switches early to keep its months short)."""
     rng = np.random.default_rng([list(SCENARIOS).index(scenario), month])
-    return {
+    script = {
         "fast": rng.integers(n_null, size=HOURS).tolist(),
         "base": rng.integers(n_null, size=HOURS).tolist(),
         "switch_at": int(rng.integers(derived.REFERENCE_RUNS + 24, HOURS - 24)),
         "switch_seed": int(rng.integers(2**31)),
     }
+    script["switch_at"] = script["switch_at"] if switch_at is None else switch_at
+    return script
 
 
 def fold(block: dict[str, Any], window: Window, hour: int) -> dict[str, Any]:
@@ -115,7 +121,14 @@ def switched(block: dict[str, Any], pool: list[Window], rng: np.random.Generator
     return None
 
 
-def one_month(pools: Mapping[str, Any], scenario: str, month: int) -> dict[str, Any]:
+def one_month(
+    pools: Mapping[str, Any],
+    scenario: str,
+    month: int,
+    *,
+    hours: int = HOURS,
+    switch_at: int | None = None,
+) -> dict[str, Any]:
     """Both tiers hour by hour; a firing is acknowledged at once (both tiers' references are
     collected again, as ``monitor.derived.tripwire.acknowledge`` does)."""
     nulls, switches = SCENARIOS[scenario]
@@ -128,7 +141,7 @@ def one_month(pools: Mapping[str, Any], scenario: str, month: int) -> dict[str, 
         "p": {"fast": [], "base": []},
     }
     blocks: dict[str, dict[str, Any]] = {"fast": {}, "base": {}}
-    for hour in range(HOURS):
+    for hour in range(hours):
         for tier in ("fast", "base"):
             if hour == script["switch_at"] and blocks[tier].get("eprocess") is not None:
                 rng = np.random.default_rng(script["switch_seed"])
@@ -145,6 +158,27 @@ def one_month(pools: Mapping[str, Any], scenario: str, month: int) -> dict[str, 
             out["alarms"].append([hour, fired])
             blocks = {"fast": {}, "base": {}}
     return out
+
+
+def refold(ps: list[float | None], floor: float, threshold: float) -> list[int]:
+    """What-if: the runs at which the mixture e-detector (``evals.stats.eprocess``: the same
+    grid and shift calibrators) alarms on these p-values when p is floored at ``floor`` instead
+    of ``eprocess.P_FLOOR``; fresh after each alarm. A benchmark-only reading of the recorded
+    p-values, for a proposal; the product's own fold is :func:`fold`."""
+    cap = float(norm.isf(floor))
+    inside = {d: float(norm.cdf(cap - d) - norm.cdf(-cap - d)) for d in eprocess.GRID}
+    log_a = {d: float(np.log(np.exp(-d * cap) * norm.cdf(-cap) + np.exp(d * d / 2) * inside[d]
+                             + np.exp(d * cap) * norm.sf(cap))) for d in eprocess.GRID}  # fmt: skip
+    m, alarms = dict.fromkeys(eprocess.GRID, 1.0), []
+    for i, p in enumerate(ps):
+        if p is None:
+            continue
+        z = float(np.clip(norm.isf(p), -cap, cap))
+        m = {d: max(v, 1.0) * float(np.exp(d * z - log_a[d])) for d, v in m.items()}
+        if np.mean(list(m.values())) >= threshold:
+            alarms.append(i)
+            m = dict.fromkeys(eprocess.GRID, 1.0)
+    return alarms
 
 
 def poisson_ci(k: int, exposure: float) -> tuple[float, float]:
