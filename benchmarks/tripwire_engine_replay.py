@@ -187,16 +187,25 @@ def poisson_ci(k: int, exposure: float) -> tuple[float, float]:
     return lo / exposure, chi2.ppf(0.975, 2 * k + 2) / 2 / exposure
 
 
+WHAT_IF_FLOOR = 1e-4  # 1 / (B + 1) at the tripwire's 9,999 permutations
+
+
 def summary(results: Mapping[str, list[dict[str, Any]]]) -> str:
-    lines = ["| null pool | months | false alarms | per pair per quarter [95 % CI] |",
-             "|---|---|---|---|"]  # fmt: skip
+    th = derived.threshold()
+    lines = ["| null pool | months | false alarms | per pair per quarter [95 % CI] "
+             f"| what-if p floor {WHAT_IF_FLOOR:g}: false alarms |",
+             "|---|---|---|---|---|"]  # fmt: skip
     for scenario, months in results.items():
         k = sum(len(m["alarms"]) for m in months)
         lo, hi = poisson_ci(k, len(months) / QUARTER_MONTHS)
         rate = k / (len(months) / QUARTER_MONTHS)
-        lines.append(f"| {scenario} | {len(months)} | {k} | {rate:.2f} [{lo:.2f}, {hi:.2f}] |")
+        alt = sum(len(refold(m["p"][t], WHAT_IF_FLOOR, th)) for m in months for t in m["p"])
+        lines.append(
+            f"| {scenario} | {len(months)} | {k} | {rate:.2f} [{lo:.2f}, {hi:.2f}] | {alt} |"
+        )
     lines += ["", "| null pool → switch (either tier) | switches | fired within 1 / 3 / 24 runs "
-              "| median runs | never in the month |", "|---|---|---|---|---|"]  # fmt: skip
+              "| median runs | never in the month | what-if p floor: within 1 / 3 runs |",
+              "|---|---|---|---|---|---|"]  # fmt: skip
     for scenario, months in results.items():
         names = {n for m in months for n in m["detect"]}
         for name in sorted(names):
@@ -204,9 +213,13 @@ def summary(results: Mapping[str, list[dict[str, Any]]]) -> str:
             hit = [k for k in ks if k is not None]
             share = [sum(k <= h for k in hit) / len(ks) for h in (1, 3, 24)]
             med = f"{np.median(hit):.0f}" if hit else "–"
+            alt = [refold(ps, WHAT_IF_FLOOR, th) for m in months
+                   for ps in m["switch_p"].get(name, {}).values()]  # fmt: skip
+            within = [sum(bool(a) and a[0] + 1 <= h for a in alt) / len(alt) for h in (1, 3)]
             lines.append(f"| {scenario} → {name} | {len(ks)} | "
                          + " / ".join(f"{s:.0%}" for s in share)
-                         + f" | {med} | {len(ks) - len(hit)} |")  # fmt: skip
+                         + f" | {med} | {len(ks) - len(hit)} | "
+                         + " / ".join(f"{s:.0%}" for s in within) + " |")  # fmt: skip
     return "\n".join(lines)
 
 
