@@ -49,6 +49,8 @@ POOLS: dict[str, tuple[str, int, int, dict[str, Any], tuple[str, ...], bool]] = 
     "f16 4 slots speculative": (F16, 2, 4, {}, ("--draft", "4"), False),
 }
 BORDER_NULL = "f16 4 slots"  # where border inputs are discovered: the batched, noisy server
+BORDER_POOLS = (BORDER_NULL, "q8_0 4 slots", "q4_0 4 slots", "gemma 4 slots",
+                "f16 4 slots speculative")  # fmt: skip
 
 
 async def _ask(spec: EndpointSpec, prompts: list[str], concurrency: int, request: Any) -> list:
@@ -116,7 +118,7 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
                         first = answers(spec, [c for c in cands for _ in range(3)])
                         inputs = [c for c in cands if border.is_border(first.get(c, {}))]
                         out["border_discovery"] = {"candidates": len(cands), "found": inputs}
-                    if inputs and (life == 0 or name == BORDER_NULL):
+                    if inputs and name in BORDER_POOLS:
                         got = answers(spec, [p for p in inputs for _ in range(args.border_samples)])
                         for p, c in got.items():
                             for t, k in c.items():
