@@ -32,7 +32,7 @@ from evals.client import make_client, stream_chat
 from evals.records import EndpointSpec
 from evals.stats import border
 from evals.stats import tripwire as stats
-from evals.vendors.llamacpp import build, models, server
+from evals.vendors.llamacpp import EngineError, build, models, server
 
 F16, Q8, Q4, GEMMA = "smollm2-f16", "smollm2-q8_0", "smollm2-q4_0", "gemma3-270m-q4_k_m"
 # name → (model, threads, slots, body extras, extra server flags, null?)
@@ -107,7 +107,11 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
         for name in names:
             null, lifetimes, border_pool = POOLS[name][5], [], {}
             for life in range(args.lifetimes if null else 1):
-                proc = serve(binaries, paths, name, tmp)
+                try:
+                    proc = serve(binaries, paths, name, tmp)
+                except EngineError as exc:  # e.g. a flag this build refuses: said, not fatal
+                    print(f"{name}: not served ({str(exc)[:300]})", flush=True)
+                    break
                 spec = EndpointSpec(name=name, protocol="openai", base_url=proc.url, model="m",
                                     extra_body=POOLS[name][3])  # fmt: skip
                 try:
@@ -126,6 +130,8 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
                                 border_pool[p][t] += k
                 finally:
                     server.stop(proc.pid)
+            if not lifetimes:
+                continue
             out["pools"][name] = {"null": null, "lifetimes": lifetimes}
             out["border"][name] = border_pool
             print(f"{name}: {sum(map(len, lifetimes))} windows, border inputs {len(border_pool)}, "
