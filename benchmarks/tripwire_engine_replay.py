@@ -132,8 +132,9 @@ def one_month(
     """Both tiers hour by hour; a firing is acknowledged at once (both tiers' references are
     collected again, as ``monitor.derived.tripwire.acknowledge`` does)."""
     nulls, switches = SCENARIOS[scenario]
+    switches = [n for n in switches if n in pools]  # a pool the build could not serve: left out
     null = windows_of(pools, nulls)
-    script = month_script(scenario, month, len(null))
+    script = month_script(scenario, month, len(null), switch_at)
     out: dict[str, Any] = {
         "alarms": [],
         "detect": {},
