@@ -7,7 +7,8 @@ Null configurations serve SmolLM2-135M F16: one slot on 1 and 2 threads, the pro
 sends a window's queries at once, so they share batches, where llama.cpp stops being bit-exact).
 Each is served over ``--lifetimes`` server starts (a restart is part of the null). Switch pools:
 Q8_0, Q4_0 (the same weights, other numerics), Gemma 3 270M (another model) and speculative
-decoding (F16 verified against a Q4_0 draft of itself: lossless by construction).
+decoding, lossless by construction: F16 verifying a Q4_0 draft of itself, and llama-server's
+n-gram drafts (``--spec-type ngram-simple``) on batched slots.
 
 A *window* is one tripwire run on one tier: the product's own requests (``monitor.runs.tripwire``
 sends all of them at once) through the project's client, read by ``evals.stats.tripwire``.
@@ -45,12 +46,12 @@ POOLS: dict[str, tuple[str, int, int, dict[str, Any], tuple[str, ...], bool]] = 
     "q8_0 4 slots": (Q8, 2, 4, {}, (), False),
     "q4_0 4 slots": (Q4, 2, 4, {}, (), False),
     "gemma 4 slots": (GEMMA, 2, 4, {}, (), False),
-    "f16 speculative (q4_0 draft)": (F16, 1, 1, {}, ("--draft", "4"), False),
-    "f16 4 slots speculative": (F16, 2, 4, {}, ("--draft", "4"), False),
+    "f16 speculative (q4_0 draft)": (F16, 1, 1, {}, ("--draft",), False),
+    "f16 4 slots n-gram speculative": (F16, 2, 4, {}, ("--spec-type", "ngram-simple"), False),
 }
 BORDER_NULL = "f16 4 slots"  # where border inputs are discovered: the batched, noisy server
 BORDER_POOLS = (BORDER_NULL, "q8_0 4 slots", "q4_0 4 slots", "gemma 4 slots",
-                "f16 4 slots speculative")  # fmt: skip
+                "f16 4 slots n-gram speculative")  # fmt: skip
 
 
 async def _ask(spec: EndpointSpec, prompts: list[str], concurrency: int, request: Any) -> list:
@@ -84,7 +85,8 @@ def answers(spec: EndpointSpec, prompts: list[str]) -> dict[str, dict[str, int]]
 def serve(binaries: build.Binaries, paths: dict[str, Path], name: str, tmp: str) -> Any:
     model, threads, slots, _, flags, _ = POOLS[name]
     if "--draft" in flags:
-        flags = ("-md", str(paths[Q4]), "--draft-max", "4", "--draft-min", "0")
+        flags = ("--spec-type", "draft-simple", "-md", str(paths[Q4]), "--spec-draft-n-max", "4",
+                 "--spec-draft-n-min", "0")  # fmt: skip
     spec = server.ServerSpec(
         name=name, model=paths[model], port=server.free_port(), alias="m", ctx=512 * slots,
         threads=threads, parallel=slots, args=flags,

@@ -51,7 +51,7 @@ SCENARIOS: dict[str, tuple[list[str], list[str]]] = {
     "f16 2 slots": (["f16 2 slots"], []),
     "f16 4 slots": (
         ["f16 4 slots"],
-        ["q8_0 4 slots", "q4_0 4 slots", "gemma 4 slots", "f16 4 slots speculative"],
+        ["q8_0 4 slots", "q4_0 4 slots", "gemma 4 slots", "f16 4 slots n-gram speculative"],
     ),
     "all f16 mixed": (
         ["f16 1 thread", "f16 2 threads", "f16 no prompt cache", "f16 2 slots", "f16 4 slots"],
