@@ -125,3 +125,18 @@ def test_identical_windows_give_p_one():
     current = {p: r[:6] for p, r in rows.items()}
     test = tripwire.window_test(rows, current, permutations=99)
     assert test.statistic < 1e-12 and test.p_value == 1.0
+
+
+def test_a_serving_shift_within_the_tolerance_is_not_a_change_and_a_larger_one_is():
+    """Bit-exact rows moved alike by a stack's numerics (prompt cache, batch size): without a
+    tolerance the permutation test calls the smallest steady shift a change."""
+    rng = np.random.default_rng(6)
+    reference = {p: rows * 4 for p, rows in draw(rng, 6, noise=0.0).items()}
+    numerics = {p: [{t: v + 0.005 for t, v in r.items()} for r in rows[:6]]
+                for p, rows in reference.items()}  # fmt: skip
+    assert tripwire.window_test(reference, numerics, permutations=999).p_value <= 0.01
+    within = tripwire.window_test(reference, numerics, permutations=999, tolerance=0.02)
+    assert within.p_value == 1.0 and within.statistic == pytest.approx(0.005)
+    quantized = draw(np.random.default_rng(6), 6, shift=0.06, noise=0.0)
+    beyond = tripwire.window_test(reference, quantized, permutations=999, tolerance=0.02)
+    assert beyond.p_value <= 0.01
