@@ -68,14 +68,16 @@ def key(window: Mapping[str, Any]) -> str:
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
-def cached_window_test() -> Callable[..., stats.WindowTest]:
-    """``evals.stats.tripwire.window_test`` with its results kept per (reference, window)."""
+def cached_window_test(tolerance: float | None = None) -> Callable[..., stats.WindowTest]:
+    """``evals.stats.tripwire.window_test`` with its results kept per (reference, window);
+    ``tolerance`` (None: the product's default) for a what-if replay."""
     plain, memo = stats.window_test, {}
+    extra = {} if tolerance is None else {"tolerance": tolerance}
 
     def window_test(reference: Any, current: Any, **kw: Any) -> stats.WindowTest:
         k = (key(reference), key(current))
         if k not in memo:
-            memo[k] = plain(reference, current, **kw)
+            memo[k] = plain(reference, current, **kw, **extra)
         return memo[k]
 
     window_test.memo = memo  # type: ignore[attr-defined]
@@ -230,9 +232,10 @@ def main() -> None:
     parser.add_argument("--months", type=int, default=100)
     parser.add_argument("--scenarios", nargs="*", default=list(SCENARIOS))
     parser.add_argument("--out", type=Path, default=Path("var/tripwire_replay.json"))
+    parser.add_argument("--tolerance", type=float, help="nats per token (default: the product's)")
     args = parser.parse_args()
     pools = json.loads(args.pools.read_text())["pools"]
-    stats.window_test = cached_window_test()  # type: ignore[assignment]
+    stats.window_test = cached_window_test(args.tolerance)  # type: ignore[assignment]
     results: dict[str, list[dict[str, Any]]] = {}
     started, cpu = time.monotonic(), time.process_time()
     for scenario in args.scenarios:
