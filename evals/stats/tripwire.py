@@ -22,6 +22,14 @@ stratified permutation, and the +1 keeps p valid and > 0, which the e-value need
 reference's monitor of real APIs alarms on the statistic's running mean + 12σ rather than on
 p; here the p of each run becomes an e-value so evidence adds up across runs.
 
+**The tolerance**: the p is computed on each token's shift beyond ``DEFAULT_TOLERANCE`` nats
+(|Δ| − τ, at least 0), and is 1 without permuting when no token moved more. Why: a serving
+stack's numerics (prompt cache on or off, how many requests share a batch, thread count) move
+the first-token logprobs of the *same* weights by a steady few thousandths of a nat, the same
+in every query, and on such bit-exact rows the permutation test calls any steady shift a
+change; an 8-bit quantization moves them by hundredths to tenths (docs/benchmarks.md, "Tripwires
+on real engines: null pools and switches"). The distance reported stays the plain one.
+
 **Across runs** each run's p is calibrated into an e-value (``eprocess.p_to_e``) and folded
 into an e-CUSUM detector exactly like the audits' (``evals.stats.eprocess``). One caveat,
 stated rather than hidden: every run is compared with the *same* frozen reference window, so
@@ -46,7 +54,7 @@ DEFAULT_PROMPTS = ("x", "Hi", "1+1=", "The capital of France is")
 DEFAULT_TOP_K = 5  # many OpenAI-compatible servers cap top_logprobs at 5
 DEFAULT_REPEATS = 6  # queries per prompt per run: the current window
 DEFAULT_REFERENCE_RUNS = 4  # runs frozen as a tier's reference window (24 queries per prompt)
-DEFAULT_TOLERANCE = 0.0  # nats per token a serving stack's numerics may move a logprob
+DEFAULT_TOLERANCE = 0.02  # nats per token a serving stack's numerics may move a logprob
 DEFAULT_PERMUTATIONS = 9999  # p down to 1e-4: e ≈ 118 a run, so 3 runs can reach the threshold
 
 Observation = Mapping[str, float]  # one query: token → logprob of the first output token
