@@ -37,7 +37,7 @@ from monitor.derived import tripwire as derived  # noqa: E402
 
 DAYS = 30
 NULL = "f16 4 slots"
-SWITCHES = ("q8_0 4 slots", "q4_0 4 slots", "gemma 4 slots", "f16 4 slots n-gram speculative")
+SWITCHES = ("q8_0 4 slots", "q4_0 4 slots", "gemma 4 slots")
 Pool = Mapping[str, Mapping[str, int]]
 
 
