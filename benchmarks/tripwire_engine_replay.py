@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import hashlib
 import json
 import os
 import time
@@ -61,11 +60,12 @@ SCENARIOS: dict[str, tuple[list[str], list[str]]] = {
 Window = dict[str, list[dict[str, float]]]
 
 
-def key(window: Mapping[str, Any]) -> str:
+def key(window: Mapping[str, Any]) -> tuple:
     """A window's content (rows sorted per prompt: the statistic does not see their order)."""
-    text = json.dumps({p: sorted(json.dumps(r, sort_keys=True) for r in rows)
-                       for p, rows in sorted(window.items())})  # fmt: skip
-    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+    return tuple(
+        (p, tuple(sorted(tuple(sorted(r.items())) for r in rows)))
+        for p, rows in sorted(window.items())
+    )
 
 
 def cached_window_test(tolerance: float | None = None) -> Callable[..., stats.WindowTest]:
