@@ -126,6 +126,12 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
                         first = answers(spec, [c for c in cands for _ in range(3)])
                         inputs = [c for c in cands if border.is_border(first.get(c, {}))]
                         out["border_discovery"] = {"candidates": len(cands), "found": inputs}
+                    if args.flips and life == 0:  # each candidate once: answers that moved
+                        cands = border.candidates(args.flips, seed=0)
+                        got = answers(spec, cands)
+                        out.setdefault("flips", {})[name] = {
+                            p: max(c, key=c.get) for p, c in got.items()
+                        }
                     if inputs and name in BORDER_POOLS:
                         got = answers(spec, [p for p in inputs for _ in range(args.border_samples)])
                         for p, c in got.items():
@@ -154,6 +160,7 @@ def main() -> None:
     parser.add_argument("--border", type=int, default=border.DISCOVERY_CANDIDATES)
     parser.add_argument("--border-samples", type=int, default=40)
     parser.add_argument("--only", nargs="*", help="collect these pools only")
+    parser.add_argument("--flips", type=int, default=0, help="candidates answered once per pool")
     args = parser.parse_args()
     pools = collect(args)
     args.out.parent.mkdir(parents=True, exist_ok=True)
