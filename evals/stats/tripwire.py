@@ -22,6 +22,14 @@ stratified permutation, and the +1 keeps p valid and > 0, which the e-value need
 reference's monitor of real APIs alarms on the statistic's running mean + 12σ rather than on
 p; here the p of each run becomes an e-value so evidence adds up across runs.
 
+**The tolerance**: the p is computed on each token's shift beyond ``DEFAULT_TOLERANCE`` nats
+(|Δ| − τ, at least 0), and is 1 without permuting when no token moved more. Why: a serving
+stack's numerics (prompt cache on or off, how many requests share a batch, thread count) move
+the first-token logprobs of the *same* weights by a steady few thousandths of a nat, the same
+in every query, and on such bit-exact rows the permutation test calls any steady shift a
+change; an 8-bit quantization moves them by hundredths to tenths (docs/benchmarks.md, "Tripwires
+on real engines: null pools and switches"). The distance reported stays the plain one.
+
 **Across runs** each run's p is calibrated into an e-value (``eprocess.p_to_e``) and folded
 into an e-CUSUM detector exactly like the audits' (``evals.stats.eprocess``). One caveat,
 stated rather than hidden: every run is compared with the *same* frozen reference window, so
@@ -46,6 +54,7 @@ DEFAULT_PROMPTS = ("x", "Hi", "1+1=", "The capital of France is")
 DEFAULT_TOP_K = 5  # many OpenAI-compatible servers cap top_logprobs at 5
 DEFAULT_REPEATS = 6  # queries per prompt per run: the current window
 DEFAULT_REFERENCE_RUNS = 4  # runs frozen as a tier's reference window (24 queries per prompt)
+DEFAULT_TOLERANCE = 0.02  # nats per token a serving stack's numerics may move a logprob
 DEFAULT_PERMUTATIONS = 9999  # p down to 1e-4: e ≈ 118 a run, so 3 runs can reach the threshold
 
 Observation = Mapping[str, float]  # one query: token → logprob of the first output token
@@ -115,6 +124,28 @@ def distance(a: Sequence[Observation], b: Sequence[Observation]) -> float:
     return float(np.abs(_matrix(a, tokens).mean(0) - _matrix(b, tokens).mean(0)).mean())
 
 
+def _permuted(
+    pooled: np.ndarray, n_ref: int, permutations: int, rng: np.random.Generator, tolerance: float
+) -> np.ndarray:
+    """The distance of each of ``permutations`` relabellings of ``pooled``'s rows (the first
+    ``n_ref`` of each permutation as "reference"). Why a 0/1 mask and one matrix product:
+    gathering the shuffled rows builds a (B, n, tokens) array, five times slower for the same
+    permutations (a month's replay runs this tens of thousands of times)."""
+    order = np.argsort(rng.random((permutations, len(pooled))), axis=1)
+    mask = np.zeros((permutations, len(pooled)))
+    np.put_along_axis(mask, order[:, :n_ref], 1.0, axis=1)
+    ref_sum = mask @ pooled
+    diff = ref_sum / n_ref - (pooled.sum(0) - ref_sum) / (len(pooled) - n_ref)
+    out: np.ndarray = _beyond(np.abs(diff), tolerance).mean(1)
+    return out
+
+
+def _beyond(shift: np.ndarray, tolerance: float) -> np.ndarray:
+    """Each token's shift less the tolerance, at least 0: what serving numerics cannot explain."""
+    out: np.ndarray = np.maximum(shift - tolerance, 0.0)
+    return out
+
+
 @dataclass(frozen=True)
 class WindowTest:
     statistic: float  # mean over prompts of the per-prompt distance, nats
@@ -130,9 +161,14 @@ def window_test(
     *,
     permutations: int = DEFAULT_PERMUTATIONS,
     seed: int = 0,
+    tolerance: float = DEFAULT_TOLERANCE,
 ) -> WindowTest:
     """Two windows of queries, per prompt, compared: statistic and stratified permutation p.
-    Only prompts present in both windows count; none in common is an error that says so."""
+    Only prompts present in both windows count; none in common is an error that says so.
+
+    The p is computed on the shifts beyond ``tolerance`` nats per token (module docstring):
+    when no token moved more than that, nothing is left to explain and p = 1 without
+    permuting. ``statistic`` stays the plain distance, the figure the page shows."""
     prompts = [p for p in reference if reference[p] and current.get(p)]
     if not prompts:
         raise ValueError(
@@ -142,24 +178,26 @@ def window_test(
     if permutations < 1:
         raise ValueError(f"permutations must be ≥ 1, got {permutations}")
     rng = np.random.default_rng(seed)
-    observed, per_prompt = 0.0, {}
-    null = np.zeros(permutations)
+    distance, observed, per_prompt, pooled_by = 0.0, 0.0, {}, {}
     for prompt in prompts:
         ref, cur = list(reference[prompt]), list(current[prompt])
         tokens = _tokens(ref, cur)
-        pooled = np.vstack([_matrix(ref, tokens), _matrix(cur, tokens)])
-        n_ref = len(ref)
-        d = float(np.abs(pooled[:n_ref].mean(0) - pooled[n_ref:].mean(0)).mean())
-        per_prompt[prompt] = d
-        observed += d / len(prompts)
-        # all permutations at once: a (B, n) index array, the first n_ref rows as "reference"
-        order = np.argsort(rng.random((permutations, len(pooled))), axis=1)
-        shuffled = pooled[order]
-        diff = shuffled[:, :n_ref].mean(1) - shuffled[:, n_ref:].mean(1)
-        null += np.abs(diff).mean(1) / len(prompts)
-    p = (1 + int(np.sum(null >= observed - 1e-12))) / (permutations + 1)
+        pooled_by[prompt] = np.vstack([_matrix(ref, tokens), _matrix(cur, tokens)])
+        shift = np.abs(
+            pooled_by[prompt][: len(ref)].mean(0) - pooled_by[prompt][len(ref) :].mean(0)
+        )
+        per_prompt[prompt] = float(shift.mean())
+        distance += per_prompt[prompt] / len(prompts)
+        observed += float(_beyond(shift, tolerance).mean()) / len(prompts)
+    p = 1.0
+    if observed > 1e-12:  # else every permutation is ≥ it: p = 1 exactly
+        null = np.zeros(permutations)
+        for prompt in prompts:
+            n_ref = len(reference[prompt])
+            null += _permuted(pooled_by[prompt], n_ref, permutations, rng, tolerance) / len(prompts)
+        p = (1 + int(np.sum(null >= observed - 1e-12))) / (permutations + 1)
     return WindowTest(
-        statistic=observed,
+        statistic=distance,
         p_value=p,
         per_prompt=per_prompt,
         n_reference=min(len(reference[p]) for p in prompts),

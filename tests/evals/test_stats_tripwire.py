@@ -91,3 +91,56 @@ def test_request_is_one_token_at_temperature_zero_with_top_logprobs():
 def test_no_prompt_in_common_is_a_clear_error():
     with pytest.raises(ValueError, match="no prompt has queries in both windows"):
         tripwire.window_test({"x": [{"A": -0.1}]}, {"Hi": [{"A": -0.1}]})
+
+
+def _gathered_p(reference, current, permutations, seed):
+    """The permutation p computed the direct way: each permutation's rows gathered, averaged."""
+    rng = np.random.default_rng(seed)
+    prompts = [p for p in reference if current.get(p)]
+    observed, null = 0.0, np.zeros(permutations)
+    for prompt in prompts:
+        tokens = tripwire._tokens(reference[prompt], current[prompt])
+        pooled = np.vstack(
+            [tripwire._matrix(reference[prompt], tokens), tripwire._matrix(current[prompt], tokens)]
+        )
+        n = len(reference[prompt])
+        observed += np.abs(pooled[:n].mean(0) - pooled[n:].mean(0)).mean() / len(prompts)
+        shuffled = pooled[np.argsort(rng.random((permutations, len(pooled))), axis=1)]
+        null += np.abs(shuffled[:, :n].mean(1) - shuffled[:, n:].mean(1)).mean(1) / len(prompts)
+    return (1 + int(np.sum(null >= observed - 1e-12))) / (permutations + 1)
+
+
+@pytest.mark.parametrize("shift", [0.0, 0.01, 0.04])
+def test_the_masked_permutations_give_the_p_of_the_gathered_ones(shift):
+    rng = np.random.default_rng(4)
+    for seed in range(5):
+        reference, current = draw(rng, 24, noise=0.01), draw(rng, 6, shift=shift, noise=0.01)
+        got = tripwire.window_test(
+            reference, current, permutations=499, seed=seed, tolerance=0.0
+        ).p_value
+        assert got == _gathered_p(reference, current, 499, seed)
+
+
+def test_identical_windows_give_p_one():
+    """A bit-exact engine answers every query alike: nothing moved, p = 1 exactly."""
+    rows = {"x": [{"A": -0.1, "B": -2.5}] * 24, "Hi": [{"A": -0.3, "C": -1.5}] * 24}
+    current = {p: r[:6] for p, r in rows.items()}
+    test = tripwire.window_test(rows, current, permutations=99)
+    assert test.statistic < 1e-12 and test.p_value == 1.0
+
+
+def test_a_serving_shift_within_the_tolerance_is_not_a_change_and_a_larger_one_is():
+    """Bit-exact rows moved alike by a stack's numerics (prompt cache, batch size): without a
+    tolerance the permutation test calls the smallest steady shift a change."""
+    rng = np.random.default_rng(6)
+    reference = {p: rows * 4 for p, rows in draw(rng, 6, noise=0.0).items()}
+    numerics = {p: [{t: v + 0.005 for t, v in r.items()} for r in rows[:6]]
+                for p, rows in reference.items()}  # fmt: skip
+    assert (
+        tripwire.window_test(reference, numerics, permutations=999, tolerance=0.0).p_value <= 0.01
+    )
+    within = tripwire.window_test(reference, numerics, permutations=999)  # the default
+    assert within.p_value == 1.0 and within.statistic == pytest.approx(0.005)
+    quantized = draw(np.random.default_rng(6), 6, shift=0.06, noise=0.0)
+    beyond = tripwire.window_test(reference, quantized, permutations=999)
+    assert beyond.p_value <= 0.01
