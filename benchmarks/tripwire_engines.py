@@ -21,7 +21,7 @@ from pathlib import Path
 
 from evals.client import make_client, stream_chat
 from evals.records import EndpointSpec
-from evals.stats import eprocess
+from evals.stats import eprocess, error_budget
 from evals.stats import tripwire as stats
 from evals.vendors.llamacpp import build, models, server
 
@@ -63,7 +63,7 @@ def main() -> None:
         ("F16, 2 threads", "smollm2-f16", 2),
         ("Q8_0", "smollm2-q8_0", 1),
     ]
-    results, ref_n = {}, stats.DEFAULT_REFERENCE_RUNS
+    results, ref_n = {}, error_budget.TRIPWIRE_REFERENCE_RUNS
     with tempfile.TemporaryDirectory() as tmp:
         for label, model, threads in targets:
             spec = server.ServerSpec(
@@ -86,7 +86,9 @@ def main() -> None:
             t = stats.window_test(reference, w, seed=i)
             tests.append(t)
             state, d = eprocess.update(
-                state, eprocess.AuditEvidence(t.p_value), threshold=THRESHOLD
+                state,
+                eprocess.AuditEvidence(t.p_value, calibrator=eprocess.TRIPWIRE),
+                threshold=THRESHOLD,
             )
             fired = fired or (i if d.new_alarm else None)
         dist = statistics.median(t.statistic for t in tests)

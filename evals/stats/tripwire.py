@@ -30,12 +30,14 @@ in every query, and on such bit-exact rows the permutation test calls any steady
 change; an 8-bit quantization moves them by hundredths to tenths (docs/benchmarks.md, "Tripwires
 on real engines: null pools and switches"). The distance reported stays the plain one.
 
-**Across runs** each run's p is calibrated into an e-value (``eprocess.p_to_e``) and folded
-into an e-CUSUM detector exactly like the audits' (``evals.stats.eprocess``). One caveat,
-stated rather than hidden: every run is compared with the *same* frozen reference window, so
-the runs' p-values are each valid but not independent; a reference that happened to be
-unusual makes every later p a little small. A longer reference window shrinks this (the
-reference window is 4× the current one by default).
+**Across runs** each run's p is calibrated into an e-value by the tripwires' own calibrator
+(``eprocess.TRIPWIRE``: p floored at the permutation resolution, not the audits' 0.01) and
+folded into an e-CUSUM detector like the audits' (``evals.stats.eprocess``). One caveat,
+stated rather than hidden: every run is compared with the *same* frozen reference, so the
+runs' p-values are each valid but not independent; a reference that happened to be unusual
+makes every later p a little small. A longer reference shrinks this: the product freezes a
+day of runs (``evals.stats.error_budget.TRIPWIRE_REFERENCE_RUNS``, where the figure that
+chose it is named).
 """
 
 from __future__ import annotations
@@ -53,7 +55,6 @@ from evals.records import ChatRequest, TimingRecord
 DEFAULT_PROMPTS = ("x", "Hi", "1+1=", "The capital of France is")
 DEFAULT_TOP_K = 5  # many OpenAI-compatible servers cap top_logprobs at 5
 DEFAULT_REPEATS = 6  # queries per prompt per run: the current window
-DEFAULT_REFERENCE_RUNS = 4  # runs frozen as a tier's reference window (24 queries per prompt)
 DEFAULT_TOLERANCE = 0.02  # nats per token a serving stack's numerics may move a logprob
 DEFAULT_PERMUTATIONS = 9999  # p down to 1e-4: e ≈ 118 a run, so 3 runs can reach the threshold
 

@@ -56,7 +56,10 @@ def test_the_pool_server_answers_the_product_s_client_with_the_pool_s_logprobs()
         server.close()
 
 
-def test_the_cache_returns_the_product_s_test_and_a_switch_fires_through_the_fold():
+def test_the_cache_returns_the_product_s_test_and_a_switch_fires_through_the_fold(monkeypatch):
+    from monitor.derived import tripwire as derived
+
+    monkeypatch.setattr(derived, "REFERENCE_RUNS", 4)  # the fold, not the reference's size
     cached = replay.cached_window_test()
     reference = {p: rows * 4 for p, rows in window(noise=0.01, seed=2).items()}
     current = window(noise=0.01, seed=3)
@@ -64,7 +67,7 @@ def test_the_cache_returns_the_product_s_test_and_a_switch_fires_through_the_fol
     assert first == stats.window_test(reference, current, seed=0)
     assert cached(reference, {p: r[::-1] for p, r in current.items()}, seed=5) is first
     block: dict = {}
-    for hour in range(4):  # the reference runs
+    for hour in range(derived.REFERENCE_RUNS):  # the reference runs
         block = replay.fold(block, window(noise=0.01, seed=10 + hour), hour)
     fired = replay.switched(block, [window(0.5, 0.01, 20)], np.random.default_rng(0), 8)
     assert fired is not None and fired <= 8
