@@ -6,7 +6,7 @@ sums and the active drift baseline for drift, everything when nothing is in alar
 tripwires collect new references. A dispute later ("why did the alarm stop?") needs who did
 it, when, and what was reset, so the reset is written to the audit log (``ConfigChange``,
 action ``reset``, shown at /audit/) in the same transaction, and the pair's timeline reads it
-from there (``monitor.web.timeline``).
+from there (the web layer's timeline page).
 """
 
 from __future__ import annotations

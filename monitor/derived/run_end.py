@@ -6,7 +6,7 @@ does not depend on how the run ended (the rollups: a failed run's requests still
 availability), bumps the pair's generation so every cached page of the pair is out of date,
 then refreshes the cache through the warmers the web layer registers (``register_warmer``,
 called from ``MonitorConfig.ready``), so the first view after a run is served warm and no path
-can forget a page. This module imports nothing from ``monitor.web``: the registry is how the
+can forget a page. This module imports nothing from the web layer: the registry is how the
 derived layer reaches the pages without depending on them.
 
 Why one entry point: before it, five call sites each had to remember to refresh the cache, and
