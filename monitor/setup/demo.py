@@ -19,14 +19,18 @@ from monitor.setup.suites import sync_builtin_suite
 
 DEMO_USER = "demo"
 DEMO_PASSWORD = "tierwatch-demo"
+# Faster than the demo's ×30 clock: a tripwire freezes a day of runs as its reference
+# (error_budget.TRIPWIRE_REFERENCE_RUNS), 24 minutes at one a minute; at one per 15 s a
+# switch of the demo's fast tier fires within about seven minutes of starting.
+DEMO_TRIPWIRE_EVERY_S = 15
 
 
 def ensure_demo(
     *, vendor_url: str, probe_every_s: int = 30, audit_every_s: int = 2880
 ) -> list[Pair]:
     """The demo's pairs. Its clock runs ×30 (a probe every 30 s plays the README's 15
-    minutes): the audit every 48 min plays the daily default, the tripwire every minute
-    the hourly one (``pair_defaults.AUDIT_EVERY_H``)."""
+    minutes): the audit every 48 min plays the daily default; the tripwires run every 15 s
+    (``DEMO_TRIPWIRE_EVERY_S``: their day-long reference in six minutes)."""
 
     def endpoint(name: str, model: str) -> Endpoint:
         obj, _ = Endpoint.objects.update_or_create(
@@ -73,8 +77,8 @@ def ensure_demo(
         )
         ensure_probe_schedule(pair_name=name, every_s=probe_every_s)
         ensure_probe_schedule(pair_name=name, every_s=audit_every_s, kind="audit")
-        # the demo's tripwires collect their reference windows within minutes
-        ensure_tripwire_schedule(pair_name=name, every_s=max(60, probe_every_s))
+        # the demo's tripwires collect their reference within minutes (DEMO_TRIPWIRE_EVERY_S)
+        ensure_tripwire_schedule(pair_name=name, every_s=DEMO_TRIPWIRE_EVERY_S)
         pairs.append(pair)
     scenarios, _ = Pair.objects.update_or_create(  # the speed matrix (speed page); no audit:
         name="demo-fast-vs-base-scenarios",  # the verdict of the same endpoints is shared
