@@ -41,12 +41,13 @@ django.setup()
 
 from django.core.management import call_command  # noqa: E402
 
+from benchmarks.capability_product import PRICES, simulated_pair  # noqa: E402
 from benchmarks.docs_section import write_section  # noqa: E402
 from evals.sandbox import isolation  # noqa: E402
 from evals.vendors.simulated import serve_in_thread  # noqa: E402
 from monitor.derived import loss_detectors  # noqa: E402
 from monitor.judging import capability  # noqa: E402
-from monitor.models import Endpoint, Pair, Run, RunRollup, Sample  # noqa: E402
+from monitor.models import Pair, Run, RunRollup, Sample  # noqa: E402
 from monitor.runs import budget  # noqa: E402
 from monitor.runs.pipeline import execute_run  # noqa: E402
 from monitor.runs.steps import create_run  # noqa: E402
@@ -54,7 +55,6 @@ from monitor.setup.suite_import import sync_benchmark_suite  # noqa: E402
 from monitor.web.worse import agent_rows, rate_cell, usd  # noqa: E402
 
 SECTION = "## Multi-turn agent tasks through the product (probe, cost, runs to detect)"
-PRICES = {"fast": (0.5, 2.0), "base": (3.0, 15.0)}  # USD per million tokens: input, output
 MAX_PROBES = 200
 NOTE = (
     "Each task is played twice per tier (the pair's default of 2 repetitions), so a category's "
@@ -73,20 +73,7 @@ def cpu_s() -> float:
 
 
 def probe(url: str) -> tuple[Pair, Run, float, float]:
-    suite = sync_benchmark_suite(name="bfcl_agent")
-    eps = {
-        tier: Endpoint.objects.create(
-            name=f"sim-{tier}",
-            base_url=url,
-            model=model,
-            simulated=True,
-            max_concurrency=4,
-            price_input_per_mtok=PRICES[tier][0],
-            price_output_per_mtok=PRICES[tier][1],
-        )
-        for tier, model in (("fast", "demo-distilled"), ("base", "demo-base"))
-    }
-    pair = Pair.objects.create(name="sim", fast=eps["fast"], base=eps["base"], suite=suite)
+    pair = simulated_pair(url, sync_benchmark_suite(name="bfcl_agent"), concurrency=4)
     wall, cpu = time.perf_counter(), cpu_s()
     run = execute_run(run_id=create_run(pair=pair).id)
     return pair, run, time.perf_counter() - wall, cpu_s() - cpu

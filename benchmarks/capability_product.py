@@ -51,7 +51,7 @@ from evals.sandbox import isolation  # noqa: E402
 from evals.vendors.simulated import serve_in_thread  # noqa: E402
 from monitor.derived.rollups import record_run  # noqa: E402
 from monitor.judging import capability  # noqa: E402
-from monitor.models import Endpoint, Pair, Run, Sample  # noqa: E402
+from monitor.models import Endpoint, Pair, Run, Sample, Suite  # noqa: E402
 from monitor.runs import budget  # noqa: E402
 from monitor.runs.pipeline import execute_run  # noqa: E402
 from monitor.runs.steps import create_run  # noqa: E402
@@ -61,21 +61,26 @@ SECTION = "## Capability through the product (probe, cost, page)"
 PRICES = {"fast": (0.5, 2.0), "base": (3.0, 15.0)}  # USD per million tokens: input, output
 
 
-def full_probe(url: str) -> tuple[Pair, Run, float]:
-    suite = sync_benchmark_suite(name="capability")
+def simulated_pair(url: str, suite: Suite, *, concurrency: int) -> Pair:
+    """The pair "sim": the simulated vendor's distilled tier as fast, its base as base, at the
+    example prices (``PRICES``), so a benchmark's cost figures are in dollars."""
     eps = {
         tier: Endpoint.objects.create(
             name=f"sim-{tier}",
             base_url=url,
             model=model,
             simulated=True,
-            max_concurrency=8,
+            max_concurrency=concurrency,
             price_input_per_mtok=PRICES[tier][0],
             price_output_per_mtok=PRICES[tier][1],
         )
         for tier, model in (("fast", "demo-distilled"), ("base", "demo-base"))
     }
-    pair = Pair.objects.create(name="sim", fast=eps["fast"], base=eps["base"], suite=suite)
+    return Pair.objects.create(name="sim", fast=eps["fast"], base=eps["base"], suite=suite)
+
+
+def full_probe(url: str) -> tuple[Pair, Run, float]:
+    pair = simulated_pair(url, sync_benchmark_suite(name="capability"), concurrency=8)
     t0 = time.perf_counter()
     run = execute_run(run_id=create_run(pair=pair).id)
     return pair, run, time.perf_counter() - t0
