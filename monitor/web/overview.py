@@ -50,8 +50,9 @@ DEGRADED_AVAILABILITY = 0.99
 
 
 def schedule_intervals(names: Sequence[str]) -> dict[str, dict[str, timedelta]]:
-    """Kind ("probe", "audit") → pair name → its enabled schedule's interval (one query)."""
-    kinds = ("probe", "audit")
+    """Kind ("probe", "audit", "tripwire") → pair name → its enabled schedule's interval (one
+    query)."""
+    kinds = ("probe", "audit", "tripwire")
     tasks = PeriodicTask.objects.filter(
         name__in=[f"{k}:{n}" for k in kinds for n in names], enabled=True, interval__isnull=False
     ).select_related("interval")
@@ -70,6 +71,7 @@ class Context:
     windows: dict[int, MaintenanceWindow]
     intervals: dict[str, timedelta]
     audit_intervals: dict[str, timedelta]
+    tripwire_intervals: dict[str, timedelta]
     measured: dict[int, Measured]  # verdict, trend, windowed P95: cached per pair
     differs: dict[int, bool]  # e-BH across the pairs shown
 
@@ -84,6 +86,7 @@ class Context:
             windows=maintenance.active_by_pair(pairs, now),
             intervals=every["probe"],
             audit_intervals=every["audit"],
+            tripwire_intervals=every["tripwire"],
             measured=overview_cells.measured(newest, now),
             differs=evidence.differs_across_pairs(pairs),
         )
@@ -115,6 +118,10 @@ def status(item: selectors.PairOverview, ctx: Context) -> tuple[str, str]:
     if done is None:
         if interval:
             return "new", "its first probe is running"
+        tripwires = ctx.tripwire_intervals.get(item.pair.name)
+        if tripwires:  # watched for a change, but nothing measures its speed
+            every = every_words(int(tripwires.total_seconds()))
+            return "no data", f"no probe schedule: only its tripwires run ({every})"
         return "no data", "no finished probe run and no schedule: it never runs on its own"
     cells = ctx.measured[item.pair.pk]
     if cells.drifting:

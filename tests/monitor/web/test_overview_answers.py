@@ -11,7 +11,7 @@ from evals.claims import Claim
 from evals.served import NEVER_CONFIRMED
 from monitor.judging.speed_window import ScenarioSpeed, WindowSpeed, words
 from monitor.models import Baseline, Run
-from monitor.setup.schedules import ensure_probe_schedule
+from monitor.setup.schedules import ensure_probe_schedule, ensure_tripwire_schedule
 from monitor.web.overview_answers import changed, same_model
 from monitor.web.overview_cells import Audit, Measured
 from tests import factories
@@ -50,6 +50,23 @@ def test_a_new_scheduled_pair_is_new_not_stale(admin_client):
     )
     assert row_status(html, "running") == ("new", "its first probe is running")
     assert row_status(html, "stuck")[0] == "stale"
+
+
+def test_a_pair_watched_only_by_tripwires_says_so_instead_of_never_running(admin_client):
+    """A pair with tripwires and no probe schedule (the demo's pair without logprobs) runs on
+    its own: the overview must not say it never does."""
+    idle = factories.pair("idle", fast="i-f", base="i-b")
+    factories.pair("watched", fast="w-f", base="w-b", suite_row=idle.suite)
+    ensure_tripwire_schedule(pair_name="watched", every_s=3600)
+    html = admin_client.get("/").content.decode()
+    assert row_status(html, "watched") == (
+        "no-data",  # the status's CSS class
+        "no probe schedule: only its tripwires run (hourly)",
+    )
+    assert row_status(html, "idle") == (
+        "no-data",
+        "no finished probe run and no schedule: it never runs on its own",
+    )
 
 
 def test_same_model_says_the_audits_age_and_when_there_is_no_schedule():
