@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 from evals.stats.labels import LABEL_WORDS
@@ -246,6 +247,17 @@ def divergence_figure(t0: Mapping[str, Any], *, note: str = "") -> Figure:
     return figure(data, layout)
 
 
+def time_range(stamps: Sequence[str], least: timedelta = timedelta(hours=2)) -> list[str] | None:
+    """An x range at least ``least`` wide, centred on ``stamps`` (ISO times), or None when
+    they already span that: around a single audit plotly's own range is a second wide and its
+    ticks read in milliseconds."""
+    times = [datetime.fromisoformat(s) for s in stamps]
+    if not times or max(times) - min(times) >= least:
+        return None
+    middle = min(times) + (max(times) - min(times)) / 2
+    return [(middle - least / 2).isoformat(), (middle + least / 2).isoformat()]
+
+
 def history_figure(
     history: Sequence[dict[str, Any]],
     track: dict[str, Any] | None,
@@ -313,17 +325,18 @@ def history_figure(
                 hovertemplate="%{customdata}<extra></extra>",
             )
         )
-    return figure(
-        data,
-        _layout(
-            "Verdict history: MMD² fast vs base per audit run",
-            f"{len(history)} audit runs · markers coloured by label · ✕ e-detector alarmed, "
-            f"◆ new model id / fingerprint{note}",
-            "audit time (UTC)",
-            MMD_AXIS,
-            hovermode="closest",
-        ),
+    layout = _layout(
+        "Verdict history: MMD² fast vs base per audit run",
+        f"{len(history)} audit runs · markers coloured by label · ✕ e-detector alarmed, "
+        f"◆ new model id / fingerprint{note}",
+        "audit time (UTC)",
+        MMD_AXIS,
+        hovermode="closest",
     )
+    shown = time_range([*xs, *(e["first_seen"].isoformat() for e in changed)])
+    if shown:
+        layout = merged(layout, xaxis={"range": shown})
+    return figure(data, layout)
 
 
 def verdict_charts(

@@ -92,3 +92,18 @@ def test_a_log_axis_labels_its_ticks_in_full(built, page, chart):
     for key, axis in built[page][chart]["figure"]["layout"].items():
         if isinstance(axis, dict) and axis.get("type") == "log":
             assert axis.get("tickvals") and "dtick" not in axis, key
+
+
+def test_a_verdict_history_of_one_audit_spans_hours_not_a_second():
+    """Around one audit plotly's own range is a second wide and its time ticks read in
+    milliseconds (seen on the demo's first verdict page); a longer history keeps plotly's."""
+    from monitor.web.verdict_charts import history_figure, time_range
+
+    one = [
+        {"at": "2026-12-02T07:34:37.439+00:00", "statistic": 0.004, "detectable_80": 0.0064,
+         "label": "no_detectable_difference", "run_id": 5, "sentence": "p = 0.062"}
+    ]  # fmt: skip
+    shown = history_figure(one, None, [])["layout"]["xaxis"]["range"]
+    assert shown == ["2026-12-02T06:34:37.439000+00:00", "2026-12-02T08:34:37.439000+00:00"]
+    week = ["2026-11-25T07:00:00+00:00", "2026-12-02T07:00:00+00:00"]
+    assert time_range(week) is None and time_range([]) is None
