@@ -389,8 +389,11 @@ def _run(
     total_memory_mb: int = TOTAL_MEMORY_MB,
 ) -> SandboxResult:
     started = time.perf_counter()
-    owner = evaluation_uid() if os.geteuid() == 0 else os.geteuid()
-    nproc = max_procs + _processes_of(owner)
+    if os.geteuid() == 0:  # a uid no process runs as: the evaluation's allowance is its own
+        owner, nproc = evaluation_uid(), max_procs
+    else:  # our own uid, whose processes RLIMIT_NPROC counts too
+        owner = os.geteuid()
+        nproc = max_procs + _processes_of(owner)
     python = _child_interpreter(mode)
     stdin = _settings(tests, timeout_s, memory_mb, cpu_s, nproc, python, owner)
     # the name says which process owns the dir, so a sweep can remove it if we are killed

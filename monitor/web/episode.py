@@ -25,7 +25,7 @@ from monitor.derived.rollups import output_tokens
 from monitor.judging.capability import spec_of
 from monitor.models import Case, Run, Sample
 from monitor.runs import budget
-from monitor.runs.episodes import stored_episode
+from monitor.runs.episodes import PENDING, stored_episode
 from monitor.web.access import VIEW_RUN, requires
 from monitor.web.htmx import render_page
 from monitor.web.worse import usd
@@ -73,7 +73,7 @@ class TierEpisode:
 def _outcome(last: Sample | None) -> str:
     if last is None:
         return "not played"
-    if "sandbox_pending" in (last.tests_detail or {}):
+    if PENDING in (last.tests_detail or {}):
         return "being scored"
     return {True: "passed", False: "failed", None: "not checked"}[last.tests_passed]
 
