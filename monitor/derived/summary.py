@@ -104,14 +104,18 @@ def speedup_block(fast: Sequence[Any], base: Sequence[Any]) -> dict[str, float |
     }
 
 
-def served_tier_block(samples: Sequence[Any]) -> dict[str, Any]:
+def served_tier_block(samples: Sequence[Any], expected: dict[int, str]) -> dict[str, Any]:
     """``evals.latency.downgrades`` of the tier's requests against the expected tier set on
-    their endpoint (one endpoint per tier in a run)."""
-    ids = {getattr(s, "endpoint_id", None) for s in samples}
-    expected = next(
-        iter(Endpoint.objects.filter(pk__in=ids).values_list("expected_tier", flat=True)), ""
-    )
-    return downgrades((getattr(s, "served_tier", "") for s in samples if s.ok), expected)
+    their endpoint (one endpoint per tier in a run; ``expected``: endpoint id → its tier)."""
+    ids = {getattr(s, "endpoint_id", 0) for s in samples}
+    want = next((expected[i] for i in ids if expected.get(i)), "")
+    return downgrades((getattr(s, "served_tier", "") for s in samples if s.ok), want)
+
+
+def expected_tiers(samples: Sequence[Any]) -> dict[int, str]:
+    """Endpoint id → the tier it expects, for the samples' endpoints (one query)."""
+    ids = {getattr(s, "endpoint_id", 0) for s in samples}
+    return dict(Endpoint.objects.filter(pk__in=ids).values_list("pk", "expected_tier"))
 
 
 def gate(
@@ -141,6 +145,7 @@ def summarise_samples(
     ``include_downgraded`` (the pair's choice) gate the pass rate and the similarity."""
     min_n = settings.TIERWATCH_MIN_N if min_n is None else min_n
     kept = gate(samples, expected or {}, include_downgraded=include_downgraded)
+    served = expected if expected is not None else expected_tiers(samples)
     by_tier = {t: [s for s in samples if s.tier == t] for t in ("fast", "base")}
     by_scenario: dict[str, dict[str, Any]] = {}
     for scenario in sorted({s.scenario for s in samples}):
@@ -152,7 +157,7 @@ def summarise_samples(
     pairs = text_pairs(kept)
     tiers = {t: tier_block(by_tier[t], min_n, [s for s in kept if s.tier == t]) for t in by_tier}
     for t in tiers:
-        tiers[t]["served_tier"] = served_tier_block(by_tier[t])
+        tiers[t]["served_tier"] = served_tier_block(by_tier[t], served)
     return {
         "min_n": min_n,
         "tiers": tiers,
