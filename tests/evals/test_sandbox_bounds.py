@@ -12,8 +12,10 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -145,14 +147,29 @@ def _unprivileged_python() -> str:
     pytest.skip("no python >= 3.11 that an unprivileged uid can run")
 
 
+@pytest.fixture
+def readable_tree() -> Iterator[Path]:
+    """``evals`` and the worker script copied where the unprivileged uid can read them: a
+    checkout may sit under a directory only its owner can enter (``mktemp -d`` makes 0700)."""
+    top = Path(tempfile.mkdtemp(prefix="tierwatch-bounds-"))
+    try:
+        shutil.copytree(ROOT / "evals", top / "evals", ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copy(WORKER, top / WORKER.name)
+        for path in (top, *top.rglob("*")):
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        yield top
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
 @needs_bwrap
 @pytest.mark.xdist_group("serial")
-def test_each_program_is_stopped_with_its_class_as_an_unprivileged_worker():
+def test_each_program_is_stopped_with_its_class_as_an_unprivileged_worker(readable_tree):
     python = _unprivileged_python()
     args = ["setpriv", f"--reuid={UNPRIVILEGED}", f"--regid={UNPRIVILEGED}", "--clear-groups"]
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "LANG": "C.UTF-8"}
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(readable_tree), "LANG": "C.UTF-8"}
     worker = subprocess.Popen(
-        [*args, python, str(WORKER), "bwrap", *EXPECTED],
+        [*args, python, str(readable_tree / WORKER.name), "bwrap", *EXPECTED],
         stdout=subprocess.PIPE,
         text=True,
         env=env,
@@ -201,14 +218,22 @@ def _processes_with(marker: str) -> list[int]:
     return found
 
 
-def test_unsafe_mode_as_an_unprivileged_worker_kills_a_chain_that_killed_its_judge():
+def test_unsafe_mode_as_an_unprivileged_worker_kills_a_chain_that_killed_its_judge(
+    readable_tree,
+):
     """As the worker's own uid the code can kill the judge (its parent) so that its processes,
     each in a session of its own and respawning its child, are re-parented to PID 1."""
     python = _unprivileged_python()
     args = ["setpriv", f"--reuid={UNPRIVILEGED}", f"--regid={UNPRIVILEGED}", "--clear-groups"]
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "LANG": "C.UTF-8"}
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(readable_tree), "LANG": "C.UTF-8"}
     run = subprocess.run(
-        [*args, python, str(WORKER), "unsafe-subprocess", "self-healing chain"],
+        [
+            *args,
+            python,
+            str(readable_tree / WORKER.name),
+            "unsafe-subprocess",
+            "self-healing chain",
+        ],
         capture_output=True,
         text=True,
         env=env,
