@@ -81,17 +81,56 @@ def cluster_ratio_ci(
         return RatioCI(estimate, None, None, n, "none", confidence,
                        f"n too small: {n} pairs, need {min_n}")  # fmt: skip
     labels = list(range(n)) if runs is None or len(set(runs)) < MIN_RUNS else list(runs)
-    groups = [np.flatnonzero(np.array([x == g for x in labels])) for g in dict.fromkeys(labels)]
-    rng = np.random.default_rng(seed)
-    stats = np.empty(n_resamples)
-    for r in range(n_resamples):
-        idx = np.concatenate([groups[i] for i in rng.integers(0, len(groups), len(groups))])
-        stats[r] = _ratio(b[idx], f[idx], kind)
+    first: dict[Hashable, int] = {}  # a label's cluster number, in order of first appearance
+    member = np.array([first.setdefault(x, len(first)) for x in labels])
+    stats = _resampled_ratios(b, f, member, len(first), kind, n_resamples, seed)
     stats = stats[np.isfinite(stats)]
     tail = (1 - confidence) / 2
     low, high = np.quantile(stats, [tail, 1 - tail]) if stats.size else (math.nan, math.nan)
-    method = "cluster bootstrap over runs" if len(groups) < n else "bootstrap over pairs"
+    method = "cluster bootstrap over runs" if len(first) < n else "bootstrap over pairs"
     return RatioCI(estimate, float(low), float(high), n, method, confidence, note)
+
+
+CHUNK = 2_000_000  # resample x pair cells per step: bounds the memory of long windows
+
+
+def _resampled_ratios(
+    b: np.ndarray, f: np.ndarray, member: np.ndarray, clusters: int, kind: Kind,
+    n_resamples: int, seed: int,
+) -> np.ndarray:  # fmt: skip
+    """The ratio of medians of ``n_resamples`` resamples of whole clusters (``member[i]`` is
+    pair i's cluster), all at once: a resample is a count per cluster, so each tier's median
+    is a weighted median of its values sorted once. Equal, draw for draw, to concatenating the
+    drawn clusters and taking ``np.median`` (the draws come from ``seed`` in the same order),
+    at a fraction of the cost of a Python loop over resamples."""
+    rng = np.random.default_rng(seed)
+    order_b, order_f = np.argsort(b, kind="stable"), np.argsort(f, kind="stable")
+    out = np.empty(n_resamples)
+    step = max(1, CHUNK // max(b.size, clusters))
+    for start in range(0, n_resamples, step):
+        rows = min(step, n_resamples - start)
+        draws = rng.integers(0, clusters, (rows, clusters))
+        offsets = (draws + clusters * np.arange(rows)[:, None]).ravel()
+        counts = np.bincount(offsets, minlength=rows * clusters).reshape(rows, clusters)
+        mb = _weighted_median(b[order_b], counts[:, member[order_b]])
+        mf = _weighted_median(f[order_f], counts[:, member[order_f]])
+        ok = np.isfinite(mb) & np.isfinite(mf) & (mb > 0) & (mf > 0)
+        num, den = (mb, mf) if kind == "duration" else (mf, mb)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[start : start + rows] = np.where(ok, num / np.where(ok, den, 1.0), math.nan)
+    return out
+
+
+def _weighted_median(ascending: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Per row of ``weights``: the median of ``ascending`` with value i repeated
+    ``weights[row, i]`` times, as ``np.median`` takes it (the mean of the two middle values
+    when the count is even)."""
+    cum = np.cumsum(weights, axis=1)
+    total = cum[:, -1]
+    low = (cum <= ((total - 1) // 2)[:, None]).sum(axis=1)
+    high = (cum <= (total // 2)[:, None]).sum(axis=1)
+    middle: np.ndarray = (ascending[low] + ascending[high]) / 2
+    return middle
 
 
 @dataclass(frozen=True)

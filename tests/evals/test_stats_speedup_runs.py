@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from evals.stats.speedup import RatioCI
-from evals.stats.speedup_runs import assess_claim, cluster_ratio_ci
+from evals.stats.speedup_runs import _resampled_ratios, assess_claim, cluster_ratio_ci
 
 
 def probes(seed, runs=5, per=8, ratio=1.5, load=0.5):
@@ -62,3 +62,31 @@ def test_claims_are_confirmed_only_when_the_lower_bound_reaches_them(low, high, 
     assert assess_claim(RatioCI(5.0, None, None, 5, "none", note="n too small"), 6).status == (
         "cannot tell"
     )
+
+
+def _resampled_by_concatenation(b, f, member, clusters, kind, n_resamples, seed):
+    """The bootstrap written out: each resample's drawn clusters concatenated, np.median."""
+    rng = np.random.default_rng(seed)
+    groups = [np.flatnonzero(member == g) for g in range(clusters)]
+    out = []
+    for _ in range(n_resamples):
+        idx = np.concatenate([groups[i] for i in rng.integers(0, clusters, clusters)])
+        mb, mf = np.median(b[idx]), np.median(f[idx])
+        ok = np.isfinite(mb) and np.isfinite(mf) and mb > 0 and mf > 0
+        out.append((mb / mf if kind == "duration" else mf / mb) if ok else np.nan)
+    return np.array(out)
+
+
+@pytest.mark.parametrize("kind", ["duration", "rate"])
+@pytest.mark.parametrize("clusters", [1, 3, 7, 40])
+def test_the_vectorised_resamples_equal_concatenated_clusters_draw_for_draw(kind, clusters):
+    rng = np.random.default_rng(clusters)
+    n = 40
+    b = np.round(np.exp(rng.normal(5, 0.4, n)), -1)  # rounded: ties between values
+    f = np.exp(rng.normal(4.6, 0.4, n))
+    f[rng.random(n) < 0.2] = np.inf if kind == "duration" else 0.0  # failures, censored
+    member = rng.integers(0, clusters, n)
+    member[:clusters] = np.arange(clusters)  # every cluster has a pair
+    got = _resampled_ratios(b, f, member, clusters, kind, 300, seed=11)
+    want = _resampled_by_concatenation(b, f, member, clusters, kind, 300, seed=11)
+    np.testing.assert_array_equal(got, want)
