@@ -6,7 +6,6 @@ tampered with by the code it imports, which is why values travel in a typed enco
 functions bound before the import, and the judge compares them, not this process.
 """
 
-import asyncio
 import json
 import os
 import sys
@@ -135,6 +134,8 @@ def main():
         try:
             value = namespace[item["name"]]()
             if isinstance(value, types.CoroutineType):
+                import asyncio  # at use: most files have no coroutine, and it is slow to import
+
                 asyncio.run(value)
         except BaseException as exc:
             failed(i, exc, item["line"])
