@@ -49,14 +49,16 @@ def start_process(
         text=True,
     )
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{args} exited early:\n{proc.stdout.read() if proc.stdout else ''}")
-        try:
-            if httpx.get(health_url, timeout=1).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            time.sleep(0.1)
+    with httpx.Client(timeout=1) as client:  # one client: each new one loads the CA file
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                out = proc.stdout.read() if proc.stdout else ""
+                raise RuntimeError(f"{args} exited early:\n{out}")
+            try:
+                if client.get(health_url).status_code == 200:
+                    return proc
+            except httpx.HTTPError:
+                time.sleep(0.1)
     proc.kill()
     raise RuntimeError(f"{args} did not become healthy at {health_url}")
 

@@ -16,6 +16,7 @@ follow one alert through its states.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import json
@@ -23,6 +24,7 @@ import logging
 import os
 import re
 import smtplib
+import ssl
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -100,6 +102,13 @@ class Transport:
         raise NotImplementedError
 
 
+@functools.cache
+def tls() -> ssl.SSLContext:
+    """httpx's default TLS context (certifi's CAs), made once per process: a new one loads the
+    CA file again, for every message."""
+    return httpx.create_ssl_context()
+
+
 class HttpTransport(Transport):
     """POST JSON with a timeout; one retry when the failure is transient (5xx, 429, timeout,
     connection error). 4xx answers are permanent: the same request will fail the same way."""
@@ -128,7 +137,9 @@ class HttpTransport(Transport):
         body = json.dumps(payload, separators=(",", ":")).encode()
         headers = {"Content-Type": "application/json", **self.signed_headers(body)}
         try:
-            response = httpx.post(url, content=body, headers=headers, timeout=self.timeout_s)
+            response = httpx.post(
+                url, content=body, headers=headers, timeout=self.timeout_s, verify=tls()
+            )
         except httpx.TimeoutException:
             message = f"the webhook did not answer within {self.timeout_s:g} s"
             raise TransportError(message) from None
