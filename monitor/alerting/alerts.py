@@ -159,17 +159,43 @@ class Outcome:
     note: str = ""
 
 
-def _evaluate_rule(rule: AlertRule, run: Run) -> Outcome | None:
+def _source(metric: str) -> str:
+    """Which runs a rule aggregates: audit verdicts live on audit runs, which the probe trend
+    leaves out; the health metrics also read the probes their vendor failed."""
+    if metric == "verdict_different":
+        return "audits"
+    return "health" if metric in HEALTH_METRICS else "trend"
+
+
+def _source_runs(source: str) -> QuerySet[Run]:
+    if source == "audits":
+        return Run.objects.filter(status=RunStatus.DONE, kind=RunKind.AUDIT)
+    return health_runs() if source == "health" else Run.objects.trend()
+
+
+def _recent_runs(rules: list[AlertRule], pair: Pair) -> dict[str, list[Run]]:
+    """Per source, the pair's newest runs, newest first, read once for all the rules on it:
+    as many as its rule that looks furthest back needs; each rule takes its ``last_k``. Only
+    their summaries are read: the rules read nothing else of them."""
+    deepest: dict[str, int] = {}
+    for rule in rules:
+        source = _source(rule.metric)
+        deepest[source] = max(deepest.get(source, 0), rule.last_k)
+    return {
+        source: list(
+            _source_runs(source)
+            .filter(pair=pair)
+            .order_by("-created_at", "-pk")
+            .only("id", "summary")[:k]
+        )
+        for source, k in deepest.items()
+    }
+
+
+def _evaluate_rule(rule: AlertRule, run: Run, recent: list[Run]) -> Outcome | None:
+    """``recent``: the pair's newest runs of the rule's source (:func:`_recent_runs`)."""
     pair = run.pair
-    # Audit verdicts live on audit runs, which the probe trend leaves out.
-    source = (
-        Run.objects.filter(status=RunStatus.DONE, kind=RunKind.AUDIT)
-        if rule.metric == "verdict_different"
-        else health_runs()
-        if rule.metric in HEALTH_METRICS
-        else Run.objects.trend()
-    )
-    runs = list(source.filter(pair=pair).order_by("-created_at", "-pk")[: rule.last_k])
+    runs = recent[: rule.last_k]
     aggregate = _aggregate(rule, runs)
     if aggregate is None:
         return None
@@ -213,28 +239,51 @@ def health_runs() -> QuerySet[Run]:
     return probes.filter(Q(status=RunStatus.DONE) | Q(pk__in=refused(probes).values("pk")))
 
 
-def evaluate_after_run(*, run_id: int) -> list[Outcome]:
+def is_refused(run: Run) -> bool:
+    """:func:`refused`, of a run already read."""
+    summary = run.summary
+    return (
+        run.kind == RunKind.PROBE
+        and run.status == RunStatus.FAILED
+        and isinstance(summary, dict)
+        and "tiers" in summary
+    )
+
+
+def evaluate_after_run(*, run_id: int, run: Run | None = None) -> list[Outcome]:
     """Evaluate every enabled rule for the run's pair: the alerts opened now and the open ones
     whose condition cleared (the pipeline resolves those). A probe its vendor failed is
-    evaluated on the health metrics only."""
-    run = Run.objects.select_related("pair__fast", "pair__base").get(pk=run_id)
-    by_vendor = refused(Run.objects.filter(pk=run_id)).exists()
+    evaluated on the health metrics only. ``run``: that run as its caller just read it, with
+    its pair and the pair's endpoints, so it is not read again."""
+    run = run or Run.objects.select_related("pair__fast", "pair__base").get(pk=run_id)
+    by_vendor = is_refused(run)
     if run.status != RunStatus.DONE and not by_vendor:
         return []
-    rules = AlertRule.objects.filter(enabled=True).filter(Q(pair=run.pair) | Q(pair__isnull=True))
-    rules = rules.exclude(metric__in=catalogue.SYSTEM_METRICS)
-    if by_vendor:
-        rules = rules.filter(metric__in=HEALTH_METRICS)
+    rules = _rules_for(run.pair, health_only=by_vendor)
+    recent = _recent_runs(rules, run.pair)
     changed = []
+    for rule in rules:
+        outcome = _evaluate_rule(rule, run, recent[_source(rule.metric)])
+        if outcome is not None:
+            changed.append(outcome)
+    return changed
+
+
+def _rules_for(pair: Pair, health_only: bool) -> list[AlertRule]:
+    """The enabled rules on the pair (its own and the global ones), in order; a rule whose row
+    cannot be evaluated is skipped with a warning."""
+    rules = AlertRule.objects.filter(enabled=True).filter(Q(pair=pair) | Q(pair__isnull=True))
+    rules = rules.exclude(metric__in=catalogue.SYSTEM_METRICS)
+    if health_only:
+        rules = rules.filter(metric__in=HEALTH_METRICS)
+    usable = []
     for rule in rules.order_by("pk"):
         problem = catalogue.problem(rule.metric, rule.tier)
         if problem:  # a row written around AlertRule.clean (a shell, a migration)
             logger.warning("alert rule %s skipped: %s", rule.name, problem)
             continue
-        outcome = _evaluate_rule(rule, run)
-        if outcome is not None:
-            changed.append(outcome)
-    return changed
+        usable.append(rule)
+    return usable
 
 
 HEADLINES = {

@@ -43,9 +43,10 @@ def failing(*, run_id: int) -> list[Alert]:
     return opened
 
 
-def recovered(*, run_id: int) -> list[Alert]:
-    """Resolve the pair's open alert: this run is done, its vendor answered."""
-    run = Run.objects.only("id", "pair_id").get(id=run_id)
+def recovered(*, run_id: int, run: Run | None = None) -> list[Alert]:
+    """Resolve the pair's open alert: this run is done, its vendor answered. ``run``: that run
+    as its caller just read it, so it is not read again."""
+    run = run or Run.objects.only("id", "pair_id").get(id=run_id)
     resolved = []
     for alert_id in _open(run.pair_id).values_list("id", flat=True):
         try:

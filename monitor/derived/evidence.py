@@ -67,15 +67,14 @@ from monitor.models import Baseline, Pair, PairMonitorState, Run, RunKind, RunSt
 
 def cadence_s(pair: Pair, kind: str) -> tuple[int, bool]:
     """Seconds between the pair's scheduled runs of ``kind`` and whether that is the enabled
-    schedule (False: no schedule, hourly assumed: the budget then holds for anything slower)."""
-    task = (PeriodicTask.objects.filter(name=f"{kind}:{pair.name}", enabled=True)
-            .select_related("interval").first())  # fmt: skip
-    if task is None or task.interval is None:
+    schedule (False: no schedule, hourly assumed: the budget then holds for anything slower).
+    Reads the interval's two fields only: every fold asks."""
+    tasks = PeriodicTask.objects.filter(name=f"{kind}:{pair.name}", enabled=True)
+    every, period = tasks.values_list("interval__every", "interval__period").first() or (None, "")
+    if every is None:  # no such schedule, or one that is not an interval
         return HOURLY_S, False
-    seconds = {"days": 86400, "hours": 3600, "minutes": 60, "seconds": 1}.get(
-        task.interval.period, 1
-    )
-    return max(1, task.interval.every * seconds), True
+    seconds = {"days": 86400, "hours": 3600, "minutes": 60, "seconds": 1}.get(period, 1)
+    return max(1, every * seconds), True
 
 
 def every_words(every_s: int) -> str:
@@ -94,7 +93,13 @@ def budget_words(pair: Pair, kind: str) -> str:
     """ "expected false alarms: ≤ 0.17 per month at hourly audits": the renewal bound N / c of
     ``evals.stats.eprocess`` (audits) or runs / ARL0 of ``evals.stats.cusum`` (probes), both
     set to ``BUDGET_PER_QUARTER`` a quarter, here per month at the pair's cadence."""
-    every, scheduled = cadence_s(pair, kind)
+    return budget_words_of(cadence_s(pair, kind), kind)
+
+
+def budget_words_of(cadence: tuple[int, bool], kind: str) -> str:
+    """:func:`budget_words` at a cadence already looked up (``cadence_s``): a fold reads the
+    pair's schedule once for its thresholds and its words."""
+    every, scheduled = cadence
     monitor = "verdict" if kind == RunKind.AUDIT else "drift"
     per_month = share(monitor) / 3
     noun = "audits" if kind == RunKind.AUDIT else "probes"
@@ -116,6 +121,15 @@ def eprocess_threshold(pair: Pair, test: str = "mmd") -> float:
 def state_of(pair: Pair) -> PairMonitorState:
     state, _ = PairMonitorState.objects.get_or_create(pair=pair)
     return state
+
+
+def locked_state(pair: Pair) -> PairMonitorState:
+    """The pair's state, created when missing, locked until the caller's transaction ends: the
+    lock serialises the folds and acknowledgements of one pair. The locking read is the only
+    read (a created row is locked by its insert), and the row carries the pair already read."""
+    row, _ = PairMonitorState.objects.select_for_update().get_or_create(pair=pair)
+    row.pair = pair
+    return row
 
 
 def eprocess_state(row: PairMonitorState) -> eprocess.EProcessState:
@@ -140,14 +154,14 @@ def run_values(summary: RunSummary) -> dict[str, float | None]:
     return out
 
 
-def after_run(*, run_id: int) -> None:
-    """Fold one finished run into its pair's state, once (a run already folded is skipped)."""
-    run = Run.objects.select_related("pair").get(id=run_id)
+def after_run(*, run_id: int, run: Run | None = None) -> None:
+    """Fold one finished run into its pair's state, once (a run already folded is skipped).
+    ``run``: that run as its caller just read it, with its pair, so it is not read again."""
+    run = run or Run.objects.select_related("pair").get(id=run_id)
     if run.status != RunStatus.DONE or run.kind not in (RunKind.AUDIT, RunKind.PROBE):
         return
     with transaction.atomic():
-        state_of(run.pair)
-        row = PairMonitorState.objects.select_for_update().get(pair=run.pair)
+        row = locked_state(run.pair)
         if run.kind == RunKind.AUDIT:
             _fold_audit(row, run)
         else:
@@ -167,8 +181,10 @@ def _fold_audit(row: PairMonitorState, run: Run) -> None:
     p = verdict.p_value if valid else None
     folded = eprocess.calibrated_p(p, null_ps) if p is not None else None
     evidence = eprocess.AuditEvidence(p_value=folded, run_id=run.id)
-    state, decision = eprocess.update(state, evidence, threshold=eprocess_threshold(row.pair))
-    rates = _fold_rates(row, verdict.data.get("rates") or [], run.id)
+    cadence = cadence_s(row.pair, RunKind.AUDIT)  # once: every threshold and the words
+    every = cadence[0]
+    state, decision = eprocess.update(state, evidence, threshold=audit_threshold(every, "mmd"))
+    rates = _fold_rates(row, verdict.data.get("rates") or [], run.id, every)
     guard = {"p_folded": folded, "null_n": len(null_ps),
              "miscalibrated": eprocess.null_miscalibrated(null_ps)}  # fmt: skip
     stability = (verdict.data.get("base_stability") or {}).get("p_value")
@@ -180,9 +196,9 @@ def _fold_audit(row: PairMonitorState, run: Run) -> None:
         **asdict(decision),
         "evalue": state.evalue,
         "audits": state.audits,
-        "budget": budget_words(row.pair, RunKind.AUDIT),
+        "budget": budget_words_of(cadence, RunKind.AUDIT),
         "rates": {what: {k: r[k] for k in ("detector", "alarmed", "alarm_audit", "audits")}
-                  | {"threshold": eprocess_threshold(row.pair, what)}
+                  | {"threshold": audit_threshold(every, what)}
                   for what, r in rates.items()},
         "calibration": guard,
     }  # fmt: skip
@@ -192,7 +208,7 @@ def _fold_audit(row: PairMonitorState, run: Run) -> None:
     Run.objects.merge_summary(run.id, verdict={**verdict.data, "monitor": block})
 
 
-def _fold_rates(row: PairMonitorState, rates: list[Mapping[str, Any]], run_id: int
+def _fold_rates(row: PairMonitorState, rates: list[Mapping[str, Any]], run_id: int, every: int
                 ) -> dict[str, Any]:  # fmt: skip
     """The audit's rate tests (failed requests, empty answers) into detectors of their own:
     Fisher's two-sided p is valid (super-uniform) when both tiers fail or go silent alike."""
@@ -204,7 +220,7 @@ def _fold_rates(row: PairMonitorState, rates: list[Mapping[str, Any]], run_id: i
         old = eprocess.EProcessState.from_dict(stored.get(what) or {})
         new, _ = eprocess.update(
             old, eprocess.AuditEvidence(p_value=max(float(r["p_value"]), 1e-12), run_id=run_id),
-            threshold=eprocess_threshold(row.pair, what),
+            threshold=audit_threshold(every, what),
         )  # fmt: skip
         stored[what] = asdict(new)
     return stored
@@ -214,17 +230,10 @@ def _fold_probe(row: PairMonitorState, run: Run) -> None:
     if (row.last_probe_id or 0) >= run.id:
         return
     pair = row.pair
+    cadence = cadence_s(pair, RunKind.PROBE)
     baseline = active_baseline(pair)
     if baseline is None:
-        baseline, why = _maybe_freeze(row, pair)
-        row.last_probe = run
-        row.save(update_fields=["cusum", "last_probe", "updated_at"])
-        Run.objects.merge_summary(
-            run.id,
-            drift=_calibrating(pair, row, why)
-            if baseline is None
-            else _drift_block(pair, baseline, None, None),
-        )
+        _calibrate(row, run, cadence)
         return
     frozen = cusum.Baseline.from_json(_json(baseline.statistics))
     state = (cusum.CusumState.from_json(_json(row.cusum)) if row.cusum
@@ -233,7 +242,22 @@ def _fold_probe(row: PairMonitorState, run: Run) -> None:
     state, alarm = cusum.update(state, frozen, run_values(run.summary_obj), hour=hour)
     row.cusum, row.last_probe = asdict(state), run
     row.save(update_fields=["cusum", "last_probe", "updated_at"])
-    Run.objects.merge_summary(run.id, drift=_drift_block(pair, baseline, state, alarm))
+    Run.objects.merge_summary(run.id, drift=_drift_block(cadence, baseline, state, alarm))
+
+
+def _calibrate(row: PairMonitorState, run: Run, cadence: tuple[int, bool]) -> None:
+    """A probe before the pair has a baseline: it freezes one when the newest runs can make
+    one, else the run says how far the collection is (from the same candidates read once)."""
+    runs = _baseline_candidates(row.pair, row.since)
+    baseline, why = _maybe_freeze(row, runs, cadence[0])
+    row.last_probe = run
+    row.save(update_fields=["cusum", "last_probe", "updated_at"])
+    Run.objects.merge_summary(
+        run.id,
+        drift=_calibrating(len(runs), cadence, why)
+        if baseline is None
+        else _drift_block(cadence, baseline, None, None),
+    )
 
 
 def _json(data: Mapping[str, Any]) -> str:
@@ -250,14 +274,13 @@ def _baseline_candidates(pair: Pair, since) -> list[Run]:
     return list(reversed(newest[:MIN_BASELINE_RUNS]))
 
 
-def _maybe_freeze(row: PairMonitorState, pair: Pair) -> tuple[Baseline | None, str]:
+def _maybe_freeze(row: PairMonitorState, runs: list[Run], every: int
+                  ) -> tuple[Baseline | None, str]:  # fmt: skip
     """Freeze the baseline from the newest ``MIN_BASELINE_RUNS`` probes since ``row.since``
-    once there are that many and they can make one (:func:`evals.stats.error_budget.freeze`);
-    else (None, why not)."""
-    runs = _baseline_candidates(pair, row.since)
+    (``runs``, :func:`_baseline_candidates`) once there are that many and they can make one
+    (:func:`evals.stats.error_budget.freeze`); else (None, why not)."""
     if len(runs) < MIN_BASELINE_RUNS:
         return None, ""
-    every, _ = cadence_s(pair, RunKind.PROBE)
     frozen = freeze(
         [run_values(r.summary_obj) for r in runs],
         [(r.finished_at or r.created_at).hour for r in runs],
@@ -269,7 +292,7 @@ def _maybe_freeze(row: PairMonitorState, pair: Pair) -> tuple[Baseline | None, s
     if frozen is None:
         return None, refusal([run_values(r.summary_obj) for r in runs]) or "no series to watch"
     baseline = Baseline.objects.create(
-        pair=pair, run_ids=[r.id for r in runs], statistics=_plain(frozen), set_by=frozen.set_by
+        pair=row.pair, run_ids=[r.id for r in runs], statistics=_plain(frozen), set_by=frozen.set_by
     )
     row.cusum = asdict(cusum.start(frozen))
     return baseline, ""
@@ -279,8 +302,7 @@ def _plain(frozen: cusum.Baseline) -> dict[str, Any]:
     return json.loads(frozen.to_json())
 
 
-def _calibrating(pair: Pair, row: PairMonitorState, why: str = "") -> dict[str, Any]:
-    have = len(_baseline_candidates(pair, row.since))
+def _calibrating(have: int, cadence: tuple[int, bool], why: str = "") -> dict[str, Any]:
     reason = f"collecting the baseline: {have} of {MIN_BASELINE_RUNS} probe runs"
     if why:
         reason += f"; not frozen: {why}; trying again with the next runs"
@@ -288,12 +310,15 @@ def _calibrating(pair: Pair, row: PairMonitorState, why: str = "") -> dict[str, 
         "state": "calibrating",
         "runs": have,
         "reason": reason,
-        "budget": budget_words(pair, RunKind.PROBE),
+        "budget": budget_words_of(cadence, RunKind.PROBE),
     }
 
 
 def _drift_block(
-    pair: Pair, baseline: Baseline, state: cusum.CusumState | None, alarm: cusum.DriftAlarm | None
+    cadence: tuple[int, bool],
+    baseline: Baseline,
+    state: cusum.CusumState | None,
+    alarm: cusum.DriftAlarm | None,
 ) -> dict[str, Any]:
     frozen = baseline.statistics
     names = [s["name"] for s in frozen["series"]]
@@ -313,7 +338,7 @@ def _drift_block(
         "drifting": [state.alarm_series] if state is not None and state.alarmed else [],
         "new_alarm": bool(alarm and alarm.new_alarm),
         "runs": state.runs if state else 0,
-        "budget": budget_words(pair, RunKind.PROBE),
+        "budget": budget_words_of(cadence, RunKind.PROBE),
     }
 
 
@@ -343,8 +368,7 @@ def acknowledge(*, pair: Pair, user: str) -> PairMonitorState:
     after this moment; the verdict (or a rate detector) → the e-process and the capability loss
     detectors restart. Nothing in alarm (a person re-baselining by hand): everything restarts."""
     with transaction.atomic():
-        state_of(pair)
-        row = PairMonitorState.objects.select_for_update().get(pair=pair)
+        row = locked_state(pair)
         drift = bool((row.cusum or {}).get("alarmed"))
         rates = (row.eprocess or {}).get("rates") or {}
         verdict = eprocess_state(row).alarmed or any(r.get("alarmed") for r in rates.values())

@@ -95,8 +95,7 @@ def after_run(*, run_id: int) -> None:
         return
     limit = threshold(pair)
     with transaction.atomic():
-        evidence.state_of(pair)
-        row = PairMonitorState.objects.select_for_update().get(pair=pair)
+        row = evidence.locked_state(pair)
         data = dict(row.capability or {})
         if data.get(LAST_RUN, 0) >= run.id or (row.since and run.created_at < row.since):
             return

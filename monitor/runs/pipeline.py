@@ -159,7 +159,8 @@ def judge(*, run_id: int) -> None:
                 verdict=f"verdict not computed ({type(exc).__name__}: {exc})"
             )
     try:  # the pair's e-detector (audits) and CUSUM (probes), folded in once
-        evidence.after_run(run_id=run_id)
+        # a probe as read above; an audit again, its summary now has the verdict
+        evidence.after_run(run_id=run_id, run=None if run.kind == RunKind.AUDIT else run)
     except Exception:  # the run stands; its pair's state is left as it was
         log.exception("monitoring state after run %s failed", run_id)
     try:  # a probe's capability outcomes, into the per-category loss detectors
@@ -171,9 +172,11 @@ def judge(*, run_id: int) -> None:
 def evaluate_alerts(*, run_id: int) -> list[Alert]:
     """The rules after a done run (or, on the vendor's health only, a run its vendor failed):
     alerts opened now (recorded, perhaps flapping) and open ones whose condition cleared,
-    resolved now with user None; both returned for notifying."""
+    resolved now with user None; both returned for notifying. The run is read once, with its
+    pair and the pair's endpoints, for the rules and the vendor and sandbox alerts."""
+    run = Run.objects.select_related("pair__fast", "pair__base").get(id=run_id)
     changed = []
-    for outcome in alerts.evaluate_after_run(run_id=run_id):
+    for outcome in alerts.evaluate_after_run(run_id=run_id, run=run):
         if outcome.opened:
             changed.append(lifecycle.opened(alert_id=outcome.alert.id))
             continue
@@ -183,8 +186,7 @@ def evaluate_alerts(*, run_id: int) -> list[Alert]:
             )
         except lifecycle.LifecycleError:  # resolved meanwhile (by hand, a retry)
             log.info("alert %s was already resolved", outcome.alert.id)
-    run = Run.objects.get(id=run_id)
     if run.status != RunStatus.DONE:  # failed by its vendor: the health rules only
         return changed
-    changed += vendor.recovered(run_id=run_id)
+    changed += vendor.recovered(run_id=run_id, run=run)
     return changed + watchdog.sandbox_unavailable(run=run)

@@ -129,13 +129,17 @@ def probe(pair: Pair, hours_ago: float, ttft: float, similarity: float) -> Run:
     return factories.run(pair, kind="probe", minutes_ago=60 * hours_ago, summary=summary)
 
 
-def audit(pair: Pair, hours_ago: float, p: float) -> Run:
+def audit(pair: Pair, hours_ago: float, p: float, rates: tuple[float, float] | None = None) -> Run:
+    """``rates``: the p of its failed requests and empty answers tests, when it has them."""
     verdict = {
         "label": "no_detectable_difference",
         "p_value": p,
         "sentence": f"p = {p:.2g}",
         "mmd": {"fast_vs_base": {"n_per_tier": [250, 250]}},
     }
+    if rates is not None:
+        tests = ("failed requests", "empty answers")
+        verdict["rates"] = [{"what": w, "p_value": q} for w, q in zip(tests, rates, strict=True)]
     return factories.run(
         pair, kind="audit", minutes_ago=60 * hours_ago, summary=factories.summary(verdict=verdict)
     )
@@ -179,6 +183,32 @@ def test_a_month_of_hourly_runs_on_an_honest_pair_raises_no_alarm(admin_client):
     html = admin_client.get(f"/pairs/{pair.name}/verdict/").content.decode()
     h = baseline.statistics["h"]
     assert f"alarm at h = {h:.3g}" in html and f"h = {h:.3g} (set for" in html
+
+
+def test_a_fold_reads_each_row_once(django_assert_max_num_queries):
+    """Past the calibration, a probe's fold and an audit's (with its rate tests) read the run,
+    the pair's state and the pair's schedule once each; the rest is the writes, the locks and
+    the rules' reads. A change that reads one of them again fails here."""
+    pair = factories.pair()
+    rules()
+    for kind in ("probe", "audit"):
+        ensure_probe_schedule(pair_name=pair.name, every_s=3600, kind=kind)
+    rng = np.random.default_rng(3)
+    for h in range(MIN_BASELINE_RUNS + 4, 2, -1):
+        honest_hour(pair, rng, h)
+    assert Baseline.objects.filter(pair=pair, active=True).exists()
+    probed = probe(pair, 1.5, 200.0, 0.9)
+    with django_assert_max_num_queries(26):
+        assert fold(probed) == []
+    audited = audit(pair, 1.0, 0.5, rates=(0.6, 0.8))
+    with django_assert_max_num_queries(25):
+        assert fold(audited) == []
+    block = Run.objects.get(id=audited.id).summary["verdict"]["monitor"]
+    assert block["audits"] > MIN_BASELINE_RUNS and set(block["rates"]) == {
+        "failed requests",
+        "empty answers",
+    }
+    assert Run.objects.get(id=probed.id).summary["drift"]["state"] == "ok"
 
 
 def test_a_switch_raises_both_alarms_within_a_few_runs_and_acknowledging_restarts():
