@@ -3,6 +3,12 @@ rollups too, 20 samples per tier each, so the overview's 24-hour TTFT P95 has n 
 
 from __future__ import annotations
 
+import atexit
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
 from datetime import timedelta
 from pathlib import Path
 
@@ -19,9 +25,68 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 
 
+# Playwright's own switches for a headless chromium (its launch passes these): the tests measure
+# layout (no sideways scrolling, widths), which --hide-scrollbars and the hover settings change.
+PLAYWRIGHT_SWITCHES = [
+    "--disable-field-trial-config", "--disable-background-timer-throttling",
+    "--disable-backgrounding-occluded-windows", "--disable-back-forward-cache",
+    "--disable-breakpad", "--disable-component-extensions-with-background-pages",
+    "--disable-component-update", "--no-default-browser-check", "--disable-default-apps",
+    "--disable-dev-shm-usage", "--disable-extensions", "--allow-pre-commit-input",
+    "--disable-hang-monitor", "--disable-ipc-flooding-protection", "--disable-popup-blocking",
+    "--disable-prompt-on-repost", "--disable-renderer-backgrounding",
+    "--force-color-profile=srgb", "--metrics-recording-only", "--no-first-run",
+    "--password-store=basic", "--use-mock-keychain", "--no-service-autorun",
+    "--disable-search-engine-choice-screen", "--disable-infobars", "--disable-sync",
+    "--disable-features=AvoidUnnecessaryBeforeUnloadCheckSync,DestroyProfileOnBrowserClose,"
+    "HttpsUpgrades,HttpsFirstBalancedModeAutoEnable,LensOverlay,MediaRouter,PaintHolding,"
+    "ThirdPartyStoragePartitioning,AvoidCorsURLLoaderRestartOnRedirect,OptimizationHints,"
+    "NetworkTimeServiceQuerying",
+    "--enable-features=CDPScreenshotNewSurface",
+    "--headless", "--hide-scrollbars", "--mute-audio",
+    "--blink-settings=primaryHoverType=2,availableHoverTypes=2,primaryPointerType=4,"
+    "availablePointerTypes=4",
+]  # fmt: skip
+_shared: dict[str, object] = {}
+
+
 def launch(playwright):
-    """Debian's chromium, headless, through Playwright."""
-    return playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+    """Debian's chromium, headless, through Playwright: one chromium per test process, started
+    on first use and connected to over CDP, so each test pays for a connection and a fresh
+    context (``new_page``), not for a browser start; ``close()`` drops the test's contexts and
+    leaves the browser to the next test."""
+    return playwright.chromium.connect_over_cdp(_endpoint())
+
+
+def _endpoint() -> str:
+    proc = _shared.get("proc")
+    if isinstance(proc, subprocess.Popen) and proc.poll() is None:
+        return str(_shared["url"])
+    profile = tempfile.mkdtemp(prefix="tierwatch-chromium-")
+    proc = subprocess.Popen(
+        [str(CHROMIUM), *PLAYWRIGHT_SWITCHES, *CHROMIUM_ARGS, f"--user-data-dir={profile}",
+         "--remote-debugging-port=0", "about:blank"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    for line in proc.stderr:  # chromium names its endpoint on stderr once it listens
+        if found := re.search(r"DevTools listening on (ws://\S+)", line):
+            break
+    else:
+        raise RuntimeError(f"chromium exited ({proc.wait()}) without a DevTools endpoint")
+    threading.Thread(target=proc.stderr.read, daemon=True).start()  # never block its pipe
+    _shared.update(proc=proc, url=found.group(1))
+    atexit.register(_stop, proc, profile)
+    return found.group(1)
+
+
+def _stop(proc: subprocess.Popen, profile: str) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    shutil.rmtree(profile, ignore_errors=True)
 
 
 def screenshots_dir() -> Path:
