@@ -259,13 +259,15 @@ class _Capture(threading.Thread):
 
 
 def command(
-    mode: str, host_dir: Path, files: tuple[str, ...], script: str
+    mode: str, host_dir: Path, files: tuple[str, ...], script: str, *, site: bool = True
 ) -> tuple[list[str], str]:
     """``python -I <script>`` isolated by ``mode`` (bwrap or unsafe-subprocess), seeing only
     ``files`` (names of files or directories in ``host_dir``): the command line and its working
     dir. The unit-test judge and an agent task's environment (:mod:`evals.agent.environment`)
-    start this way, so both get the same isolation."""
-    runner = [_interpreter(), "-I", script]
+    start this way, so both get the same isolation. ``site=False`` adds ``-S`` for a script
+    that needs only the standard library: the ``site`` module and the interpreter's ``.pth``
+    files are a third of a start."""
+    runner = [_interpreter(), "-I", *([] if site else ["-S"]), script]
     if mode == BWRAP:
         return _bwrap_args(host_dir, runner, files), str(host_dir)
     work = host_dir / "work"
@@ -286,7 +288,9 @@ def _spawn(
     """Start the judge under ``mode``, bounded as a whole by ``watch`` (which kills every
     process of the evaluation when it ends, those that left its session too); return
     (returncode, timed_out, verdict, output)."""
-    args, cwd = command(mode, host_dir, FILES, "sandbox_judge.py")
+    # the judge is standard library only; the child it starts keeps site (generated code may
+    # use what site gives it, exit() and quit() among them)
+    args, cwd = command(mode, host_dir, FILES, "sandbox_judge.py", site=False)
     proc = subprocess.Popen(
         args,
         cwd=cwd,

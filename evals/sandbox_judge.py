@@ -2,7 +2,7 @@
 
 Why a separate process from the code under test: code running in the process that also
 counts the tests can rewrite the count (walk the frames, patch ``==``, print a fake verdict).
-So this process (standard library only, started as ``python -I sandbox_judge.py``):
+So this process (standard library only, started as ``python -I -S sandbox_judge.py``):
 
 1. reads the case's tests and limits from stdin (the tests are never a file the code could
    read), makes itself non-dumpable (no ``/proc/<pid>/mem``, ``environ`` or ``fd`` for a
