@@ -21,6 +21,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, transaction
+from django.db.models import F
 from django.db.models.functions import Greatest
 
 from evals.constraints import check_all
@@ -562,7 +563,9 @@ def save_sample(
     Every text and JSON value is made storable first (``evals.records.storable``). Should the
     row still not save, the sample is kept as a failed one of class ``store_error`` (its
     times and texts lost, the reason kept) and the run goes on: one bad reply never costs the
-    other samples (a savepoint keeps PostgreSQL's transaction usable)."""
+    other samples (a savepoint keeps PostgreSQL's transaction usable). The run's ``completed``
+    goes up by one in the row's own transaction, so it stays the count of its samples without
+    counting them again per sample (``measure`` recounts once at the end)."""
     tests_passed, tests_detail = None, None
     # storable before the sandbox too: code with a lone surrogate cannot even be written out
     record = replace(record, text=storable(record.text))
@@ -598,6 +601,7 @@ def save_sample(
                 tests_passed=tests_passed,
                 tests_detail=storable(tests_detail),
             )
+            _count_one(run)
     except heartbeat.DB_LOST:
         raise  # the connection is gone, not the row: heartbeat.store_once reconnects and retries
     except (DatabaseError, ValueError, TypeError) as exc:
@@ -605,14 +609,20 @@ def save_sample(
             "run %s: sample %s could not be stored (%s)", run.id, item.seq, type(exc).__name__
         )
         first_line = (str(exc).splitlines() or [""])[0][:200]  # no row values (PG's DETAIL)
-        sample = Sample.objects.create(
-            **row,
-            ok=False,
-            error_class="store_error",
-            error_message=storable(f"not stored: {type(exc).__name__}: {first_line}"),
-        )
-    Run.objects.filter(id=run.id).update(completed=Sample.objects.filter(run_id=run.id).count())
+        with transaction.atomic():
+            sample = Sample.objects.create(
+                **row,
+                ok=False,
+                error_class="store_error",
+                error_message=storable(f"not stored: {type(exc).__name__}: {first_line}"),
+            )
+            _count_one(run)
     return sample
+
+
+def _count_one(run: Run) -> None:
+    """One more stored sample, in the transaction that stored it (the progress a page shows)."""
+    Run.objects.filter(id=run.id).update(completed=F("completed") + 1)
 
 
 def summarise_run(*, run_id: int) -> RunSummary:

@@ -11,10 +11,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from monitor.models import Sample
+from monitor.models import Run, Sample
 from monitor.runs import steps
 from monitor.runs.pipeline import execute_run
-from monitor.runs.steps import create_run
+from monitor.runs.steps import create_run, save_sample
 from tests.factories import vendor_pair
 
 CODE = "import sys\nsys.stdout.write('nul:\\x00 surrogate:\\udcff')\ndef fizzbuzz(n):\n  return n\n"
@@ -89,6 +89,28 @@ def test_a_sample_that_cannot_be_saved_is_kept_as_store_error_and_the_run_goes_o
     )
     assert Sample.objects.filter(run=run, tier="base", ok=True).count() == 3
     assert run.summary_obj.tier("fast").errors == {"store_error": 3}
+
+
+@pytest.mark.django_db
+def test_the_run_s_progress_counts_each_sample_in_the_transaction_that_stores_it(
+    demo_vendor_url, hostile, monkeypatch
+):
+    """Stored rows and store errors alike: after each save the run's ``completed`` equals its
+    samples, before the recount at the end of the measuring."""
+    seen = []
+
+    def watched(**kw):
+        sample = save_sample(**kw)
+        run = Run.objects.get(id=kw["run"].id)
+        seen.append((run.completed, run.samples.count()))
+        return sample
+
+    monkeypatch.setattr(steps, "save_sample", watched)
+    pair = vendor_pair(demo_vendor_url, fast_url=f"{hostile}/negative/v1", suite="smoke", repeat=1)
+    run = execute_run(run_id=create_run(pair=pair).id, cases_limit=3)
+    assert run.status == "done", run.error
+    assert seen == [(n, n) for n in range(1, 7)]
+    assert Sample.objects.filter(run=run, error_class="store_error").count() == 3
 
 
 @pytest.mark.django_db
