@@ -21,6 +21,8 @@ from evals.vendors.simulated import serve_in_thread
 from tests.factories import free_port
 from tests.support import WEBHOOK_ENV, Inbox, Receiver, group_ids, start_process
 
+pytest_plugins = ["tests.template_db"]  # ``cloned_database``: one migrated database per run
+
 
 def pytest_configure(config) -> None:
     """A fast password hasher in this process only: PBKDF2 at Django's million iterations costs
@@ -36,6 +38,19 @@ def pytest_collection_modifyitems(config, items) -> None:
     """``--dist loadgroup``: each ``xdist_group`` on one worker (``tests.support.group_ids``)."""
     if getattr(config.option, "loadgroup", False):
         group_ids(items)
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(cloned_database) -> None:
+    """pytest-django's hook before it sets up the test database: under xdist, a copy of the
+    run's migrated template (``tests.template_db``)."""
+
+
+@pytest.fixture(scope="session")
+def django_db_keepdb(request, cloned_database) -> bool:
+    """A copied database is kept as it is (its migrations are applied) and dropped by
+    ``cloned_database``; otherwise ``--reuse-db`` decides, as in pytest-django."""
+    return cloned_database or bool(request.config.getvalue("reuse_db"))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -23,3 +23,27 @@ def test_a_grouped_test_carries_its_group_in_its_id_once(request):
         assert item.nodeid.count("@") == 1
     finally:
         item._id = before
+
+
+@pytest.mark.django_db
+def test_a_worker_s_database_is_a_complete_copy_of_the_run_s_migrated_template(request):
+    """Under xdist on PostgreSQL each worker copies one migrated template
+    (``tests.template_db``): the copy is this worker's own, has every migration applied, and
+    the template it came from is there beside it."""
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    from tests.template_db import applies, template_name
+
+    if not applies(request.config):
+        pytest.skip("only under xdist on PostgreSQL without --reuse-db")
+    worker = request.config.workerinput["workerid"]
+    mine = connection.settings_dict["NAME"]
+    assert mine.endswith(f"_{worker}")
+    executor = MigrationExecutor(connection)
+    assert executor.migration_plan(executor.loader.graph.leaf_nodes()) == []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT 1 FROM pg_database WHERE datname = %s", [template_name(mine, worker)]
+        )
+        assert cursor.fetchone() == (1,)
