@@ -1,7 +1,10 @@
 """Every recorded stream (tests/data/streams) read by the client and by the vendor's official
 SDK from the same bytes on 127.0.0.1, field by field: text, reasoning, finish reason, tool
 calls, usage, model id, served tier. A difference fails unless it is listed in ``KNOWN`` with
-why the client's reading is the right one."""
+why the client's reading is the right one.
+
+The SDKs are imported in the functions that call them: every xdist worker collects this
+module, and their imports (pydantic models by the thousand) are seconds of CPU on each."""
 
 from __future__ import annotations
 
@@ -9,8 +12,6 @@ import json
 import warnings
 from typing import Any
 
-import anthropic
-import openai
 import pytest
 
 from tests.evals.calls import KEY, endpoint, run
@@ -69,6 +70,8 @@ def _tierwatch(url: str, protocol: str) -> dict[str, Any]:
 
 
 def _openai_sdk(url: str) -> dict[str, Any]:
+    import openai
+
     client = openai.OpenAI(base_url=url, api_key=KEY, max_retries=0)
     try:
         with client.chat.completions.stream(model="m", messages=ASK) as stream:
@@ -98,6 +101,8 @@ def _openai_sdk(url: str) -> dict[str, Any]:
 
 
 def _responses_sdk(url: str) -> dict[str, Any]:
+    import openai
+
     client = openai.OpenAI(base_url=url, api_key=KEY, max_retries=0)
     try:
         with client.responses.stream(model="m", input="x") as stream:
@@ -130,6 +135,8 @@ def _responses_sdk(url: str) -> dict[str, Any]:
 
 
 def _anthropic_sdk(url: str) -> dict[str, Any]:
+    import anthropic
+
     client = anthropic.Anthropic(base_url=url.removesuffix("/v1"), api_key=KEY, max_retries=0)
     try:
         with client.messages.stream(model="m", max_tokens=10, messages=ASK) as stream:
