@@ -19,7 +19,7 @@ from evals.benchmarks.fetch import WHEELS, wheel
 from evals.vendors.llamacpp import EngineError
 from evals.vendors.simulated import serve_in_thread
 from tests.factories import free_port
-from tests.support import WEBHOOK_ENV, Inbox, Receiver, group_ids, start_process
+from tests.support import WEBHOOK_ENV, Inbox, Receiver, group_ids, long_first, start_process
 
 pytest_plugins = ["tests.template_db"]  # ``cloned_database``: one migrated database per run
 
@@ -35,8 +35,10 @@ def pytest_configure(config) -> None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items) -> None:
-    """``--dist loadgroup``: each ``xdist_group`` on one worker (``tests.support.group_ids``)."""
+    """``--dist loadgroup``: the slowest tests handed out first, each ``xdist_group`` on one
+    worker (``tests.support.long_first``, ``group_ids``)."""
     if getattr(config.option, "loadgroup", False):
+        long_first(items)
         group_ids(items)
 
 

@@ -80,6 +80,16 @@ def group_ids(items: list[pytest.Item]) -> None:
             item._id = NodeId.parse(item.nodeid + suffix)  # type: ignore[attr-defined]
 
 
+FIRST = ("long", "browser")  # the markers of the tests handed out first
+
+
+def long_first(items: list[pytest.Item]) -> None:
+    """The slowest tests first, the order otherwise kept: xdist hands out tests in this order,
+    and a long test started last keeps one worker busy after the others have finished. (Groups
+    go first anyway: ``--dist loadgroup`` sorts its work units by size.)"""
+    items.sort(key=lambda item: not any(item.get_closest_marker(m) for m in FIRST))
+
+
 def real_services() -> bool:
     return bool(os.environ.get("DATABASE_URL")) and bool(os.environ.get("REDIS_URL"))
 

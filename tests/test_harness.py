@@ -47,3 +47,16 @@ def test_a_worker_s_database_is_a_complete_copy_of_the_run_s_migrated_template(r
             "SELECT 1 FROM pg_database WHERE datname = %s", [template_name(mine, worker)]
         )
         assert cursor.fetchone() == (1,)
+
+
+def test_the_long_tests_are_handed_out_first(request):
+    """Under ``--dist loadgroup`` the session's order (which xdist hands out) starts with every
+    ``long`` and ``browser`` test, the rest after them in their collected order."""
+    from tests.support import FIRST
+
+    if not getattr(request.config.option, "loadgroup", False):
+        pytest.skip("the order is changed only under --dist loadgroup")
+    first = [any(item.get_closest_marker(m) for m in FIRST) for item in request.session.items]
+    if not any(first):
+        pytest.skip("no long or browser test was collected")
+    assert first == sorted(first, reverse=True)

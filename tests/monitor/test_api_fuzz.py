@@ -25,6 +25,7 @@ BUDGET_S = 60  # schemathesis' own time budget for the whole run
 ST = shutil.which("st", path=str(Path(sys.executable).parent))
 
 
+@pytest.mark.long
 @pytest.mark.timeout(BUDGET_S + 120)
 @pytest.mark.skipif(ST is None, reason="schemathesis not installed (pip install -e '.[dev]')")
 def test_schemathesis_finds_no_server_error_and_no_schema_violation(live_server, tmp_path):

@@ -143,6 +143,7 @@ def _pair(name: str, url: str, fast_model: str, suite: Suite, **fields) -> Pair:
     return Pair.objects.create(name=name, fast=fast, base=base, suite=suite, **fields)
 
 
+@pytest.mark.long
 def test_a_distilled_fast_tier_shows_a_loss_and_an_honest_one_none(admin_client, benchmark_wheels):
     suite = _capability_suite("capability-mini")
     with serve_in_thread(time_scale=0.0) as url:

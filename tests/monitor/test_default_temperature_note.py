@@ -12,7 +12,7 @@ from monitor.setup.schedules import ensure_probe_schedule
 from monitor.setup.suites import sync_builtin_suite
 from monitor.tasks import probe_pair_task
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.long]
 
 
 def _verdict_page(url: str, admin_client, *, fast_sends_temperature: bool) -> str:

@@ -28,6 +28,7 @@ def login(client: httpx.Client, base: str, user: str, password: str) -> None:
     assert answer.status_code in (200, 302)
 
 
+@pytest.mark.long
 @pytest.mark.timeout(240)
 def test_the_demo_starts_prints_a_url_and_data_flows(tmp_path):
     env = {**os.environ, "DATABASE_URL": "", "REDIS_URL": "", "TIERWATCH_VAR_DIR": str(tmp_path)}

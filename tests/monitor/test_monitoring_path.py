@@ -52,6 +52,7 @@ def scheduled_audit(pair: Pair, cases: int) -> Run:
     return execute_run(run_id=run.id, cases_limit=cases)
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("repeat", [1, 2])
 def test_a_scheduled_audit_ends_in_a_verdict_a_page_and_an_alert_check(
     demo_vendor_url, admin_client, repeat
@@ -158,6 +159,7 @@ def honest_hour(pair: Pair, rng: np.random.Generator, hours_ago: float) -> list:
     return fold(probe(pair, hours_ago, ttft, sim)) + fold(audit(pair, hours_ago - 0.5, p))
 
 
+@pytest.mark.long
 def test_a_month_of_hourly_runs_on_an_honest_pair_raises_no_alarm(admin_client):
     pair = factories.pair()
     rules()
@@ -211,6 +213,7 @@ def test_a_fold_reads_each_row_once(django_assert_max_num_queries):
     assert Run.objects.get(id=probed.id).summary["drift"]["state"] == "ok"
 
 
+@pytest.mark.long
 def test_a_switch_raises_both_alarms_within_a_few_runs_and_acknowledging_restarts():
     pair = factories.pair()
     rules()

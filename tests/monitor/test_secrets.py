@@ -128,6 +128,7 @@ def database_text() -> str:
     return "".join(p.read_bytes().decode("utf-8", "replace") for p in files if p.exists())
 
 
+@pytest.mark.long
 @pytest.mark.django_db(transaction=True)  # committed rows, so pg_dump sees them
 def test_a_canary_key_through_every_fault_is_found_nowhere(
     demo_vendor_url, vendor, monkeypatch, caplog, capfd

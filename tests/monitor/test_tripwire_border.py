@@ -61,6 +61,7 @@ def test_discovery_waits_for_its_cost_to_be_accepted(vendor):
     assert "border" not in state.tiers["fast"]
 
 
+@pytest.mark.long
 def test_a_quantized_fast_tier_fires_its_border_tripwire_and_escalates(vendor, admin_client):
     pair = make_pair(vendor)
     TripwireState.objects.create(pair=pair, border_allowed=True)
