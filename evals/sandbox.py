@@ -288,8 +288,8 @@ def _spawn(
     """Start the judge under ``mode``, bounded as a whole by ``watch`` (which kills every
     process of the evaluation when it ends, those that left its session too); return
     (returncode, timed_out, verdict, output)."""
-    # the judge is standard library only; the child it starts keeps site (generated code may
-    # use what site gives it, exit() and quit() among them)
+    # the judge and the child it starts see the standard library only (``-S``); the child adds
+    # the builtins site would (exit() and quit() among them) itself
     args, cwd = command(mode, host_dir, FILES, "sandbox_judge.py", site=False)
     proc = subprocess.Popen(
         args,

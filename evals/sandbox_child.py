@@ -1,16 +1,25 @@
 """The child: imports the generated code and evaluates what the judge asks, nothing more.
 
-Started by ``sandbox_judge.py`` (read its docstring) as ``python -I sandbox_child.py <fd>``:
-the items come on stdin, one JSON reply per item goes to fd ``<fd>``. Everything here can be
+Started by ``sandbox_judge.py`` (read its docstring) as ``python -I -S sandbox_child.py <fd>``:
+the items come on stdin, one JSON reply per item goes to fd ``<fd>``. The code sees the standard
+library only: ``-S`` keeps the interpreter's ``site-packages`` and the ``.pth`` files there out
+of the child (an installation's ``.pth`` may import packages at every start: a tenth of a
+second per evaluation was seen), and the builtins ``site`` adds (``exit``, ``quit``, ``help``,
+``copyright``) are added here instead. Everything here can be
 tampered with by the code it imports, which is why values travel in a typed encoding made by
 functions bound before the import, and the judge compares them, not this process.
 """
 
 import json
 import os
+import site
 import sys
 import traceback
 import types
+
+site.setquit()
+site.setcopyright()
+site.sethelper()
 
 _type, _len, _list, _sorted, _repr = type, len, list, sorted, repr
 _SIMPLE = {_type(None): "none", bool: "bool", int: "int", str: "str"}

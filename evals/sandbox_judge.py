@@ -386,7 +386,7 @@ def main():
     def start():
         reply_r, reply_w = os.pipe()
         child = subprocess.Popen(
-            [settings["python"], "-I", "sandbox_child.py", str(reply_w)],
+            [settings["python"], "-I", "-S", "sandbox_child.py", str(reply_w)],
             stdin=subprocess.PIPE,
             stdout=2,
             stderr=2,

@@ -59,6 +59,23 @@ def test_it_counts_failures_of_wrong_code(mode):
     assert "AssertionError" in result.output
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_the_code_sees_the_standard_library_and_site_s_builtins_but_no_site_packages(mode):
+    """The child starts with ``-S``: no installation's ``site-packages`` or ``.pth`` files, but
+    ``exit``, ``quit``, ``help`` and ``copyright`` as under ``site``."""
+    if mode not in _modes():
+        pytest.skip("bwrap unavailable")
+    code = (
+        "import sys, json\n"
+        "def paths():\n    return [p for p in sys.path if 'site-packages' in p]\n"
+        "def builtins_of_site():\n"
+        "    return [callable(f) for f in (exit, quit, help, copyright)]\n"
+    )
+    tests = "assert paths() == []\nassert builtins_of_site() == [True, True, True, True]\n"
+    result = run_unit_tests(code, tests, mode=mode)
+    assert result.passed and result.n_tests == 2, result.output
+
+
 def test_it_runs_tests_that_import_the_solution_module():
     tests = "from solution import inc\nassert inc(2) == 3\n"
     result = run_unit_tests("def inc(x):\n    return x + 1\n", tests)
