@@ -3,8 +3,9 @@ SDK from the same bytes on 127.0.0.1, field by field: text, reasoning, finish re
 calls, usage, model id, served tier. A difference fails unless it is listed in ``KNOWN`` with
 why the client's reading is the right one.
 
-The SDKs are imported in the functions that call them: every xdist worker collects this
-module, and their imports (pydantic models by the thousand) are seconds of CPU on each."""
+The SDKs are imported in the functions that call them, and the module's tests run on one xdist
+worker: their imports (pydantic models by the thousand) are seconds of CPU, paid once instead of
+by every worker that collects or runs one of them."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import pytest
 from tests.evals.calls import KEY, endpoint, run
 from tests.evals.replay import INDEX, Replay, recorded, streams
 
+pytestmark = pytest.mark.xdist_group("official_sdks")
 ASK = [{"role": "user", "content": "x"}]
 SSE_END = "the body ends without the blank line that ends its last event, which the SSE "
 SSE_END += "specification discards: the client's stream_incomplete is right, the SDK dispatches it"
