@@ -6,7 +6,8 @@ same work once per worker. Here the first worker to take a file lock migrates a 
 (``test_…_template``) once per run; every worker then copies it with PostgreSQL's ``CREATE
 DATABASE … TEMPLATE`` (a file copy) and pytest-django keeps that copy (``keepdb``), so its
 ``migrate`` finds nothing left to apply. Each worker drops its copy at the end; the xdist
-controller drops the template.
+controller drops the template and the run's lock directory, which it made before the workers
+started and named to them in ``TIERWATCH_TEST_TEMPLATE_DIR``.
 
 Only under xdist, on PostgreSQL, and when ``--reuse-db`` is not given; otherwise pytest-django
 does what it always does.
@@ -15,6 +16,8 @@ does what it always does.
 from __future__ import annotations
 
 import fcntl
+import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,17 +25,34 @@ from pathlib import Path
 import pytest
 
 SUFFIX = "_template"
+SHARED = "TIERWATCH_TEST_TEMPLATE_DIR"  # the run's lock directory, made by the controller
 
 
-def applies(config: pytest.Config) -> bool:
+def _postgresql(config: pytest.Config) -> bool:
     from django.conf import settings
 
     engine = settings.DATABASES["default"]["ENGINE"]
-    return (
-        hasattr(config, "workerinput")
-        and "postgresql" in engine
-        and not config.getvalue("reuse_db")
-    )
+    return "postgresql" in engine and not config.getvalue("reuse_db")
+
+
+def _controller(config: pytest.Config) -> bool:
+    return not hasattr(config, "workerinput") and bool(config.getoption("numprocesses", None))
+
+
+def applies(config: pytest.Config) -> bool:
+    """Whether this process is an xdist worker that copies the run's template."""
+    return hasattr(config, "workerinput") and SHARED in os.environ and _postgresql(config)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if _controller(config) and _postgresql(config):
+        os.environ[SHARED] = tempfile.mkdtemp(prefix="tierwatch-db-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _controller(config) and SHARED in os.environ:
+        drop_template(config)
+        shutil.rmtree(os.environ.pop(SHARED), ignore_errors=True)
 
 
 def template_name(worker_test_name: str, worker: str) -> str:
@@ -40,14 +60,12 @@ def template_name(worker_test_name: str, worker: str) -> str:
     return worker_test_name.removesuffix(f"_{worker}") + SUFFIX
 
 
-def _recreate(cursor, target: str, template: str | None = None) -> None:
+def _copy(cursor, target: str, template: str) -> None:
     from django.db import connection
 
     name = connection.ops.quote_name
     cursor.execute(f"DROP DATABASE IF EXISTS {name(target)} WITH (FORCE)")
-    cursor.execute(
-        f"CREATE DATABASE {name(target)}" + (f" TEMPLATE {name(template)}" if template else "")
-    )
+    cursor.execute(f"CREATE DATABASE {name(target)} TEMPLATE {name(template)}")
 
 
 def _migrate(template: str) -> None:
@@ -75,15 +93,14 @@ def clone_for_worker(config: pytest.Config) -> str:
     worker = config.workerinput["workerid"]  # type: ignore[attr-defined]
     mine = connection.settings_dict["TEST"]["NAME"]
     template = template_name(mine, worker)
-    shared = Path(tempfile.gettempdir()) / f"tierwatch-db-{config.workerinput['testrunuid']}"  # type: ignore[attr-defined]
-    shared.mkdir(exist_ok=True)
+    shared = Path(os.environ[SHARED])
     with open(shared / "lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one migrates; the others wait for its template
         if not (shared / template).exists():
             _migrate(template)
             (shared / template).touch()
     with connection._nodb_cursor() as cursor:
-        _recreate(cursor, mine, template)
+        _copy(cursor, mine, template)
     return mine
 
 
@@ -111,10 +128,6 @@ def cloned_database(
         drop(mine)
 
 
-def pytest_unconfigure(config: pytest.Config) -> None:
-    drop_template(config)
-
-
 def drop_template(config: pytest.Config) -> None:
     """In the xdist controller at the end of the run: the workers' template goes (by psycopg:
     pytest-django blocks the controller's Django connections)."""
@@ -122,10 +135,6 @@ def drop_template(config: pytest.Config) -> None:
     from django.conf import settings
 
     db = settings.DATABASES["default"]
-    if hasattr(config, "workerinput") or not config.getoption("numprocesses", None):
-        return
-    if "postgresql" not in db["ENGINE"] or config.getvalue("reuse_db"):
-        return
     name = (db.get("TEST", {}).get("NAME") or "test_" + db["NAME"]) + SUFFIX
     params = {"host": db.get("HOST") or None, "port": db.get("PORT") or None}
     params |= {"user": db.get("USER") or None, "password": db.get("PASSWORD") or None}
