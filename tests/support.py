@@ -6,9 +6,11 @@ group ids (``group_ids``)."""
 
 from __future__ import annotations
 
+import ast
 import base64
 import json
 import os
+import pickle
 import re
 import signal
 import subprocess
@@ -22,6 +24,7 @@ from email import message_from_bytes
 from email.policy import default as default_policy
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from json import dumps
+from pathlib import Path
 
 import httpx
 import pytest
@@ -304,3 +307,21 @@ skip_without_build = pytest.mark.skipif(
 def engine(fn: Callable[..., None]) -> Callable[..., None]:
     """Needs the real engine: marked, skipped without the build, time for a first build."""
     return pytest.mark.engine(pytest.mark.timeout(1800)(skip_without_build(fn)))
+
+
+def parse_source(path: Path) -> ast.Module:
+    """``ast.parse`` of a file, robust to CPython 3.11.7's "AST constructor recursion depth
+    mismatch" (gh-106905, fixed in 3.11.8): in a long-lived xdist worker, where other tests have
+    changed the recursion limit or run deep stacks, the in-process parse can raise SystemError on
+    a valid file. Then the file is parsed by a fresh interpreter and its tree sent back pickled."""
+    source = path.read_text()
+    try:
+        return ast.parse(source)
+    except SystemError:
+        code = (
+            "import ast, pickle, sys; "
+            "sys.stdout.buffer.write(pickle.dumps(ast.parse(sys.stdin.read())))"
+        )
+        out = subprocess.run([sys.executable, "-c", code], input=source.encode(),
+                             capture_output=True, check=True)  # fmt: skip
+        return pickle.loads(out.stdout)

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import evals
+from tests.support import parse_source
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,7 +34,7 @@ def test_no_module_imports_another_module_s_private_name():
         for path in (ROOT / package).rglob("*.py"):
             if "migrations" in path.parts:
                 continue
-            for node in ast.walk(ast.parse(path.read_text())):
+            for node in ast.walk(parse_source(path)):
                 if isinstance(node, ast.ImportFrom):
                     found += [f"{path.relative_to(ROOT)}:{node.lineno}: {a.name}"
                               for a in node.names if a.name.startswith("_")]  # fmt: skip

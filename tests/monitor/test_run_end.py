@@ -20,6 +20,7 @@ from monitor.runs.pipeline import execute_run
 from monitor.runs.steps import create_run
 from monitor.runs.watchdog import reap_stale_runs
 from tests.factories import vendor_pair
+from tests.support import parse_source
 
 pytestmark = pytest.mark.django_db
 
@@ -118,7 +119,7 @@ def test_a_new_pair_under_a_used_id_does_not_share_the_old_pairs_version(demo_ve
 
 def calls_in(path: Path) -> set[str]:
     names = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(parse_source(path)):
         if isinstance(node, ast.Call):
             func = node.func
             names.add(func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", ""))
