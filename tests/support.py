@@ -311,7 +311,7 @@ def engine(fn: Callable[..., None]) -> Callable[..., None]:
 
 def parse_source(path: Path) -> ast.Module:
     """``ast.parse`` of a file, robust to CPython 3.11.7's "AST constructor recursion depth
-    mismatch" (gh-106905, fixed in 3.11.8): in a long-lived xdist worker, where other tests have
+    mismatch" (python/cpython gh-106905): in a long-lived xdist worker, where other tests have
     changed the recursion limit or run deep stacks, the in-process parse can raise SystemError on
     a valid file. Then the file is parsed by a fresh interpreter and its tree sent back pickled."""
     source = path.read_text()
