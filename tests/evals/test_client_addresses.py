@@ -23,8 +23,8 @@ NAME = "vendor.example.test"  # not a local name, so the save-time check lets it
 class Capture:
     """A TCP server on 127.0.0.1 that keeps what each connection sent, then closes it."""
 
-    def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.sock = socket.create_server((host, port))
         self.port = self.sock.getsockname()[1]
         self.received: list[bytes] = []
         self.thread = threading.Thread(target=self._serve, daemon=True)
@@ -117,3 +117,52 @@ def test_an_address_written_out_is_refused_at_connect_time_too(capture, backend,
     rec = send(f"https://{host}:{capture.port}/v1", public_only=True, backend=backend)
     assert not rec.ok and rec.error_class == "connect" and said in rec.error_message
     assert capture.received == []
+
+
+def test_through_a_proxy_the_target_is_checked_and_the_proxy_itself_is_trusted(
+    capture, name_to_loopback, monkeypatch
+):
+    """The environment's proxy is the deployment's own (here the capture server on
+    127.0.0.1): a target that resolves to loopback is refused before the proxy hears of it; a
+    public target goes to the proxy (``CONNECT``), which a private address does not stop."""
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{capture.port}")
+    rec = send(f"https://{NAME}/v1", public_only=True, backend="aiohttp")
+    assert rec.error_class == "connect" and f"{NAME} resolves to 127.0.0.1" in rec.error_message
+    assert capture.received == []
+    send("https://8.8.8.8/v1", public_only=True, backend="aiohttp")  # answered by the capture
+    assert len(capture.received) == 1 and capture.received[0].startswith(b"CONNECT 8.8.8.8:443")
+
+
+@pytest.mark.parametrize("backend", ["aiohttp", "httpcore"])
+def test_the_connection_goes_to_the_address_checked_not_to_a_second_lookup(
+    capture, monkeypatch, backend
+):
+    """DNS rebinding: the name answers a "public" address once, then 127.0.0.1. The client
+    looks it up once and connects to the address it checked. Here 127.0.0.2 stands for the
+    public address (the check is told so: a real public address would leave the machine)."""
+    from evals import addresses
+
+    public = Capture("127.0.0.2", capture.port)  # a second lookup would reach ``capture``
+    lookups: list[str] = []
+    real = socket.getaddrinfo
+
+    def rebinding(host, port, *args, **kwargs):
+        if str(host) == NAME:
+            lookups.append(NAME)
+            return real("127.0.0.2" if len(lookups) == 1 else "127.0.0.1", port, *args, **kwargs)
+        return real(host, port, *args, **kwargs)
+
+    checked = addresses.address_problem
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    monkeypatch.setattr(
+        addresses, "address_problem", lambda a: None if str(a) == "127.0.0.2" else checked(a)
+    )
+    try:
+        send(f"http://{NAME}:{capture.port}/v1", public_only=True, backend=backend)
+        assert len(public.received) == 1 and b"POST /v1/chat/completions" in public.received[0]
+        assert f"Host: {NAME}:{capture.port}".encode() in public.received[0]  # the name kept
+        assert capture.received == [] and lookups == [NAME]
+    finally:
+        public.close()
