@@ -320,7 +320,8 @@ async def _pinned(
     checked (``evals.addresses.resolve_public``), then the URL aimed at the first of them with
     the name kept as the Host header and the TLS server name (httpcore's ``sni_hostname``), so
     the connection goes to the address that was checked. (The aiohttp wire does the same in its
-    connector: ``evals._wire``.)"""
+    connector, once per new connection through its DNS cache: ``evals._wire``; this wire, the
+    comparison path, looks up at every request.)"""
     parts = httpx.URL(url)
     try:
         ipaddress.ip_address(parts.host)
