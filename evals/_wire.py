@@ -37,6 +37,8 @@ from aiohttp.client_proto import ResponseHandler
 from aiohttp.helpers import get_env_proxy_for_url
 from yarl import URL
 
+from evals.addresses import PrivateAddress, refuse_private
+
 _LANE_BUDGET_S = 50e-6  # deferred parsing per lane turn: about one start of a request or less
 # the running stream_chat's connection marks, for the aiohttp wire's connector and request hooks
 MARKS: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
@@ -153,15 +155,38 @@ class StampingHandler(ResponseHandler):
 class _TimedConnector(aiohttp.TCPConnector):
     """Marks when a new connection is ready (aiohttp's "create" includes TLS). Cheaper than a
     ``TraceConfig``, which awaits a signal coroutine per trace event (~10 per request). Its
-    connections stamp body reads in the protocol callback (:class:`StampingHandler`)."""
+    connections stamp body reads in the protocol callback (:class:`StampingHandler`).
 
-    def __init__(self, **kw: Any) -> None:
+    ``public_only`` (the connector of endpoints not marked local): every address a host
+    resolves to is checked (``evals.addresses.refuse_private``) before aiohttp connects, and
+    aiohttp connects to those resolved addresses, with the name kept for TLS (SNI, the
+    certificate) and the Host header: no second lookup between the check and the connection.
+    The proxies the environment names (``trusted``) are the deployment's own and not checked;
+    through one, the target is checked by a lookup of ours and the proxy resolves it again
+    (the proxy's own egress rules are what pins it then)."""
+
+    def __init__(
+        self, *, public_only: bool = False, trusted: set[str] | None = None, **kw: Any
+    ) -> None:
         super().__init__(**kw)
         self._factory = functools.partial(StampingHandler, loop=self._loop)  # type: ignore[assignment]
+        self._public_only = public_only
+        self._trusted = trusted if trusted is not None else set()
+
+    async def _resolve_host(self, host: str, port: int, traces: Any = None) -> Any:
+        hosts = await super()._resolve_host(host, port, traces)
+        if self._public_only and host not in self._trusted:
+            refuse_private(host, [h["host"] for h in hosts])
+        return hosts
 
     async def _create_connection(
         self, req: aiohttp.ClientRequest, traces: Any, timeout: aiohttp.ClientTimeout
     ) -> Any:
+        if self._public_only and req.proxy is not None and req.url.raw_host:
+            try:
+                await self._resolve_host(req.url.raw_host, req.port or 443)
+            except PrivateAddress as exc:
+                raise aiohttp.ClientConnectorDNSError(req.connection_key, exc) from exc
         proto = await super()._create_connection(req, traces, timeout)
         marks = MARKS.get()
         if marks is not None:
@@ -202,9 +227,11 @@ class ProbeClient(httpx.AsyncClient):
         super().__init__(limits=limits, verify=verify, **kw)
         self._probe_limits = limits
         self._probe_ssl = verify if isinstance(verify, ssl.SSLContext) else ssl_context(verify)
-        self._session: aiohttp.ClientSession | None = None
-        self._fresh: aiohttp.ClientSession | None = None
+        # per (new connection per request, public addresses only): a local endpoint's
+        # connections are never pooled with those of an endpoint that may not reach them
+        self._sessions: dict[tuple[bool, bool], aiohttp.ClientSession] = {}
         self._proxies: dict[str, dict[str, Any]] = {}  # per request URL (a few per endpoint)
+        self._proxy_hosts: set[str] = set()  # the environment's proxies: not address-checked
 
     def proxy_kwargs(self, url: str) -> dict[str, Any]:
         """``proxy=`` (and its credentials) for a request to ``url``; ``{}`` when direct."""
@@ -218,31 +245,39 @@ class ProbeClient(httpx.AsyncClient):
                     pass
                 else:
                     kwargs["proxy"] = proxy
+                    if proxy.raw_host:
+                        self._proxy_hosts.add(proxy.raw_host)
                     if auth is not None:
                         kwargs["proxy_headers"] = {"Proxy-Authorization": auth.encode()}
             self._proxies[url] = kwargs
         return kwargs
 
-    def aiohttp_session(self) -> aiohttp.ClientSession:
-        """The session, created on first use inside the running event loop."""
-        if self._session is None or self._session.closed:
-            self._session = self._new_session(force_close=False)
-        return self._session
+    def aiohttp_session(self, *, public_only: bool = False) -> aiohttp.ClientSession:
+        """The session, created on first use inside the running event loop; with
+        ``public_only`` one that connects to public addresses only (:class:`_TimedConnector`)."""
+        return self._session_for(force_close=False, public_only=public_only)
 
-    def fresh_session(self) -> aiohttp.ClientSession:
+    def fresh_session(self, *, public_only: bool = False) -> aiohttp.ClientSession:
         """A session that opens a new connection for every request and closes it after: for the
         retry after a stale keep-alive connection (see :mod:`evals.client`)."""
-        if self._fresh is None or self._fresh.closed:
-            self._fresh = self._new_session(force_close=True)
-        return self._fresh
+        return self._session_for(force_close=True, public_only=public_only)
 
-    def _new_session(self, *, force_close: bool) -> aiohttp.ClientSession:
+    def _session_for(self, *, force_close: bool, public_only: bool) -> aiohttp.ClientSession:
+        session = self._sessions.get((force_close, public_only))
+        if session is None or session.closed:
+            session = self._new_session(force_close=force_close, public_only=public_only)
+            self._sessions[(force_close, public_only)] = session
+        return session
+
+    def _new_session(self, *, force_close: bool, public_only: bool) -> aiohttp.ClientSession:
         pooling: dict[str, Any] = (
             {"force_close": True}
             if force_close
             else {"keepalive_timeout": self._probe_limits.keepalive_expiry or 30.0}
         )
         connector = _TimedConnector(
+            public_only=public_only,
+            trusted=self._proxy_hosts,
             limit=self._probe_limits.max_connections or 0,
             limit_per_host=0,
             ssl=self._probe_ssl,
@@ -258,9 +293,8 @@ class ProbeClient(httpx.AsyncClient):
         )
 
     async def _close_sessions(self) -> None:
-        for session in (self._session, self._fresh):
-            if session is not None:
-                await session.close()
+        for session in self._sessions.values():
+            await session.close()
 
     async def aclose(self) -> None:
         await super().aclose()

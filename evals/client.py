@@ -44,7 +44,9 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import errno
+import ipaddress
 import json
+import socket
 import ssl
 import time
 import zlib
@@ -64,6 +66,7 @@ from evals._wire import (
     current_lane,
     ssl_context,
 )
+from evals.addresses import PrivateAddress, resolve_public
 from evals.records import TEXT_KEPT_CHARS, TIER_CHARS, ChatRequest, EndpointSpec, TimingRecord
 from evals.scrub import key_scrubber, scrub_record
 from evals.toolcalls import anthropic_fields, openai_fields
@@ -290,13 +293,16 @@ async def _via_httpx(
             if name == "http11.send_request_headers.started" and "tcp" not in marks:
                 marks["reused"] = True  # httpcore connects inside the request that needs it
 
+    extensions: dict[str, Any] = {"trace": trace}
+    if endpoint.public_only:
+        url, headers, extensions = await _pinned(url, headers, extensions)
     req = client.build_request(
         "POST",
         url,
         content=body,
         headers=headers,
         timeout=httpx.Timeout(endpoint.timeout_s),
-        extensions={"trace": trace},
+        extensions=extensions,
     )
     resp = await client.send(req, stream=True)
     try:
@@ -305,6 +311,35 @@ async def _via_httpx(
         await _take_response(resp.status_code, resp.headers, lambda: anext(chunks, b""), stream)
     finally:
         await resp.aclose()
+
+
+async def _pinned(
+    url: str, headers: dict[str, str], extensions: dict[str, Any]
+) -> tuple[str, dict[str, str], dict[str, Any]]:
+    """The httpx wire's request to public addresses only: the host resolved and every address
+    checked (``evals.addresses.resolve_public``), then the URL aimed at the first of them with
+    the name kept as the Host header and the TLS server name (httpcore's ``sni_hostname``), so
+    the connection goes to the address that was checked. (The aiohttp wire does the same in its
+    connector, once per new connection through its DNS cache: ``evals._wire``; this wire, the
+    comparison path, looks up at every request.)"""
+    parts = httpx.URL(url)
+    try:
+        ipaddress.ip_address(parts.host)
+        literal = True
+    except ValueError:
+        literal = False
+    resolved = await resolve_public(
+        parts.host, parts.port or (443 if parts.scheme == "https" else 80)
+    )
+    if literal:
+        return url, headers, extensions
+    pinned = parts.copy_with(host=resolved[0])
+    host = parts.host if parts.port is None else f"{parts.host}:{parts.port}"
+    return (
+        str(pinned),
+        {**headers, "Host": host},
+        {**extensions, "sni_hostname": parts.host},
+    )
 
 
 async def _take_response(
@@ -459,6 +494,8 @@ def _classify(exc: BaseException, in_body: bool, timeout_s: float) -> tuple[str,
     if isinstance(
         exc,
         aiohttp.ClientConnectorError
+        | PrivateAddress
+        | socket.gaierror
         | httpx.ConnectError
         | aiohttp.InvalidURL
         | httpx.UnsupportedProtocol
@@ -514,7 +551,12 @@ async def stream_chat(
                 on_start(stream.t0)
 
         if isinstance(client, ProbeClient):
-            session = client.fresh_session() if fresh else client.aiohttp_session()
+            public_only = endpoint.public_only
+            session = (
+                client.fresh_session(public_only=public_only)
+                if fresh
+                else client.aiohttp_session(public_only=public_only)
+            )
             proxy = client.proxy_kwargs(url)
             start()
             await _via_aiohttp(session, proxy, url, headers, body, stream, marks)

@@ -133,6 +133,10 @@ class EndpointSpec:
     # request then has no temperature: thinking takes only the default)
     reasoning_effort: str = ""
     thinking_budget: int | None = None
+    # connect to public addresses only, each address the host resolves to checked and then the
+    # one connected to (``evals.addresses``); ``monitor`` sets it for every endpoint that is
+    # not local. Off by default: a script or a test aims this library at its own servers.
+    public_only: bool = False
 
 
 @dataclass(frozen=True)

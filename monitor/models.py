@@ -275,6 +275,7 @@ class Endpoint(models.Model):
             send_temperature=self.send_temperature,
             reasoning_effort=self.reasoning_effort,
             thinking_budget=self.thinking_budget,
+            public_only=not (self.local or self.simulated),  # evals.addresses, at connect time
         )
 
     def request_headers(self) -> tuple[dict[str, str], tuple[str, ...]]:

@@ -261,6 +261,8 @@ TIERWATCH_HTTP_TIMEOUT_S = env_float("TIERWATCH_HTTP_TIMEOUT_S", 120.0)
 TIERWATCH_METRICS_TOKEN = env_str("TIERWATCH_METRICS_TOKEN", "")
 # Runs one API token may start (``POST /api/pairs/{name}/runs``): "N/s|min|h|d"; past it 429
 TIERWATCH_API_RUN_RATE = env_str("TIERWATCH_API_RUN_RATE", "10/min")
+# /api/docs and /api/openapi.json: the API's shape, no data; off: a token or a session needed
+TIERWATCH_API_DOCS_PUBLIC = env_bool("TIERWATCH_API_DOCS_PUBLIC", True)
 # Retention (monitor.derived.retention): sample payloads kept this many days; the samples of each
 # pair's newest K audits kept whole.
 TIERWATCH_RETENTION_DAYS = env_int("TIERWATCH_RETENTION_DAYS", 30)

@@ -16,7 +16,7 @@ from ninja.throttling import SimpleRateThrottle
 
 from monitor import selectors
 from monitor.alerting import lifecycle
-from monitor.api.auth import BearerToken, require
+from monitor.api.auth import BearerToken, docs_access, require
 from monitor.api.schemas import (
     AlertOut,
     AlertState,
@@ -41,6 +41,7 @@ api = NinjaAPI(
     title="tierwatch API",
     version="1",
     auth=BearerToken(),
+    docs_decorator=docs_access,  # public unless TIERWATCH_API_DOCS_PUBLIC is off
     urls_namespace="api",
     description="Pairs, runs, samples, verdicts and alerts. Send `Authorization: Bearer TOKEN` "
     "(make one with `manage.py api_token create USER`). Lists are paginated: `page`, "

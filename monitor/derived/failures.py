@@ -33,21 +33,40 @@ class VendorFailed(Exception):
     """The run's requests mostly failed; its message is the run's error as shown."""
 
 
-def vendor_message(body: str) -> str:
+def vendor_message(body: str, *, text: bool = True) -> str:
     """The vendor's sentence out of an error body: ``error.message``, ``message``, ``error`` or
-    ``detail`` of a JSON body (OpenAI's and Anthropic's shapes), else the text itself."""
-    text = body.strip()
+    ``detail`` of a JSON body (OpenAI's and Anthropic's shapes), else the text itself (or
+    nothing with ``text=False``: Test connection shows no body that is not such a field)."""
+    whole = body.strip()
     try:
-        data = json.loads(text)
+        data = json.loads(whole)
     except ValueError:
-        return text[:MESSAGE_CHARS]
+        data = None if text else _message_field(whole)
+        if data is None:
+            return whole[:MESSAGE_CHARS] if text else ""
     for path in (("error", "message"), ("message",), ("error",), ("detail",)):
         value: Any = data
         for key in path:
             value = value.get(key) if isinstance(value, Mapping) else None
         if isinstance(value, str) and value.strip():
             return value.strip()[:MESSAGE_CHARS]
-    return text[:MESSAGE_CHARS]
+    return whole[:MESSAGE_CHARS] if text else ""
+
+
+_MESSAGE = re.compile(r'"message"\s*:\s*("(?:[^"\\]|\\.){1,1000}")')
+
+
+def _message_field(body: str) -> dict[str, str] | None:
+    """``{"message": …}`` from a JSON body cut before its end (a stored error message is
+    cut to ~300 characters), or None when it has no complete ``"message"`` string."""
+    match = _MESSAGE.search(body)
+    if match is None:
+        return None
+    try:
+        said = json.loads(match.group(1))
+    except ValueError:
+        return None
+    return {"message": said} if isinstance(said, str) else None
 
 
 def describe(error_class: str, status: int | None, message: str) -> str:

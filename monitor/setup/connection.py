@@ -8,21 +8,27 @@ words a failed run uses (``monitor.derived.failures.describe``).
 
 The request goes through ``evals.client.stream_chat`` with the endpoint's own spec (its key read
 from the variable it names, its extra body and headers), so what passes here is what a probe
-sends. Nothing the vendor sent is stored; the audit log gets one entry per test with the
-outcome in words, which the client already scrubbed of the key.
+sends; an endpoint that is not local connects to public addresses only, checked after the
+host is resolved (``evals.addresses``), and no redirect is followed. What a failed test shows
+is the status and at most a vendor API's JSON error message, never the body of whatever
+answered (``_words``); the audit log gets one entry per test with the outcome in words and
+none of the body.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 from dataclasses import dataclass
 
+from evals.addresses import REFUSED
 from evals.client import make_client, stream_chat
 from evals.records import ChatRequest, TimingRecord
-from monitor.derived.failures import describe
+from monitor.derived.failures import _STATUS, UNREACHABLE, describe, vendor_message
 from monitor.models import ConfigChange, Endpoint
 
 PROMPT = [{"role": "user", "content": "Reply with one word: ready"}]
+_PROTOCOL_WORDS = "chat"
 MAX_TOKENS = 16
 
 
@@ -39,6 +45,7 @@ class Check:
     completion_tokens: int | None = None
     ttft_ms: float | None = None
     message: str = ""  # the failure in words; empty when the vendor answered
+    logged: str = ""  # the failure as the audit log keeps it: no word of the server's body
 
     @property
     def summary(self) -> str:
@@ -53,11 +60,44 @@ class Check:
             parts.append(f"TTFT {self.ttft_ms:,.0f} ms")
         return " · ".join(p for p in parts if p)
 
+    @property
+    def kept(self) -> str:
+        """The audit log's line: the summary of an answer, a failure without the vendor's
+        words (the status, the class, or our own reason)."""
+        return self.summary if self.ok else f"failed: {self.logged or self.message}"
+
+
+def _words(rec: TimingRecord) -> tuple[str, str]:
+    """The failure for the page, and for the audit log, with nothing of the server's body but
+    a JSON error message of at most ``MESSAGE_CHARS`` characters.
+
+    Why: Test connection aims at a host someone typed. Its reply, shown on the page and kept
+    in the log, would let anyone read whatever answers there (a metadata service, an internal
+    page) if the body were echoed, so only a vendor API's error field is shown ("HTTP 401:
+    Incorrect API key"), else the status alone, and the log keeps the status alone. The
+    client library's words about the connection (refused, timed out, an address refused
+    before connecting) are ours, not the server's, and are kept."""
+    error_class = rec.error_class or "error"
+    if error_class in ("http_status", "rate_limited"):
+        match = _STATUS.match(rec.error_message or "")
+        said = vendor_message(match.group(2), text=False) if match else ""
+        said = "".join(c if c.isprintable() else " " for c in said)
+        head = f"HTTP {rec.http_status}"
+        return (f"{head}: {said}" if said else head), head
+    if REFUSED in (rec.error_message or ""):  # evals.addresses: nothing was sent
+        inside = re.search(r"\[(.*" + REFUSED + r")\]", rec.error_message)
+        words = f"refused before connecting: {inside.group(1) if inside else rec.error_message}"
+        return words, words
+    if error_class in UNREACHABLE:
+        words = describe(error_class, rec.http_status, rec.error_message)
+        return words, UNREACHABLE[error_class]
+    status = f" (HTTP {rec.http_status})" if rec.http_status else ""
+    words = f"the reply is not a usable {_PROTOCOL_WORDS} stream: {error_class}{status}"
+    return words, words
+
 
 def _from_record(name: str, rec: TimingRecord) -> Check:
-    message = ""
-    if not rec.ok:
-        message = describe(rec.error_class or "error", rec.http_status, rec.error_message)
+    message, logged = _words(rec) if not rec.ok else ("", "")
     return Check(
         endpoint=name,
         ok=rec.ok,
@@ -68,6 +108,7 @@ def _from_record(name: str, rec: TimingRecord) -> Check:
         completion_tokens=rec.completion_tokens,
         ttft_ms=rec.ttft_ms,
         message=message,
+        logged=logged,
     )
 
 
@@ -98,7 +139,7 @@ def check(endpoint: Endpoint) -> Check:
 
 def record(checks: list[Check], *, user=None, source: str) -> None:
     """One audit-log entry per test: who tested which endpoint, and what it answered in words
-    (no headers, no body, no key)."""
+    (no headers, no body, no key: ``Check.kept``)."""
     who = user if user is not None and getattr(user, "is_authenticated", False) else None
     for c in checks:
         ConfigChange.objects.create(
@@ -109,5 +150,5 @@ def record(checks: list[Check], *, user=None, source: str) -> None:
             model="endpoint",
             object_id=c.endpoint[:60],
             object_repr=c.endpoint[:200],
-            diff={"test connection": [None, c.summary[:500]]},
+            diff={"test connection": [None, c.kept[:500]]},
         )

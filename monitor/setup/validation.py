@@ -7,9 +7,12 @@ Why at validation time: an endpoint's base URL is where the worker sends the ven
 and whose reply it stores and shows. A URL that points inside the network (a database port,
 a cloud metadata service) turns the monitor into a way to read it. So a base URL is https, and
 a loopback, private, link-local or otherwise non-public address is refused unless the endpoint
-is marked ``local`` (the simulated demo vendor, the local llama.cpp vendor, tests). Host names
-are not resolved here: a name that resolves to a private address, now or after a DNS change
-(DNS rebinding), is the residual risk the README's security section states.
+is marked ``local`` (the simulated demo vendor, the local llama.cpp vendor, tests). An address
+written as a number is judged here by ``evals.addresses.address_problem``; host names are not
+resolved here but at connect time, by the same function, on every address the name resolves to
+(``evals._wire``): a name that resolves to a private address, now or after a DNS change (DNS
+rebinding), is refused there, and the connection goes to the address that was checked.
+Only an admin may mark an endpoint local (the add-a-pair page offers it to nobody else).
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ import urllib.parse
 
 from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator, validate_email
+
+from evals.addresses import address_problem
 
 # Names that are the machine itself or a cloud's metadata service whatever DNS says
 LOCAL_NAMES = ("localhost", "localhost.localdomain", "metadata.google.internal", "metadata")
@@ -58,15 +63,9 @@ def host_problem(host: str) -> str | None:
     address = _literal_address(name)
     if address is None:
         return None
-    mapped = getattr(address, "ipv4_mapped", None)
-    if mapped is not None:
-        address = mapped
-    if address.is_global and not address.is_multicast:
-        return None
-    for kind in ("loopback", "link_local", "private"):
-        if getattr(address, f"is_{kind}"):
-            return f"{host!r} is a {kind.replace('_', '-')} address"
-    return f"{host!r} is not a public address"
+    if problem := address_problem(address):
+        return f"{host!r} is {problem}"
+    return None
 
 
 def base_url_problem(url: str, *, local: bool) -> str | None:

@@ -19,6 +19,9 @@ VIEW_ALERT = "monitor.view_alert"
 CHANGE_ALERT = "monitor.change_alert"  # acknowledge, silence (operators)
 ADD_MAINTENANCE = "monitor.add_maintenancewindow"
 ADD_REPORT = "monitor.add_reportarchive"  # the Reports page's Generate button (operators)
+# an endpoint marked local (self-hosted: http:// and private addresses allowed) is made by
+# whoever may change endpoints, the admins: an operator's endpoint reaches public hosts only
+MARK_LOCAL = "monitor.change_endpoint"
 
 
 def requires(perm: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

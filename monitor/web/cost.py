@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
@@ -13,6 +14,7 @@ from django.views.decorators.http import require_POST
 from monitor import selectors
 from monitor.models import TripwireState
 from monitor.reporting import cost_month
+from monitor.setup import audit
 from monitor.web.access import ADD_RUN, requires
 from monitor.web.worse import usd
 
@@ -43,9 +45,29 @@ def context(pair) -> dict[str, Any]:
 @requires(ADD_RUN)
 @require_POST
 def allow_border_discovery(request: HttpRequest, name: str) -> HttpResponse:
-    """An operator accepted the stated cost: the next tripwire run discovers border inputs."""
+    """An operator accepted the stated cost: the next tripwire run discovers border inputs.
+    Accepting spends money, so the audit log says who accepted which cost (the figures the
+    page stated, ``cost_month``), like any other change of a pair's configuration."""
     pair = selectors.get_pair_for_user(request.user, name)
-    TripwireState.objects.update_or_create(pair=pair, defaults={"border_allowed": True})
+    discovery = cost_month.schemes(pair)["discovery"]
+    with transaction.atomic():
+        state, _ = TripwireState.objects.select_for_update().get_or_create(pair=pair)
+        before = {"border_allowed": state.border_allowed}
+        state.border_allowed = True
+        state.save(update_fields=["border_allowed", "updated_at"])
+        stated = (
+            f"{discovery['requests']} one-token requests, {usd(discovery['usd'])}"
+            if discovery
+            else "none stated"
+        )
+        audit.record(
+            obj=pair,
+            before=before,
+            after={"border_allowed": True, "accepted cost": stated},
+            source=f"pair page {pair.name}: accept border discovery's cost",
+            user=request.user,
+            action="changed",
+        )
     return redirect(f"{pair_url(pair)}#cost-month")
 
 

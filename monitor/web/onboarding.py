@@ -1,6 +1,8 @@
 """Onboarding in the browser, for operators: add a pair from a preset with Test connection on
 each endpoint before saving, and Test connection on a pair's page (``monitor.setup.connection``:
-one request per endpoint, nothing stored but an audit-log entry in words)."""
+one request per endpoint, nothing stored but an audit-log entry in words). An operator's
+endpoints reach public addresses only; "self-hosted" is offered to admins alone
+(``monitor.web.pair_form``), so the page cannot be used to probe the server's own network."""
 
 from __future__ import annotations
 
@@ -25,8 +27,8 @@ def add_pair(request: HttpRequest) -> HttpResponse:
     valid (the results fragment). POST ``action=save``: the pair saved, then its page; the form
     again with its values and each field's message when something is wrong (422)."""
     if request.method == "GET":
-        return render(request, TEMPLATE, {"form": AddPairForm()})
-    form = AddPairForm(request.POST)
+        return render(request, TEMPLATE, {"form": AddPairForm(user=request.user)})
+    form = AddPairForm(request.POST, user=request.user)
     valid = form.is_valid()
     if request.POST.get("action") == "test":
         ready = [t for t in TIERS if t in form.endpoints]

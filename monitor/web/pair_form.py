@@ -4,7 +4,9 @@ added by hand gets (``monitor.setup.pair_defaults``: schedules, the "outputs dif
 
 Field checks live in ``clean`` and go through ``Endpoint.full_clean`` / ``Pair.full_clean``,
 so a shared validation of URLs and fields added to the models reaches this form with no change
-here; each model error is shown on the form field it came from ("fast base URL: …").
+here; each model error is shown on the form field it came from ("fast base URL: …"). The
+"self-hosted" box (both endpoints ``local``) is there only for a user who may change endpoints
+(admins, ``monitor.web.access.MARK_LOCAL``); sent by anyone else it is refused, not ignored.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from evals.claims import problems as claim_problems
 from evals.presets import PAIR_PRESETS, PRESETS, resolve
 from monitor.models import Endpoint, Pair, Suite
 from monitor.setup import audit, pair_defaults
+from monitor.web.access import MARK_LOCAL
 
 TIERS = ("fast", "base")
 # Two generic choices (any vendor speaking that protocol; the fields typed are all there is)
@@ -95,8 +98,13 @@ class AddPairForm(forms.Form):
         label="audit every", min_value=1, required=False, initial=pair_defaults.AUDIT_EVERY_H
     )
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, user: Any = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # self-hosted is an admin's: an operator's box would aim the server at its own network
+        # (a database port, the metadata service), so it is not offered, and refused if sent
+        self.may_mark_local = user is not None and user.has_perm(MARK_LOCAL)
+        if not self.may_mark_local:
+            del self.fields["local"]
         pair_defaults.sync_suites()
         suites = Suite.objects.order_by("name", "-version")
         self.fields["suite"].queryset = suites
@@ -125,6 +133,13 @@ class AddPairForm(forms.Form):
             self.add_error("name", "'add' names the add-a-pair page; choose another name")
         elif name and Pair.objects.filter(name=name).exists():
             self.add_error("name", f"a pair named {name!r} exists already")
+        if not self.may_mark_local and forms.BooleanField().to_python(self.data.get("local")):
+            self.add_error(
+                None,
+                "self-hosted: only an admin may add an endpoint on this machine or network "
+                "(http:// or a private address); nothing was tested or saved",
+            )
+            return data
         for tier in TIERS:
             endpoint = self.endpoint(tier)
             try:

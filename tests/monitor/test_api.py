@@ -280,3 +280,22 @@ def test_the_openapi_schema_is_valid_and_lists_every_endpoint(client):
 def test_the_docs_page_loads_its_assets_from_this_server(client):
     html = client.get("/api/docs").text
     assert "swagger" in html.lower() and "cdn." not in html
+
+
+def test_the_docs_are_public_by_default_and_follow_the_api_sign_in_when_set_so(client, settings):
+    """Issue 31, finding 8: the schema and docs hold no data (every data route needs a token),
+    so they are public, as intended and documented; ``TIERWATCH_API_DOCS_PUBLIC=false`` puts
+    them behind a token or a signed-in session."""
+    factories.pair("secret-pair-name")
+    schema = client.get("/api/openapi.json")
+    assert schema.status_code == 200 and "secret-pair-name" not in schema.text
+    assert client.get("/api/pairs").status_code == 401
+    settings.TIERWATCH_API_DOCS_PUBLIC = False
+    for path in ("/api/docs", "/api/openapi.json"):
+        assert client.get(path).status_code == 401
+        assert client.get(path, headers={"Authorization": "Bearer wrong"}).status_code == 401
+    user = factories.user("vera", "viewer")
+    _, token = create_token(user=user, name="docs")
+    assert client.get("/api/docs", headers={"Authorization": f"Bearer {token}"}).status_code == 200
+    client.force_login(user)
+    assert client.get("/api/openapi.json").status_code == 200

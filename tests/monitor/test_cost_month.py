@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from monitor.models import Endpoint, RunRollup, TripwireState
+from monitor.models import ConfigChange, Endpoint, RunRollup, TripwireState
 from monitor.reporting import cost_month
 from monitor.setup.schedules import ensure_probe_schedule, ensure_tripwire_schedule
 from tests import factories
@@ -95,3 +95,15 @@ def test_the_sla_report_has_its_own_cost_block(settings):
     assert "not scheduled" in line  # no tripwires in the former scheme
     for html in (render_html(report), render_report_html(report)):
         assert 'id="cost-month"' in html and "as scheduled" in html
+
+
+def test_accepting_the_discovery_cost_is_in_the_audit_log(client):
+    """Who accepted which stated cost (issue 31, finding 8): it spends money."""
+    pair = priced_pair()
+    client.force_login(factories.user("olga", "operator"))
+    client.post(reverse("monitor:allow_border_discovery", args=[pair.name]))
+    entry = ConfigChange.objects.get(model="pair", object_repr=pair.name)
+    assert (entry.username, entry.action) == ("olga", "changed")
+    assert entry.diff["border_allowed"] == [False, True]
+    assert entry.diff["accepted cost"][1].startswith("1800 one-token requests, $")
+    assert "accept border discovery" in entry.source

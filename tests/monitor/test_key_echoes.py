@@ -152,11 +152,16 @@ def test_a_key_echoed_in_every_field_and_encoding_is_found_nowhere(echo_vendor, 
     )
     tier_fields = {"tier-header": ["x-served-tier"], "tier-dotted": ["tier_info.tier"]}
     base = Endpoint.objects.create(
-        name="base", base_url=f"{echo_vendor}/text/v1", model="m", api_key_env="CANARY_KEY"
+        local=True,
+        name="base",
+        base_url=f"{echo_vendor}/text/v1",
+        model="m",
+        api_key_env="CANARY_KEY",
     )
     runs = []
     for kind in KINDS:
         fast = Endpoint.objects.create(
+            local=True,
             name=f"f-{kind}",
             base_url=f"{echo_vendor}/{kind}/v1",
             model="m",

@@ -72,10 +72,10 @@ def vendor():
 def test_it_sends_the_key_from_the_environment_and_stores_it_nowhere(vendor, monkeypatch):
     monkeypatch.setenv("ACME_TEST_KEY", SECRET)
     ok = Endpoint.objects.create(
-        name="ok", base_url=f"{vendor}/v1", model="m", api_key_env="ACME_TEST_KEY"
+        local=True, name="ok", base_url=f"{vendor}/v1", model="m", api_key_env="ACME_TEST_KEY"
     )
     bad = Endpoint.objects.create(
-        name="bad", base_url=f"{vendor}/fail/v1", model="m", api_key_env="ACME_TEST_KEY"
+        local=True, name="bad", base_url=f"{vendor}/fail/v1", model="m", api_key_env="ACME_TEST_KEY"
     )
     pair = Pair.objects.create(
         name="s", fast=bad, base=ok, suite=sync_builtin_suite(name="smoke"), repeat=1
@@ -141,7 +141,11 @@ def test_a_canary_key_through_every_fault_is_found_nowhere(
     monkeypatch.setenv("CANARY_KEY", f"{CANARY} \n")
     sync_builtin_suite(name="smoke")
     base = Endpoint.objects.create(
-        name="base", base_url=demo_vendor_url, model="demo-base", api_key_env="CANARY_KEY"
+        local=True,
+        name="base",
+        base_url=demo_vendor_url,
+        model="demo-base",
+        api_key_env="CANARY_KEY",
     )
     fast_urls = {model: demo_vendor_url for model in FAULTS}
     fast_urls["echo-401"] = f"{vendor}/fail/v1"
@@ -149,7 +153,12 @@ def test_a_canary_key_through_every_fault_is_found_nowhere(
     for model, url in fast_urls.items():
         slug = model.replace("demo-", "")
         fast = Endpoint.objects.create(
-            name=f"f-{slug}", base_url=url, model=model, api_key_env="CANARY_KEY", timeout_s=2
+            local=True,
+            name=f"f-{slug}",
+            base_url=url,
+            model=model,
+            api_key_env="CANARY_KEY",
+            timeout_s=2,
         )
         pair = Pair.objects.create(
             name=f"p-{slug}", fast=fast, base=base, suite=Suite.objects.get(name="smoke"), repeat=1

@@ -32,8 +32,10 @@ def test_an_answering_endpoint_shows_status_model_usage_and_ttft(demo_vendor_url
 
 
 def test_a_refusal_and_a_closed_port_say_what_the_vendor_said(refusing_url):
-    refused = Endpoint(name="acme-fast", base_url=refusing_url, model="m")  # unsaved: the form's
-    closed = Endpoint(name="acme-base", base_url=f"http://127.0.0.1:{free_port()}/v1", model="m")
+    # unsaved (the form's), and local: the test's own servers on 127.0.0.1
+    refused = Endpoint(name="acme-fast", base_url=refusing_url, model="m", local=True)
+    closed_url = f"http://127.0.0.1:{free_port()}/v1"
+    closed = Endpoint(name="acme-base", base_url=closed_url, model="m", local=True)
     assert connection.check(refused).summary == f"failed: HTTP 401: {NO_KEY}"
     down = connection.check(closed)
     assert not down.ok

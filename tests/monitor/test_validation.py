@@ -25,9 +25,19 @@ REFUSED = [
     ("https://169.254.169.254/latest", "'169.254.169.254' is a link-local address"),
     ("https://2130706433/v1", "'2130706433' is a loopback address"),  # 127.0.0.1 as a number
     ("https://0x7f.1/v1", "is a loopback address"),
-    ("https://[::ffff:10.0.0.1]/v1", "is a private address"),
+    ("https://[::ffff:10.0.0.1]/v1", "is an IPv4-mapped address of 10.0.0.1, a private address"),
     ("https://0.0.0.0/v1", "is a private address"),
-    ("https://[ff02::1]/v1", "is not a public address"),
+    ("https://[ff02::1]/v1", "is a multicast address"),
+    # IPv6 addresses that deliver to an IPv4 one, judged by it (issue 31, finding 7)
+    ("https://[64:ff9b::7f00:1]/v1", "is a NAT64 address of 127.0.0.1, a loopback address"),
+    ("https://[64:ff9b::a9fe:a9fe]/x", "NAT64 address of 169.254.169.254, a link-local"),
+    ("https://[64:ff9b:1::a00:1]/v1", "is a local-use NAT64 address"),
+    ("https://[::127.0.0.1]/v1", "is an IPv4-compatible address of 127.0.0.1"),
+    ("https://[::8.8.8.8]/v1", "is an IPv4-compatible address of 8.8.8.8 (deprecated)"),
+    ("https://[2002:7f00:1::]/v1", "is a 6to4 address of 127.0.0.1, a loopback address"),
+    ("https://[2002:a00:1::1]/v1", "is a 6to4 address of 10.0.0.1, a private address"),
+    ("https://[2001:0:4136:e378:8000:63bf:80ff:fffe]/v1", "is a Teredo address of 127.0.0.1"),
+    ("https://100.64.0.1/v1", "is a non-public address"),  # shared address space (CGNAT)
     ("https://localhost:8080/v1", "'localhost' is this machine"),
     ("https://metadata.google.internal/x", "is this machine or the local network"),
     ("https://user:pw@api.vendor.com/v1", "no user or password in the URL"),
@@ -51,7 +61,14 @@ def test_a_local_endpoint_may_use_http_and_private_addresses(url):
 
 
 @pytest.mark.parametrize(
-    "url", ["https://api.openai.com/v1", "https://api.anthropic.com", "https://8.8.8.8/v1"]
+    "url",
+    [
+        "https://api.openai.com/v1",
+        "https://api.anthropic.com",
+        "https://8.8.8.8/v1",
+        "https://[64:ff9b::808:808]/v1",  # NAT64 of a public address: DNS64 networks use it
+        "https://[2606:4700::1111]/v1",
+    ],
 )
 def test_https_to_a_public_host_is_accepted(url):
     assert base_url_problem(url, local=False) is None

@@ -34,14 +34,20 @@ def form(url: str, **changes: str) -> dict[str, str]:
         "audit_every_hours": "6",
         "action": "save",
     }
-    if url.startswith("http://127.0.0.1"):  # a server of the test's own: a local endpoint
-        data["local"] = "on"
+    if url.startswith("http://127.0.0.1"):  # a server of the test's own: a local endpoint,
+        data["local"] = "on"  # which only an admin may add (test_onboarding_network.py)
     return {**data, **changes}
 
 
 @pytest.fixture
 def operator(client):
     client.force_login(factories.user("olga", "operator"))
+    return client
+
+
+@pytest.fixture
+def admin(client):
+    client.force_login(factories.user("ada", "admin"))
     return client
 
 
@@ -67,7 +73,8 @@ def test_a_bad_field_is_named_the_values_stay_and_nothing_is_written(operator):
     assert not Endpoint.objects.exists() and not Pair.objects.exists()
 
 
-def test_a_saved_pair_gets_its_schedules_rule_and_audit_entries(operator):
+def test_a_saved_pair_gets_its_schedules_rule_and_audit_entries(admin):
+    operator = admin  # the pair's servers are local
     Channel.objects.create(name="ops", kind="email", target="ops@example.com")
     suite = factories.suite("smoke")
     page = operator.post("/pairs/add/", form("http://127.0.0.1:9/v1", suite=str(suite.pk)))
@@ -88,7 +95,8 @@ def test_a_saved_pair_gets_its_schedules_rule_and_audit_entries(operator):
     )
 
 
-def test_test_connection_says_what_each_endpoint_answered(operator, demo_vendor_url, refusing_url):
+def test_test_connection_says_what_each_endpoint_answered(admin, demo_vendor_url, refusing_url):
+    operator = admin  # the pair's servers are local
     data = form(demo_vendor_url, base_base_url=refusing_url, action="test")
     page = operator.post("/pairs/add/", data, HTTP_HX_REQUEST="true")
     html = page.content.decode()

@@ -1,4 +1,5 @@
-"""Real chromium at 1,280 px: an operator adds a pair in the browser against the simulated
+"""Real chromium at 1,280 px: an admin adds a pair of self-hosted endpoints (the test's own
+servers on 127.0.0.1: only an admin may mark them local) in the browser against the simulated
 vendor, tests its connection, saves it, and the pair runs on its schedule (the task beat
 calls, then the pipeline that task's run goes through); a failed Test connection shows the
 vendor's own message."""
@@ -30,8 +31,8 @@ pytestmark = [
 
 def log_in(page, base: str, then: str) -> None:
     page.goto(f"{base}/accounts/login/?next={then}")
-    page.fill("#id_username", "olga")
-    page.fill("#id_password", "pw-olga-123")
+    page.fill("#id_username", "ada")
+    page.fill("#id_password", "pw-ada-123")
     page.click("button[type=submit]")
     page.wait_for_url(f"{base}{then}")
 
@@ -55,7 +56,7 @@ def test_a_pair_added_in_the_browser_runs_on_its_schedule(
 ):
     sync_api = pytest.importorskip("playwright.sync_api")
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    factories.user("olga", "operator", password="pw-olga-123")
+    factories.user("ada", "admin", password="pw-ada-123")
     shots = screenshots_dir()
     with sync_api.sync_playwright() as p:
         browser = launch(p)
@@ -101,7 +102,7 @@ def test_a_failed_test_connection_shows_the_vendors_message(
 ):
     sync_api = pytest.importorskip("playwright.sync_api")
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    factories.user("olga", "operator", password="pw-olga-123")
+    factories.user("ada", "admin", password="pw-ada-123")
     with sync_api.sync_playwright() as p:
         browser = launch(p)
         try:

@@ -39,8 +39,12 @@ def demo_world(vendor_url: str) -> list[Pair]:
     closed = f"http://127.0.0.1:{free_port()}/v1"
     down = Pair.objects.create(
         name="down-vendor",
-        fast=Endpoint.objects.create(name="down-fast", base_url=closed, model="m", timeout_s=5),
-        base=Endpoint.objects.create(name="down-base", base_url=closed, model="m", timeout_s=5),
+        fast=Endpoint.objects.create(
+            name="down-fast", base_url=closed, model="m", timeout_s=5, local=True
+        ),
+        base=Endpoint.objects.create(
+            name="down-base", base_url=closed, model="m", timeout_s=5, local=True
+        ),
         suite=pairs[0].suite,
         claim_value=3,
     )
