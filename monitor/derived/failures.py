@@ -26,7 +26,7 @@ TOP = 3  # error groups kept per tier
 MESSAGE_CHARS = 160
 
 UNREACHABLE = {"connect": "vendor unreachable", "timeout": "vendor did not answer in time"}
-_STATUS = re.compile(r"^HTTP (\d{3}): ?(.*)$", re.DOTALL)
+STATUS_LINE = re.compile(r"^HTTP (\d{3}): ?(.*)$", re.DOTALL)
 
 
 class VendorFailed(Exception):
@@ -72,7 +72,7 @@ def _message_field(body: str) -> dict[str, str] | None:
 def describe(error_class: str, status: int | None, message: str) -> str:
     """One error in words: "HTTP 401: You didn't provide an API key", "vendor unreachable:
     ConnectError: [Errno 111] Connection refused"."""
-    match = _STATUS.match(message or "")
+    match = STATUS_LINE.match(message or "")
     if match:
         said = vendor_message(match.group(2))
         return f"HTTP {match.group(1)}" + (f": {said}" if said else "")

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from evals.addresses import REFUSED
 from evals.client import make_client, stream_chat
 from evals.records import ChatRequest, TimingRecord
-from monitor.derived.failures import _STATUS, UNREACHABLE, describe, vendor_message
+from monitor.derived.failures import STATUS_LINE, UNREACHABLE, describe, vendor_message
 from monitor.models import ConfigChange, Endpoint
 
 PROMPT = [{"role": "user", "content": "Reply with one word: ready"}]
@@ -79,7 +79,7 @@ def _words(rec: TimingRecord) -> tuple[str, str]:
     before connecting) are ours, not the server's, and are kept."""
     error_class = rec.error_class or "error"
     if error_class in ("http_status", "rate_limited"):
-        match = _STATUS.match(rec.error_message or "")
+        match = STATUS_LINE.match(rec.error_message or "")
         said = vendor_message(match.group(2), text=False) if match else ""
         said = "".join(c if c.isprintable() else " " for c in said)
         head = f"HTTP {rec.http_status}"
