@@ -43,7 +43,22 @@ ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 # project's own settings: otherwise an admin could send DATABASE_URL or the secret key as the
 # bearer token to any host.
 KEY_ENV = re.compile(r"^[A-Z][A-Z0-9_]*_(API_KEY|KEY|TOKEN)$")
-KEY_ENV_REFUSED_PREFIXES = ("TIERWATCH_", "DJANGO_", "CELERY_", "POSTGRES", "REDIS", "DATABASE")
+# The same rule holds for every "{env:NAME}" in an extra header (one rule for every secret an
+# endpoint reads), and cloud credentials are the host's, never an endpoint's.
+KEY_ENV_REFUSED_PREFIXES = (
+    "TIERWATCH_",
+    "DJANGO_",
+    "CELERY_",
+    "POSTGRES",
+    "REDIS",
+    "DATABASE",
+    "AWS_",
+    "AZURE_",
+    "GOOGLE_",
+    "GCP_",
+    "GITHUB_",
+    "SECRET_",
+)
 
 
 def key_env_problem(name: str) -> str | None:
@@ -76,6 +91,7 @@ def validate_tier_fields(value: object) -> None:
 
 
 HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an HTTP token (RFC 9110)
+CREDENTIAL_HEADERS = frozenset({"proxy-authorization", "cookie", "cookie2"})  # and any Proxy-*
 HEADER_ENV = re.compile(r"\{env:([^{}]*)\}")  # "Bearer {env:GATEWAY_KEY}" in a header value
 
 
@@ -98,6 +114,11 @@ def validate_extra_headers(value: object) -> None:
     for name, text in value.items():
         if not isinstance(name, str) or not HEADER_NAME.match(name):
             raise ValidationError(f"extra_headers: {str(name)[:60]!r} is not a header name")
+        if name.lower() in CREDENTIAL_HEADERS or name.lower().startswith("proxy-"):
+            raise ValidationError(
+                f"extra_headers.{name}: carries credentials to a proxy or a session, which an "
+                "endpoint never sends (an API key goes in api_key_env)"
+            )
         if name.lower() in PROBE_HEADERS:
             raise ValidationError(
                 f"extra_headers.{name}: set by the client itself (an API key goes in api_key_env)"
@@ -110,6 +131,8 @@ def validate_extra_headers(value: object) -> None:
                     f"extra_headers.{name}: {{env:{env[:40]}}} must name an environment "
                     "variable (A-Z, 0-9, _)"
                 )
+            if problem := key_env_problem(env):
+                raise ValidationError(f"extra_headers.{name}: {problem}")
 
 
 class WrittenURLField(models.URLField):
@@ -286,6 +309,8 @@ class Endpoint(models.Model):
         for name, template in (self.extra_headers or {}).items():
 
             def read(match: re.Match[str], name: str = name) -> str:
+                if problem := key_env_problem(match.group(1)):  # a row saved before the rule
+                    raise EnvError(f"extra_headers.{name}: {problem}")
                 value = env_secret(match.group(1))
                 if value is None:
                     raise EnvError(f"extra_headers.{name}: {match.group(1)} is not set")

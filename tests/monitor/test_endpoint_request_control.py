@@ -34,11 +34,26 @@ def test_extra_body_cannot_override_a_probe_field(field):
         ({"bad header": "x"}, r"'bad header' is not a header name"),
         ({"x-k": "a\r\nX-Injected: 1"}, r"extra_headers\.x-k: must be text on one line"),
         ({"x-k": "{env:lower-case}"}, r"extra_headers\.x-k: \{env:lower-case\} must name"),
+        # issue 31, finding 1: a header template reads only a key-named variable, never a setting
+        ({"X-Leak": "{env:DATABASE_URL}"}, r"extra_headers\.X-Leak: 'DATABASE_URL': an endpoint"),
+        ({"X-Leak": "{env:TIERWATCH_METRICS_TOKEN}"}, r"X-Leak: 'TIERWATCH_METRICS_TOKEN': names"),
+        ({"X-Leak": "k {env:AWS_SECRET_ACCESS_KEY}"}, r"X-Leak: 'AWS_SECRET_ACCESS_KEY': names"),
+        ({"Proxy-Authorization": "Basic x"}, r"Proxy-Authorization: carries credentials"),
+        ({"proxy-foo": "x"}, r"proxy-foo: carries credentials"),
+        ({"Cookie": "s=1"}, r"extra_headers\.Cookie: carries credentials"),
     ],
 )
 def test_extra_headers_are_refused_naming_the_header(headers, problem):
     with pytest.raises(ValidationError, match=problem):
         _endpoint(extra_headers=headers).full_clean()
+
+
+def test_a_row_saved_before_the_rule_cannot_send_a_setting(monkeypatch):
+    """The rule holds at request time too: a template saved earlier is refused by name, unread."""
+    monkeypatch.setenv("TIERWATCH_SECRET_KEY", "canary-secret-key")
+    ep = _endpoint(extra_headers={"x-leak": "{env:TIERWATCH_SECRET_KEY}"})
+    with pytest.raises(EnvError, match=r"extra_headers\.x-leak: 'TIERWATCH_SECRET_KEY': names"):
+        ep.request_headers()
 
 
 def test_env_placeholders_are_read_at_request_time_and_kept_as_secrets(monkeypatch):
