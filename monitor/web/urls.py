@@ -60,7 +60,8 @@ verdict_pages = [
     path("pairs/<slug:name>/verdict/", verdict.verdict_page, name="page"),
     path("pairs/<slug:name>/verdict/audit/", verdict.run_audit, name="run_audit"),
     path("pairs/<slug:name>/verdict/acknowledge/", verdict.acknowledge, name="acknowledge"),
-    path("runs/<int:run_id>/diff/<slug:case_key>/", verdict.diff_view, name="diff"),
+    # a path, not a slug: a HumanEval pair's temperature-0 cases are keyed "humaneval/10"
+    path("runs/<int:run_id>/diff/<path:case_key>/", verdict.diff_view, name="diff"),
 ]
 
 worse_pages = [

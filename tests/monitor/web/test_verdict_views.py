@@ -11,6 +11,7 @@ import re
 
 import pytest
 from django.db.models import Sum
+from django.urls import reverse
 from django.utils.html import escape
 
 from evals.similarity import first_divergence
@@ -200,3 +201,18 @@ def test_acknowledging_needs_the_permission_and_restarts_the_evidence(
     assert state.since is not None and state.acknowledged_by == "admin" and state.cusum == {}
     html = admin_client.get(f"/pairs/{pair.name}/verdict/").content.decode()
     assert "Last acknowledged" in html and 'id="acknowledge"' in html
+
+
+def test_a_benchmark_case_key_with_a_slash_links_to_its_diff(admin_client, pair, runs):
+    """Issue 31, finding 5: a HumanEval pair's cases are keyed ``humaneval/10``; the verdict
+    page reversed a slug route with it and answered 500."""
+    probe, _ = runs
+    base = Sample.objects.filter(run=probe, tier="base", batch=0, repetition=0).first()
+    case = base.case
+    case.key = "humaneval/10"
+    case.save(update_fields=["key"])
+    link = reverse("verdict:diff", args=[probe.id, "humaneval/10"])
+    assert link == f"/runs/{probe.id}/diff/humaneval/10/"
+    diff = admin_client.get(f"{link}?rep=0")
+    assert diff.status_code == 200
+    assert "humaneval/10" in diff.content.decode()
