@@ -57,6 +57,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from evals.pysource import parse_module
 from evals.records import SandboxResult
 from evals.sandbox_sweep import owner_prefix
 from evals.sandbox_watch import RUNNER_PROCS, Watch
@@ -97,7 +98,7 @@ def extract_code(text: str) -> str:
     if blocks:
         return blocks[0][1].strip("\n")
     try:
-        tree = ast.parse(text)
+        tree = parse_module(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return ""
     if any(not isinstance(node, ast.Expr) for node in tree.body):
@@ -476,7 +477,7 @@ def run_unit_tests(
     ``mode`` forces an isolation level; default :func:`isolation`.
     ``tests`` are the case author's, trusted: a test file with no test is a ValueError.
     """
-    tree = ast.parse(tests)
+    tree = parse_module(tests)
     has_test = any(
         isinstance(n, ast.Assert)
         or isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)

@@ -31,6 +31,7 @@ import pytest
 from django.conf import settings
 from django.test import Client
 
+from evals.pysource import parse_module
 from evals.vendors.llamacpp import build
 from monitor.celery import worker_argv
 
@@ -316,7 +317,7 @@ def parse_source(path: Path) -> ast.Module:
     a valid file. Then the file is parsed by a fresh interpreter and its tree sent back pickled."""
     source = path.read_text()
     try:
-        return ast.parse(source)
+        return parse_module(source)
     except SystemError:
         code = (
             "import ast, pickle, sys; "

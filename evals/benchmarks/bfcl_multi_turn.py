@@ -29,6 +29,7 @@ from typing import Any
 from evals.agent.records import AgentTask
 from evals.benchmarks.bfcl import tool, tool_name
 from evals.benchmarks.fetch import read_member
+from evals.pysource import parse_expression
 from evals.records import CaseSpec
 
 DATA = "bfcl_eval/data/BFCL_v4_{}.json"
@@ -165,7 +166,7 @@ def load_cases(categories: list[str] | None = None, limit: int | None = None) ->
 def parse_call(text: str) -> tuple[str, list[Any], dict[str, Any]]:
     """A ground-truth call string (``mv(source='a', destination='b')``) as (method, positional
     arguments, keyword arguments), every argument a Python literal."""
-    node = ast.parse(text.strip(), mode="eval").body
+    node = parse_expression(text.strip()).body
     if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
         raise ValueError(f"not a plain call: {text!r}")
     args = [ast.literal_eval(a) for a in node.args]

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from evals.benchmarks.fetch import read_member
+from evals.pysource import parse_module
 from evals.records import CaseSpec, SandboxResult
 from evals.sandbox import extract_code, run_unit_tests
 
@@ -83,7 +84,7 @@ def program(case: CaseSpec, answer: str) -> str:
 
 def _parses(code: str) -> bool:
     try:
-        ast.parse(code)
+        parse_module(code)
     except (SyntaxError, ValueError):
         return False
     return True
@@ -91,7 +92,7 @@ def _parses(code: str) -> bool:
 
 def _defines(code: str, name: str) -> bool:
     try:
-        tree = ast.parse(code)
+        tree = parse_module(code)
     except (SyntaxError, ValueError):
         return True  # let the sandbox report the syntax error on the code as given
     return any(

@@ -32,6 +32,7 @@ import yaml
 
 from evals import constraints as constraint_checks
 from evals.benchmarks import bfcl, humaneval
+from evals.pysource import parse_module
 from evals.records import CaseSpec
 
 DATA_DIR = Path(__file__).parent / "data"
@@ -131,7 +132,7 @@ def case_from_dict(row: dict[str, Any]) -> CaseSpec:
 
 def _check_tests(tests: str) -> None:
     try:
-        tree = ast.parse(tests)
+        tree = parse_module(tests)
     except SyntaxError as exc:
         raise ValueError(f"unit_tests: syntax error at line {exc.lineno}: {exc.msg}") from None
     if not any(
