@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from evals.records import ChatRequest, TimingRecord
+from evals.stats import run_conformal
 
 DISCOVERY_CANDIDATES = 300  # the paper: 5,000
 DISCOVERY_QUERIES = 3  # the paper: 3
@@ -183,3 +184,46 @@ def cross_distance(a: Mapping[str, Distribution], b: Mapping[str, Distribution])
     if not common:
         return None
     return float(np.mean([tv(a[p], b[p]) for p in common]))
+
+
+def _pooled(
+    runs: Sequence[Mapping[str, Distribution]], inputs: Sequence[str]
+) -> dict[str, Counter[str]]:
+    out: dict[str, Counter[str]] = {i: Counter() for i in inputs}
+    for run in runs:
+        for i in inputs:
+            out[i].update(run[i])
+    return out
+
+
+def run_test(
+    reference_runs: Sequence[Mapping[str, Distribution]],
+    current: Mapping[str, Distribution],
+    *,
+    permutations: int = PERMUTATIONS,
+    seed: int = 0,
+) -> run_conformal.RunTest | None:
+    """The current run against the tier's reference runs, the run (a day, an hour) as the
+    exchangeable unit (``evals.stats.run_conformal``): a run's score is the mean over inputs
+    of its :func:`tv` to the pool of the other runs, on the inputs every run answered. None
+    (no evidence) when the current run answered none of them: a batch with no answers."""
+    runs = [*reference_runs, current]
+    inputs = [i for i in current if all(sum(r.get(i, {}).values()) for r in runs)]
+    if not inputs or not reference_runs:
+        return None
+
+    def score(run: Mapping[str, Distribution], others: list[Mapping[str, Distribution]]) -> float:
+        pool = _pooled(others, inputs)
+        return float(np.mean([tv(run[i], pool[i]) for i in inputs]))
+
+    pooled = _pooled(reference_runs, inputs)
+    return run_conformal.combine(
+        run_conformal.leave_one_out(runs, score),
+        run_conformal.leave_one_out(list(reference_runs), score),
+        score(current, list(reference_runs)),
+        lambda: (
+            window_test(
+                pooled, {i: current[i] for i in inputs}, permutations=permutations, seed=seed
+            ).p_value
+        ),
+    )

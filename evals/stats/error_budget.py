@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from evals.stats import cusum, eprocess
+from evals.stats import cusum, eprocess, run_conformal
 
 BUDGET_PER_QUARTER = eprocess.DEFAULT_BUDGET  # expected false alarms per pair per quarter
 QUARTER_S = 90 * 86400
@@ -46,12 +46,9 @@ CONTEXT_SERIES = (  # each tier's own TTFT: names a vendor incident, never a dri
 # The pair's budget split between its monitors (expected false alarms per quarter; the sum
 # is BUDGET_PER_QUARTER). The tripwires' share covers both tiers (half each).
 SHARES = {"tripwires": 0.2, "verdict": 0.15, "drift": 0.1, "capability": 0.05}
-# Runs frozen as a tier's tripwire reference. Every later run is tested against the same
-# reference, so its own error is in every run's p (valid one by one, not independent): with 4
-# runs (a fifth of a run's variance) a tier raised ~0.8 false alarms a quarter against its
-# 0.1; a day of hourly runs brings that part to 1/25 and the tier within its share
-# (benchmarks/month_replay.py --reference-runs).
-TRIPWIRE_REFERENCE_RUNS = 24
+# Runs frozen as a tier's tripwire reference at the hourly default: a day of runs, each one
+# unit of the run-level test (``evals.stats.run_conformal.reference_runs`` for any cadence).
+TRIPWIRE_REFERENCE_RUNS = run_conformal.reference_runs(HOURLY_S)
 # The verdict's share split between its tests across audits (fractions of the share).
 VERDICT_TESTS = {"mmd": 2 / 3, "failed requests": 1 / 6, "empty answers": 1 / 6}
 MONITOR_WORDS = {"tripwires": "tripwires", "verdict": "audit verdict", "drift": "drift",

@@ -49,6 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from evals.records import ChatRequest, TimingRecord
+from evals.stats import run_conformal
 
 # A few short, fixed prompts (TrackLLM's "x" among them): short so each query costs a handful
 # of input tokens, varied so a change that spares one prompt shows on another.
@@ -216,3 +217,42 @@ def cross_distance(
     if not prompts:
         return None
     return float(np.mean([distance(a[p], b[p]) for p in prompts]))
+
+
+Window = Mapping[str, Sequence[Observation]]
+
+
+def _pooled(windows: Sequence[Window], prompts: Sequence[str]) -> dict[str, list[Observation]]:
+    return {p: [row for w in windows for row in w[p]] for p in prompts}
+
+
+def run_test(
+    reference_runs: Sequence[Window],
+    current: Window,
+    *,
+    permutations: int = DEFAULT_PERMUTATIONS,
+    seed: int = 0,
+) -> run_conformal.RunTest | None:
+    """The current run against the tier's reference runs, the run as the exchangeable unit
+    (``evals.stats.run_conformal``). A run's score is the mean over prompts of its
+    :func:`distance` to the pool of the other runs, on the prompts every run answered; None
+    (no evidence) when the current run shares no prompt with every reference run."""
+    runs = [*reference_runs, current]
+    prompts = [p for p in current if all(w.get(p) for w in runs)]
+    if not prompts or not reference_runs:
+        return None
+
+    def score(run: Window, others: list[Window]) -> float:
+        pool = _pooled(others, prompts)
+        return float(np.mean([distance(run[p], pool[p]) for p in prompts]))
+
+    pooled = _pooled(reference_runs, prompts)
+    return run_conformal.combine(
+        run_conformal.leave_one_out(runs, score),
+        run_conformal.leave_one_out(list(reference_runs), score),
+        score(current, list(reference_runs)),
+        lambda: window_test(
+            pooled, {p: current[p] for p in prompts}, permutations=permutations, seed=seed,
+            tolerance=0.0,
+        ).p_value,
+    )  # fmt: skip

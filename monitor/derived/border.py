@@ -2,56 +2,54 @@
 docs/measures.md "Border-input tripwires").
 
 The tier's block in ``TripwireState.tiers`` gets ``mode: "border"`` and a ``border`` block: the
-kept inputs and their reference distributions from discovery. Every later run's answer
-distributions are tested against that reference and the run's p becomes an e-value in the
-tier's *one* tripwire e-detector, the same detector, calibrator and threshold as the logprob
-tripwire, so
-a tier has one tripwire budget whichever kind of evidence its endpoint allows.
+kept inputs and their reference distributions from discovery. The next
+``run_conformal.reference_runs(every_s)`` runs' answers are kept, run by run, as the
+reference runs (a week of daily runs, a day of hourly ones); every later run is tested
+against them with the run as the exchangeable unit (``evals.stats.border.run_test``: a real
+vendor's border answers move from day to day, which a per-request test read as change) and
+its e-value goes into the tier's *one* tripwire e-detector, the same detector and threshold
+as the logprob tripwire (``monitor.derived.tripwire.fold``), so a tier has one tripwire
+budget whichever kind of evidence its endpoint allows.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from evals.stats import border as stats
-from evals.stats import eprocess
+from evals.stats import run_conformal
 
 
 def tier_after(
-    block: dict[str, Any], result: Mapping[str, Any], run_id: int, seed: int, threshold: float
+    block: dict[str, Any], result: Mapping[str, Any], run_id: int, seed: int, every_s: float
 ) -> dict[str, Any]:
     """The tier's block after one border run: ``result`` is ``{"discovered": border block}``
     or ``{"current": {input: {token: count}}}``."""
+    from monitor.derived.tripwire import fold  # tripwire folds both kinds into one detector
+
     block = {**block, "mode": "border"}
     block.pop("skipped", None)
     if "discovered" in result:
         found = dict(result["discovered"])
         block["border"] = {**found, "run": run_id}
+        block["reference_windows"] = []
         block["last"] = {"run": run_id, "discovered": len(found["inputs"]), "kind": "border"}
         return block
-    reference = block["border"]["reference"]
-    test = stats.window_test(reference, result["current"], seed=seed)
-    state = eprocess.EProcessState(**block["eprocess"]) if block.get("eprocess") else None
-    state, decision = eprocess.update(
-        state or eprocess.EProcessState(),
-        eprocess.AuditEvidence(p_value=test.p_value, run_id=run_id, calibrator=eprocess.TRIPWIRE),
-        threshold=threshold,
-    )
-    block["eprocess"] = json.loads(state.to_json())
-    block["last"] = {
-        "run": run_id,
-        "kind": "border",
-        "statistic": test.statistic,
-        "p": test.p_value,
-        "e": decision.e_value,
-        "detector": decision.detector,
-        "threshold": decision.threshold,
-        "new_alarm": decision.new_alarm,
-        "inputs": test.n_inputs,
-    }
-    block["current"] = {p: dict(c) for p, c in result["current"].items()}
+    current = {p: dict(c) for p, c in result["current"].items()}
+    runs = list(block.get("reference_windows") or [])
+    need = run_conformal.reference_runs(every_s)
+    if len(runs) < need:
+        runs.append(current)
+        block["reference_windows"], block["reference_runs"] = runs, len(runs)
+        block["reference_of"] = need
+        block["last"] = {"run": run_id, "collecting": True, "kind": "border"}
+        block["current"] = current
+        return block
+    test = stats.run_test(runs, current, seed=seed)
+    block, last = fold(block, test, run_id, every_s)
+    block["last"] = {**last, "kind": "border", "inputs": len(current)}
+    block["current"] = current
     return block
 
 

@@ -137,6 +137,7 @@ def _tripwire(pair) -> dict[str, Any] | None:
                 "skipped": block.get("skipped", ""),
                 "collecting": last.get("collecting", False),
                 "reference_runs": block.get("reference_runs", 0),
+                "reference_of": block.get("reference_of", REFERENCE_RUNS),
                 "last": last,
                 "alarmed": (block.get("eprocess") or {}).get("alarmed", False),
                 "border": block.get("mode") == "border",
@@ -147,7 +148,6 @@ def _tripwire(pair) -> dict[str, Any] | None:
         "state": state,
         "rows": rows,
         "cross": state.cross,
-        "of": REFERENCE_RUNS,
         "probe": tripwire.escalated_probe(state),
     }
 

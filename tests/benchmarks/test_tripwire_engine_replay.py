@@ -56,10 +56,9 @@ def test_the_pool_server_answers_the_product_s_client_with_the_pool_s_logprobs()
         server.close()
 
 
-def test_the_cache_returns_the_product_s_test_and_a_switch_fires_through_the_fold(monkeypatch):
+def test_the_cache_returns_the_product_s_test_and_a_switch_fires_through_the_fold():
     from monitor.derived import tripwire as derived
 
-    monkeypatch.setattr(derived, "REFERENCE_RUNS", 4)  # the fold, not the reference's size
     cached = replay.cached_window_test()
     reference = {p: rows * 4 for p, rows in window(noise=0.01, seed=2).items()}
     current = window(noise=0.01, seed=3)

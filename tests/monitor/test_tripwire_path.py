@@ -8,7 +8,7 @@ import httpx
 import pytest
 from django.urls import reverse
 
-from monitor.derived import tripwire
+from evals.stats import run_conformal
 from monitor.models import Alert, Endpoint, Pair, Run, TripwireState
 from monitor.setup.schedules import ensure_tripwire_schedule
 from monitor.setup.suites import sync_builtin_suite
@@ -34,9 +34,12 @@ def make_pair(url: str, base_protocol: str = "openai") -> Pair:
     )
 
 
-def scheduled_tripwire(pair: Pair) -> Run:
+DAILY_S = 86400  # a cadence a user can save: a week of reference runs, threshold 900
+
+
+def scheduled_tripwire(pair: Pair, every_s: int = DAILY_S) -> Run:
     """What beat does (the schedule row, then the task), executed here as a worker would."""
-    ensure_tripwire_schedule(pair_name=pair.name)
+    ensure_tripwire_schedule(pair_name=pair.name, every_s=every_s)
     run = Run.objects.get(id=probe_pair_task.run(pair.name, "tripwire"))
     assert run.trigger == "scheduled" and run.kind == "tripwire"
     execute_run_task.run(run.id, kind="tripwire")
@@ -51,15 +54,15 @@ def switch(url: str, variant: str) -> None:
 
 
 def test_a_quantized_fast_tier_fires_its_tripwire_opens_an_alert_and_queues_an_audit(
-    vendor, admin_client, monkeypatch
+    vendor, admin_client
 ):
-    # the path, not the reference's size (a day of runs: benchmarks/month_replay.py measures it)
-    monkeypatch.setattr(tripwire, "REFERENCE_RUNS", 4)
+    # at daily tripwire runs: the reference is a week of runs (run_conformal.reference_runs)
     pair = make_pair(vendor)
-    for _ in range(4 + 4):  # references frozen, then honest runs: nothing fires
+    need = run_conformal.reference_runs(DAILY_S)
+    for _ in range(need + 4):  # reference runs frozen, then honest runs: nothing fires
         scheduled_tripwire(pair)
     state = TripwireState.objects.get(pair=pair)
-    assert state.tiers["fast"]["reference_runs"] == 4
+    assert state.tiers["fast"]["reference_runs"] == need == 7
     assert not state.fired_tier and not Run.objects.filter(pair=pair, kind="audit").exists()
     assert state.cross["distance"] is not None and state.cross["floor"] is not None
     switch(vendor, "quantized")
@@ -72,9 +75,9 @@ def test_a_quantized_fast_tier_fires_its_tripwire_opens_an_alert_and_queues_an_a
     finally:
         switch(vendor, "")
     assert state.fired_tier == "fast" and state.fired_run_id == fired_by.id, state.tiers
-    # the third hourly run: the tripwires' own calibrator (eprocess.TRIPWIRE) takes a p at the
-    # permutation floor for e ≈ 67 (the audits' calibrator, floored at 0.01, took four)
-    assert hours == 3
+    # the second daily run: each switched run ranks first of 8 and moves past the tolerance,
+    # e ≈ ½ (5.6 + 118) ≈ 62 a run, and 62² ≥ the daily threshold 900; one run cannot
+    assert hours == 2
     assert not state.tiers["base"]["eprocess"]["alarmed"]  # base did not change
     audit = Run.objects.get(pair=pair, kind="audit")
     assert (audit.trigger, audit.status, state.audit_id) == ("tripwire", "queued", audit.id)

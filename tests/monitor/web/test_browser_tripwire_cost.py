@@ -35,13 +35,16 @@ def fired_pair():
              "requests": 1320}  # fmt: skip
     run = create_run(pair=pair, kind="tripwire")
     tripwire.after_run(run=run, windows={}, skipped={}, border={"base": {"discovered": found}})
-    for _ in range(12):  # the base tier's answers all moved to one token, until it fires
+    honest, moved = {p: {"A": 5, " I": 5} for p in REFERENCE}, {p: {"A": 10} for p in REFERENCE}
+    # its reference runs (a day at the hourly default), then the base tier's answers all
+    # moved to one token, until it fires
+    for i in range(tripwire.REFERENCE_RUNS + 12):
         if TripwireState.objects.get(pair=pair).fired_tier:
             break
         run = create_run(pair=pair, kind="tripwire")
-        moved = {p: {"A": 10} for p in REFERENCE}
+        current = honest if i < tripwire.REFERENCE_RUNS else moved
         tripwire.after_run(
-            run=run, windows={}, skipped={}, border={"base": {"current": moved}},
+            run=run, windows={}, skipped={}, border={"base": {"current": current}},
             escalate=escalate,
         )  # fmt: skip
     return pair
