@@ -84,7 +84,7 @@ def test_a_quantized_fast_tier_fires_its_border_tripwire_and_escalates(vendor, a
     switch(vendor, "quantized")
     try:
         hours = 0
-        # the run's e-value is at most ½ (5.6 + 118) ≈ 62: two runs at the least
+        # the run's e-value is at most ½ (5.6 + 66.9) ≈ 36: two runs at the least
         while hours < 12 and not state.fired_tier:
             hours += 1
             fired_by = scheduled_tripwire(pair)

@@ -76,7 +76,7 @@ def test_a_quantized_fast_tier_fires_its_tripwire_opens_an_alert_and_queues_an_a
         switch(vendor, "")
     assert state.fired_tier == "fast" and state.fired_run_id == fired_by.id, state.tiers
     # the second daily run: each switched run ranks first of 8 and moves past the tolerance,
-    # e ≈ ½ (5.6 + 118) ≈ 62 a run, and 62² ≥ the daily threshold 900; one run cannot
+    # e = ½ (5.6 + 66.9) ≈ 36 a run, and 36² ≥ the daily threshold 900; one run cannot
     assert hours == 2
     assert not state.tiers["base"]["eprocess"]["alarmed"]  # base did not change
     audit = Run.objects.get(pair=pair, kind="audit")
