@@ -211,19 +211,18 @@ def run_test(
     inputs = [i for i in current if all(sum(r.get(i, {}).values()) for r in runs)]
     if not inputs or not reference_runs:
         return None
-
-    def score(run: Mapping[str, Distribution], others: list[Mapping[str, Distribution]]) -> float:
-        pool = _pooled(others, inputs)
-        return float(np.mean([tv(run[i], pool[i]) for i in inputs]))
-
+    per_input = []
+    for i in inputs:
+        tokens = sorted({t for r in runs for t in r[i]})
+        sums = np.array([[float(r[i].get(t, 0)) for t in tokens] for r in runs])
+        per_input.append((sums, sums.sum(1)))
     pooled = _pooled(reference_runs, inputs)
-    return run_conformal.combine(
-        run_conformal.leave_one_out(runs, score),
-        run_conformal.leave_one_out(list(reference_runs), score),
-        score(current, list(reference_runs)),
+    return run_conformal.test_runs(
+        per_input,
         lambda: (
             window_test(
                 pooled, {i: current[i] for i in inputs}, permutations=permutations, seed=seed
             ).p_value
         ),
+        tv=True,
     )

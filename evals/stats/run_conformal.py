@@ -34,7 +34,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+
+import numpy as np
 
 from evals.stats import eprocess
 
@@ -43,7 +44,6 @@ INFLATE = 1.5  # τ = this × the reference runs' largest score (benchmarks/trip
 MIN_REFERENCE_RUNS = 7  # a week of daily runs: fewer leave the rank bet worth < 8 a run
 MAX_REFERENCE_RUNS = 24  # a day of hourly runs: the hour-level numerics a day holds
 DAY_S = 86400
-R = TypeVar("R")
 
 
 def reference_runs(every_s: float) -> int:
@@ -106,6 +106,31 @@ def combine(
     return RunTest(statistic, p, len(scores), tau, tol_p, e)
 
 
-def leave_one_out(runs: Sequence[R], score: Callable[[R, list[R]], float]) -> list[float]:
-    """Each run's score against the pool of the others: ``score(run, others)``."""
-    return [score(run, [r for k, r in enumerate(runs) if k != j]) for j, run in enumerate(runs)]
+def loo_distances(sums: np.ndarray, counts: np.ndarray, *, tv: bool) -> np.ndarray:
+    """For one prompt, each run's distance to the pool of the other runs: ``sums`` (runs ×
+    tokens) the sum of each run's rows (logprob vectors, or answer counts), ``counts`` its
+    rows. ``tv``: ½ Σ |share − share of the others| (border answers), else the mean over
+    tokens of |mean − mean of the others| (logprobs), the distances of
+    ``evals.stats.border.tv`` and ``evals.stats.tripwire.distance`` without re-pooling."""
+    others = (sums.sum(0) - sums) / (counts.sum() - counts)[:, None]
+    gap = np.abs(sums / counts[:, None] - others)
+    out: np.ndarray = 0.5 * gap.sum(1) if tv else gap.mean(1)
+    return out
+
+
+def scores(per_prompt: Sequence[tuple[np.ndarray, np.ndarray]], *, tv: bool) -> np.ndarray:
+    """Each run's score: the mean over prompts of :func:`loo_distances`."""
+    return np.mean([loo_distances(s, n, tv=tv) for s, n in per_prompt], axis=0)
+
+
+def test_runs(
+    per_prompt: Sequence[tuple[np.ndarray, np.ndarray]],
+    window_p: Callable[[], float],
+    *,
+    tv: bool,
+) -> RunTest:
+    """The run's test from per-prompt (sums, counts) of the reference runs then the current
+    run (last): its score among all, τ from the reference runs among themselves."""
+    everyone = scores(per_prompt, tv=tv)
+    reference = scores([(s[:-1], n[:-1]) for s, n in per_prompt], tv=tv)
+    return combine(list(everyone), list(reference), float(everyone[-1]), window_p)

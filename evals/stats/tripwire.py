@@ -241,18 +241,17 @@ def run_test(
     prompts = [p for p in current if all(w.get(p) for w in runs)]
     if not prompts or not reference_runs:
         return None
-
-    def score(run: Window, others: list[Window]) -> float:
-        pool = _pooled(others, prompts)
-        return float(np.mean([distance(run[p], pool[p]) for p in prompts]))
-
+    per_prompt = []
+    for prompt in prompts:
+        tokens = _tokens(*(w[prompt] for w in runs))
+        sums = np.array([_matrix(w[prompt], tokens).sum(0) for w in runs])
+        per_prompt.append((sums, np.array([float(len(w[prompt])) for w in runs])))
     pooled = _pooled(reference_runs, prompts)
-    return run_conformal.combine(
-        run_conformal.leave_one_out(runs, score),
-        run_conformal.leave_one_out(list(reference_runs), score),
-        score(current, list(reference_runs)),
+    return run_conformal.test_runs(
+        per_prompt,
         lambda: window_test(
             pooled, {p: current[p] for p in prompts}, permutations=permutations, seed=seed,
             tolerance=0.0,
         ).p_value,
+        tv=False,
     )  # fmt: skip
