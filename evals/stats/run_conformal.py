@@ -120,7 +120,8 @@ def loo_distances(sums: np.ndarray, counts: np.ndarray, *, tv: bool) -> np.ndarr
 
 def scores(per_prompt: Sequence[tuple[np.ndarray, np.ndarray]], *, tv: bool) -> np.ndarray:
     """Each run's score: the mean over prompts of :func:`loo_distances`."""
-    return np.mean([loo_distances(s, n, tv=tv) for s, n in per_prompt], axis=0)
+    out: np.ndarray = np.mean([loo_distances(s, n, tv=tv) for s, n in per_prompt], axis=0)
+    return out
 
 
 def test_runs(
