@@ -22,22 +22,17 @@ stratified permutation, and the +1 keeps p valid and > 0, which the e-value need
 reference's monitor of real APIs alarms on the statistic's running mean + 12σ rather than on
 p; here the p of each run becomes an e-value so evidence adds up across runs.
 
-**The tolerance**: the p is computed on each token's shift beyond ``DEFAULT_TOLERANCE`` nats
-(|Δ| − τ, at least 0), and is 1 without permuting when no token moved more. Why: a serving
-stack's numerics (prompt cache on or off, how many requests share a batch, thread count) move
-the first-token logprobs of the *same* weights by a steady few thousandths of a nat, the same
-in every query, and on such bit-exact rows the permutation test calls any steady shift a
-change; an 8-bit quantization moves them by hundredths to tenths (docs/benchmarks.md, "Tripwires
-on real engines: null pools and switches"). The distance reported stays the plain one.
+**The tolerance** of :func:`window_test` used alone: the p is computed on each token's shift
+beyond ``tolerance`` nats (|Δ| − τ, at least 0), and is 1 without permuting when no token
+moved more. A fixed tolerance cannot separate a serving stack's hour-level numerics from a
+quantization (bf16 against f16 moves a token by a median 0.012 nats, p90 0.020; Q8_0 by a
+median 0.042, p10 0.025), so the product does not test requests against a fixed tolerance.
 
-**Across runs** each run's p is calibrated into an e-value by the tripwires' own calibrator
-(``eprocess.TRIPWIRE``: p floored at the permutation resolution, not the audits' 0.01) and
-folded into an e-CUSUM detector like the audits' (``evals.stats.eprocess``). One caveat,
-stated rather than hidden: every run is compared with the *same* frozen reference, so the
-runs' p-values are each valid but not independent; a reference that happened to be unusual
-makes every later p a little small. A longer reference shrinks this: the product freezes a
-day of runs (``evals.stats.error_budget.TRIPWIRE_REFERENCE_RUNS``, where the figure that
-chose it is named).
+**The product's test is** :func:`run_test`: the run, not the request, is the exchangeable
+unit (``evals.stats.run_conformal``: a conformal rank among the tier's reference runs and a
+tolerance bet beyond the farthest of them, whose request-level p is :func:`window_test` with
+no fixed tolerance). Its e-value is folded into an e-CUSUM detector like the audits'
+(``evals.stats.eprocess``) by ``monitor.derived.tripwire``.
 """
 
 from __future__ import annotations
