@@ -6,9 +6,14 @@ dollars before choosing a cadence. Three schemes side by side:
 
 - **as scheduled**: the pair's enabled schedule rows (``pair_defaults.schedules`` and its
   tripwire row);
-- **new default**: probes every ``PROBE_EVERY_MIN``, audits every ``AUDIT_EVERY_H`` hours,
-  tripwires hourly (``pair_defaults``, ``schedules.TRIPWIRE_EVERY_S``);
-- **hourly audits**: the former scheme, the same probes, audits hourly, no tripwires.
+- **new default**: audits every ``AUDIT_EVERY_H`` hours, tripwires hourly (``pair_defaults``,
+  ``schedules.TRIPWIRE_EVERY_S``);
+- **hourly audits**: the former scheme, audits hourly, no tripwires.
+
+The two fixed schemes probe at one cadence, stated as ``probe_every_s``: the pair's own probe
+schedule, or ``PROBE_EVERY_MIN`` when it has none. Like with like: the trade they show is audits
+against tripwires, and a probe cadence that differed between them (the pair's own in one,
+15 minutes in the other) would move the totals for a reason that is neither.
 
 A month is ``HOURS_PER_MONTH`` (365 × 24 / 12). Per run, a probe's and an audit's requests and
 tokens are the mean of the pair's newest ``MEASURED_RUNS`` finished runs of that kind (their
@@ -139,7 +144,8 @@ def _scheme(every: Mapping[Any, int | None], sizes: Mapping[Any, PerRun | None])
 
 
 def schemes(pair: Pair) -> dict[str, Any]:
-    """The pair's monthly cost under its schedules, the new default and hourly audits."""
+    """The pair's monthly cost under its schedules, the new default and hourly audits; the two
+    fixed schemes at one probe cadence (``probe_every_s``)."""
     tripwire, discovery = _tripwire(pair)
     sizes = {
         RunKind.TRIPWIRE: tripwire,
@@ -150,7 +156,7 @@ def schemes(pair: Pair) -> dict[str, Any]:
     scheduled[RunKind.TRIPWIRE] = pair_defaults.tripwire_every(pair.name)
     probe = scheduled.get(RunKind.PROBE) or pair_defaults.PROBE_EVERY_MIN * 60
     default = {
-        RunKind.PROBE: pair_defaults.PROBE_EVERY_MIN * 60,
+        RunKind.PROBE: probe,
         RunKind.AUDIT: pair_defaults.AUDIT_EVERY_H * 3600,
         RunKind.TRIPWIRE: TRIPWIRE_EVERY_S,
     }
@@ -162,6 +168,7 @@ def schemes(pair: Pair) -> dict[str, Any]:
             {"name": "hourly audits, no tripwires", **_scheme(hourly, sizes)},
         ],
         "per_run": sizes,
+        "probe_every_s": probe,  # both fixed schemes' probes
         "discovery": discovery,
         "hours": HOURS_PER_MONTH,
     }

@@ -39,6 +39,7 @@ def context(pair) -> dict[str, Any]:
         "discovery_usd": usd(discovery["usd"]) if discovery else "",
         "border_allowed": bool(state and state.border_allowed),
         "hours": data["hours"],
+        "probe_every_min": data["probe_every_s"] / 60,
     }
 
 

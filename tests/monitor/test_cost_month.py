@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from django.urls import reverse
+from django_celery_beat.models import PeriodicTask
 
 from monitor.models import ConfigChange, Endpoint, RunRollup, TripwireState
 from monitor.reporting import cost_month
@@ -66,6 +67,35 @@ def test_a_kind_never_run_has_no_figure_rather_than_a_guess():
     assert cell({"rows": rows}, "audit")["measured"] is None and "requests" not in cell(
         {"rows": rows}, "audit"
     )
+
+
+@pytest.mark.parametrize("probe_every_s", [300, None])
+def test_the_two_fixed_schemes_probe_at_one_cadence_so_they_differ_in_audits_and_tripwires(
+    probe_every_s, admin_client
+):
+    """Like with like: the new default and hourly audits both probe at the pair's own cadence
+    (a 5-minute one here, or 15 minutes for a pair with no probe schedule), stated on the page;
+    their totals then differ by exactly their audits and tripwires."""
+    pair = priced_pair()
+    if probe_every_s:
+        ensure_probe_schedule(pair_name=pair.name, every_s=probe_every_s)
+    else:
+        PeriodicTask.objects.filter(name=f"probe:{pair.name}").delete()
+    data = cost_month.schemes(pair)
+    _, default, hourly = data["schemes"]
+    cadence = probe_every_s or cost_month.pair_defaults.PROBE_EVERY_MIN * 60
+    assert data["probe_every_s"] == cell(default, "probe")["every_s"] == cadence
+    assert cell(hourly, "probe")["every_s"] == cadence
+    assert cell(default, "probe")["requests"] == cell(hourly, "probe")["requests"]
+    assert cell(default, "probe")["requests"] == pytest.approx(
+        cost_month.HOURS_PER_MONTH * 3600 / cadence * 20
+    )
+    assert default["requests"] - hourly["requests"] == pytest.approx(
+        cell(default, "audit")["requests"] + cell(default, "tripwire")["requests"]
+        - cell(hourly, "audit")["requests"]
+    )  # fmt: skip
+    page = admin_client.get(reverse("monitor:pair", args=[pair.name])).content.decode()
+    assert f"The last two probe every {cadence // 60} min" in page
 
 
 def test_the_pair_page_shows_the_costs_and_accepts_the_discovery(admin_client):
