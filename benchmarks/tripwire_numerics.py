@@ -81,7 +81,8 @@ class Tier:
             else:
                 offset = RUN_SD * self.rng.standard_normal(TOKENS)
             mean = base + offset + self.shift[p]
-            rows = mean + self.request_sd * self.rng.standard_normal((stats.DEFAULT_REPEATS, TOKENS))
+            noise = self.rng.standard_normal((stats.DEFAULT_REPEATS, TOKENS))
+            rows = mean + self.request_sd * noise
             out[p] = [{f"t{k}": float(v) for k, v in enumerate(row)} for row in rows]
         return out
 
